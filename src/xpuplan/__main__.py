@@ -1,0 +1,3 @@
+from xpuplan.cli.main import run
+
+run()

@@ -1,0 +1,227 @@
+"""Load, cross-check and index the hardware catalog."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from xpuplan.catalog.device import Device, Ecosystem, Figure, Source, unit_for_key
+from xpuplan.catalog.schema import DeviceIn, FigureIn, HardwareFileIn
+from xpuplan.datafile import line_for, load_model, parse_text, read_text
+from xpuplan.errors import UnknownIdError, UserInputError
+
+DATA_DIR = Path(__file__).parent / "data" / "hardware"
+#: Extra catalog directory or file(s) (os.pathsep-separated) layered over the built-in data.
+ENV_EXTRA = "XPUPLAN_HARDWARE_PATH"
+
+
+def normalise_alias(name: str) -> str:
+    """Key used for alias lookup: case-folded, without spaces, '_' and '-'."""
+    return re.sub(r"[\s_\-]+", "", name.strip().casefold())
+
+
+def _iter_figures(obj: BaseModel, prefix: str) -> Iterator[tuple[str, FigureIn]]:
+    for name in type(obj).model_fields:
+        val = getattr(obj, name)
+        path = f"{prefix}.{name}" if prefix else name
+        if isinstance(val, FigureIn):
+            yield path, val
+        elif isinstance(val, BaseModel):
+            yield from _iter_figures(val, path)
+        elif isinstance(val, dict):
+            for k, v in val.items():
+                if isinstance(v, FigureIn):
+                    yield f"{path}.{k}", v
+
+
+def _device_from(d: DeviceIn, vendor: str, sources: dict[str, Source], file: str, idx: int, lines) -> Device:
+    figures: dict[str, Figure] = {}
+    for path, f in _iter_figures(d, ""):
+        if f.source not in sources:
+            loc = ("devices", idx, *path.split("."), "source")
+            raise UserInputError(
+                f"unknown source key {f.source!r} (not in this file's 'sources')",
+                field=f"devices[{idx}].{path}.source",
+                file=file,
+                line=line_for(loc, lines),
+            )
+        scale, unit = unit_for_key(path)
+        figures[path] = Figure(
+            path=path,
+            value=f.value * scale,
+            low=(f.min if f.min is not None else f.value) * scale,
+            high=(f.max if f.max is not None else f.value) * scale,
+            unit=unit,
+            printed_value=f.value,
+            printed_unit_key=path.rsplit(".", 1)[-1] if not path.startswith(("dense", "sparse")) else "tflops",
+            source=sources[f.source],
+            trust=f.trust,
+            note=f.note,
+            date=f.date,
+        )
+    for prec, sparse in d.sparse_tflops.items():
+        dense = d.dense_tflops.get(prec)
+        if dense is not None and dense.value == sparse.value:
+            raise UserInputError(
+                f"dense {prec} equals the sparse figure ({dense.value}); store the dense peak under dense_tflops",
+                field=f"devices[{idx}].dense_tflops.{prec}",
+                file=file,
+                line=line_for(("devices", idx, "dense_tflops", prec), lines),
+            )
+    eco = d.ecosystem
+    return Device(
+        id=d.id,
+        name=d.name,
+        vendor=vendor,
+        kind=d.kind,
+        origin_country=d.origin_country.upper(),
+        file=file,
+        figures=figures,
+        ecosystem=Ecosystem(
+            software_stack=eco.software_stack,
+            pytorch=eco.pytorch,
+            serving_engines=tuple(eco.serving_engines),
+            training_frameworks=tuple(eco.training_frameworks),
+            maturity=eco.maturity,
+            pytorch_note=eco.pytorch_note,
+            note=eco.note,
+        ),
+        aliases=tuple(d.aliases),
+        architecture=d.architecture,
+        launch_year=d.launch_year,
+        form_factor=d.form_factor,
+        memory_type=d.memory.type,
+        scale_up_name=d.scale_up.name if d.scale_up else None,
+        scale_up_domain=d.scale_up.domain_size if d.scale_up else 1,
+        scale_up_topology=d.scale_up.topology if d.scale_up else None,
+        pcie_generation=d.pcie.generation if d.pcie else None,
+        scale_out_name=d.scale_out.name if d.scale_out else None,
+        export_control=d.availability.export_control if d.availability else None,
+        regions=d.availability.regions if d.availability else None,
+        availability_note=d.availability.note if d.availability else None,
+        notes=d.notes,
+    )
+
+
+def load_hardware_file(path: str | Path) -> list[Device]:
+    """Parse and validate one catalog file; errors name file, line and field."""
+    file = str(path)
+    data, lines = parse_text(read_text(path), file)
+    if data is None:
+        raise UserInputError("file is empty", file=file)
+    parsed = load_model(HardwareFileIn, data, file, lines)
+    sources = {
+        key: Source(key=key, title=s.title, date=s.date, kind=s.kind, url=s.url, publisher=s.publisher)
+        for key, s in parsed.sources.items()
+    }
+    return [_device_from(d, parsed.vendor, sources, file, i, lines) for i, d in enumerate(parsed.devices)]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All devices, indexed by id and by normalised alias."""
+
+    devices: dict[str, Device]
+    _alias: dict[str, str]
+
+    def get(self, name: str) -> Device:
+        """Device by id or alias (``"H100"``, ``"910B"``, ``"MLU590"``); unknown -> UnknownIdError."""
+        if name in self.devices:
+            return self.devices[name]
+        key = normalise_alias(name)
+        if key in self._alias:
+            return self.devices[self._alias[key]]
+        raise UnknownIdError("hardware", name, list(self.devices) + [a for d in self.devices.values() for a in d.aliases])
+
+    def resolve(self, name: str) -> str:
+        return self.get(name).id
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        return name in self.devices or normalise_alias(name) in self._alias
+
+    def __iter__(self) -> Iterator[Device]:
+        return iter(self.devices.values())
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def filter(self, vendor: str | None = None, kind: str | None = None, origin: str | None = None) -> list[Device]:
+        out = list(self.devices.values())
+        if vendor:
+            out = [d for d in out if d.vendor.casefold() == vendor.casefold()]
+        if kind:
+            out = [d for d in out if d.kind.casefold() == kind.casefold()]
+        if origin:
+            out = [d for d in out if d.origin_country.casefold() == origin.casefold()]
+        return out
+
+    @property
+    def vendors(self) -> list[str]:
+        return sorted({d.vendor for d in self.devices.values()})
+
+
+def build_catalog(devices: Iterable[Device]) -> Catalog:
+    by_id: dict[str, Device] = {}
+    alias: dict[str, str] = {}
+    for d in devices:
+        if d.id in by_id:
+            raise UserInputError(
+                f"duplicate hardware id {d.id!r} (also in {by_id[d.id].file})", field="id", file=d.file
+            )
+        by_id[d.id] = d
+    for d in by_id.values():
+        for name in (d.id, *d.aliases):
+            key = normalise_alias(name)
+            other = alias.get(key)
+            if other is not None and other != d.id:
+                raise UserInputError(
+                    f"alias {name!r} names both {other} and {d.id}", field=f"{d.id}.aliases", file=d.file
+                )
+            alias[key] = d.id
+    return Catalog(devices=by_id, _alias=alias)
+
+
+def catalog_files(extra: Iterable[str | Path] = ()) -> list[Path]:
+    files = sorted(DATA_DIR.glob("*.yaml"))
+    extra_paths = [Path(p) for p in extra]
+    env = os.environ.get(ENV_EXTRA)
+    if env:
+        extra_paths += [Path(p) for p in env.split(os.pathsep) if p]
+    for p in extra_paths:
+        files += sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
+    return files
+
+
+def load_catalog(extra: Iterable[str | Path] = ()) -> Catalog:
+    """The built-in catalog plus user files (``extra`` or ``$XPUPLAN_HARDWARE_PATH``).
+
+    A user file may add devices; reusing a built-in id is an error (copy and rename instead).
+    """
+    extra = tuple(str(p) for p in extra)
+    if not extra and not os.environ.get(ENV_EXTRA):
+        return _default_catalog()
+    devices: list[Device] = []
+    for f in catalog_files(extra):
+        devices += load_hardware_file(f)
+    return build_catalog(devices)
+
+
+@lru_cache(maxsize=1)
+def _default_catalog() -> Catalog:
+    devices: list[Device] = []
+    for f in catalog_files():
+        devices += load_hardware_file(f)
+    return build_catalog(devices)
+
+
+def get_device(name: str) -> Device:
+    """Shortcut: a device of the default catalog by id or alias."""
+    return load_catalog().get(name)

@@ -1,0 +1,164 @@
+"""Schema of the hardware catalog files (``data/hardware/*.yaml``), validated at load.
+
+Units are in the key names (``capacity_gb``, ``bandwidth_gb_per_s``, ``tdp_w``); every numeric
+figure is a :class:`FigureIn` record with its source and trust grade. Unknown keys are errors so a
+typo cannot silently drop a figure.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Trust = Literal["A", "B", "C", "D"]
+"""A: vendor datasheet/primary source with the figure; B: primary with some inference;
+C: credible third party or partly unknown; D: second-hand, rumour, or the seed guide."""
+
+Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4"]
+DeviceKind = Literal["GPU", "NPU", "TPU", "CPU"]
+SourceKind = Literal["vendor", "paper", "third-party", "press", "guide", "estimate"]
+
+_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FigureIn(_Strict):
+    """One sourced number. ``min``/``max`` give the range where sources disagree."""
+
+    value: float = Field(ge=0)
+    min: float | None = Field(default=None, ge=0)
+    max: float | None = Field(default=None, ge=0)
+    source: str
+    trust: Trust
+    date: str | None = None
+    note: str | None = None
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date(cls, v: object) -> object:
+        if v is None:
+            return v
+        v = str(v)
+        if not _DATE.match(v):
+            raise ValueError("date must be YYYY, YYYY-MM or YYYY-MM-DD")
+        return v
+
+    @model_validator(mode="after")
+    def _range(self) -> FigureIn:
+        lo = self.min if self.min is not None else self.value
+        hi = self.max if self.max is not None else self.value
+        if not lo <= self.value <= hi:
+            raise ValueError(f"range must satisfy min <= value <= max (min={self.min}, value={self.value}, max={self.max})")
+        return self
+
+
+class SourceIn(_Strict):
+    title: str
+    url: str | None = None
+    date: str
+    publisher: str | None = None
+    kind: SourceKind
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date(cls, v: object) -> str:
+        v = str(v)
+        if not _DATE.match(v):
+            raise ValueError("date must be YYYY, YYYY-MM or YYYY-MM-DD")
+        return v
+
+
+class MemoryIn(_Strict):
+    capacity_gb: FigureIn | None = None
+    type: str | None = None
+    bandwidth_gb_per_s: FigureIn | None = None
+
+
+class OnChipIn(_Strict):
+    l2_cache_mb: FigureIn | None = None
+    sram_mb: FigureIn | None = None
+
+
+class ScaleUpIn(_Strict):
+    name: str
+    bandwidth_gb_per_s_per_direction: FigureIn | None = None
+    domain_size: int = Field(default=1, ge=1)
+    topology: str | None = None
+
+
+class PcieIn(_Strict):
+    generation: int | None = Field(default=None, ge=1, le=7)
+    bandwidth_gb_per_s_per_direction: FigureIn | None = None
+
+
+class ScaleOutIn(_Strict):
+    name: str | None = None
+    nic_gbit_per_s_per_device: FigureIn | None = None
+
+
+class PowerIn(_Strict):
+    tdp_w: FigureIn | None = None
+
+
+class PriceIn(_Strict):
+    list_usd: FigureIn | None = None
+    cloud_usd_per_hour: FigureIn | None = None
+
+
+class EcosystemIn(_Strict):
+    software_stack: str
+    pytorch: Literal["native", "plugin", "xla", "limited", "none"]
+    pytorch_note: str | None = None
+    serving_engines: list[str] = Field(default_factory=list)
+    training_frameworks: list[str] = Field(default_factory=list)
+    maturity: int = Field(ge=1, le=5)
+    note: str | None = None
+
+
+class AvailabilityIn(_Strict):
+    export_control: str | None = None
+    regions: str | None = None
+    note: str | None = None
+
+
+class DeviceIn(_Strict):
+    id: str
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    kind: DeviceKind
+    architecture: str | None = None
+    launch_year: int | None = Field(default=None, ge=1990, le=2035)
+    form_factor: str | None = None
+    origin_country: str = Field(min_length=2, max_length=2)
+    dense_tflops: dict[Precision, FigureIn] = Field(default_factory=dict)
+    sparse_tflops: dict[Precision, FigureIn] = Field(default_factory=dict)
+    memory: MemoryIn = Field(default_factory=MemoryIn)
+    on_chip: OnChipIn | None = None
+    scale_up: ScaleUpIn | None = None
+    pcie: PcieIn | None = None
+    scale_out: ScaleOutIn | None = None
+    power: PowerIn = Field(default_factory=PowerIn)
+    price: PriceIn | None = None
+    ecosystem: EcosystemIn
+    availability: AvailabilityIn | None = None
+    notes: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("id must be lowercase letters, digits, '.' and '-'")
+        return v
+
+
+class HardwareFileIn(_Strict):
+    schema_version: Literal[1]
+    vendor: str
+    sources: dict[str, SourceIn]
+    devices: list[DeviceIn]

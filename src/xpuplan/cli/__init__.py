@@ -1,0 +1,1 @@
+"""Command-line front end (Typer + Rich); no model logic lives here."""

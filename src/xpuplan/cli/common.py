@@ -1,0 +1,127 @@
+"""Shared CLI plumbing: error handling (exit 2, no traceback), JSON output, tables."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from xpuplan.datafile import format_loc
+from xpuplan.errors import InfeasibleError, UserInputError, XpuplanError
+
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_USER_ERROR = 2
+EXIT_INFEASIBLE = 3
+EXIT_INTERNAL = 1
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    """Plain JSON on stdout (no Rich wrapping), NaN/inf as null."""
+    sys.stdout.write(json.dumps(_clean(obj), indent=2, ensure_ascii=False) + "\n")
+
+
+def fail(message: str, code: int = EXIT_USER_ERROR) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def cli_command(func: F) -> F:
+    """Turn xpuplan's errors into one clear message and an exit status; no tracebacks."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except InfeasibleError as exc:
+            err_console.print(f"[bold red]infeasible:[/] {exc}", highlight=False, soft_wrap=True)
+            for r in exc.reasons:
+                err_console.print(f"  - {r}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INFEASIBLE) from None
+        except UserInputError as exc:
+            raise fail(exc.render()) from None
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            raise fail(f"field '{format_loc(tuple(e['loc']))}': {e['msg']}") from None
+        except XpuplanError as exc:
+            raise fail(str(exc)) from None
+        except (ValueError, KeyError) as exc:
+            if os.environ.get("XPUPLAN_DEBUG"):
+                raise
+            raise fail(str(exc).strip("'\"")) from None
+        except Exception as exc:  # pragma: no cover - last resort
+            if os.environ.get("XPUPLAN_DEBUG"):
+                raise
+            raise fail(
+                f"internal error ({type(exc).__name__}: {exc}); set XPUPLAN_DEBUG=1 for the traceback and report it",
+                EXIT_INTERNAL,
+            ) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None) -> Table:
+    t = Table(title=title, caption=caption, title_justify="left", show_lines=False)
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
+    for r in rows:
+        t.add_row(*[fmt(v) for v in r])
+    return t
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        if abs(v) >= 10:
+            return f"{v:.1f}"
+        return f"{v:.3g}"
+    return str(v)
+
+
+def parse_int_list(text: str, field: str) -> list[int]:
+    """'8' -> [8]; '8,16' -> [8, 16]; '8:64' -> powers of two from 8 to 64."""
+    try:
+        if ":" in text:
+            a, b = (int(x) for x in text.split(":", 1))
+            if a <= 0 or b < a:
+                raise ValueError
+            out, v = [], a
+            while v <= b:
+                out.append(v)
+                v *= 2
+            return out
+        vals = [int(x) for x in text.split(",") if x.strip()]
+        if not vals or any(v <= 0 for v in vals):
+            raise ValueError
+        return vals
+    except ValueError:
+        raise UserInputError(f"expected a positive integer, a list 'a,b' or a range 'a:b', got {text!r}", field=field) from None

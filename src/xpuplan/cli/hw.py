@@ -1,0 +1,142 @@
+"""``xpuplan hw``: list, show and compare catalog devices."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from xpuplan import units
+from xpuplan.catalog import Device, Figure, load_catalog
+from xpuplan.cli.common import cli_command, console, fail, print_json, table
+
+app = typer.Typer(help="Hardware catalog: every figure with its source, date and trust.", no_args_is_help=True)
+
+_DISPLAY: dict[str, tuple[float, str]] = {
+    "FLOP/s": (units.TFLOPS, "TFLOP/s"),
+    "OP/s": (units.TFLOPS, "TOP/s"),
+    "B/s": (units.GB_PER_S, "GB/s"),
+    "B": (units.GB, "GB"),
+    "W": (1.0, "W"),
+    "USD": (1.0, "USD"),
+    "USD/h": (1.0, "USD/h"),
+}
+
+
+def figure_text(f: Figure) -> tuple[str, str]:
+    scale, unit = _DISPLAY[f.unit]
+    if f.path.endswith("_mb"):
+        scale, unit = units.MB, "MB"
+    if f.path.endswith("_gbit_per_s_per_device"):
+        scale, unit = units.GBIT, "Gbit/s"
+    val = f"{f.value / scale:,.4g} {unit}"
+    rng = f"{f.low / scale:,.4g} – {f.high / scale:,.4g}" if f.is_range else ""
+    return val, rng
+
+
+@app.command("list")
+@cli_command
+def list_(
+    vendor: Annotated[str | None, typer.Option(help="only this vendor (e.g. NVIDIA, Huawei)")] = None,
+    kind: Annotated[str | None, typer.Option(help="GPU, NPU, TPU or CPU")] = None,
+    origin: Annotated[str | None, typer.Option(help="designer's country code, e.g. CN for domestic Chinese chips")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """List devices with headline dense figures."""
+    cat = load_catalog()
+    if kind and kind.upper() not in ("GPU", "NPU", "TPU", "CPU"):
+        raise fail(f"field 'kind': expected GPU, NPU, TPU or CPU, got {kind!r}")
+    if vendor and vendor.casefold() not in {v.casefold() for v in cat.vendors}:
+        raise fail(f"field 'vendor': unknown vendor {vendor!r}; known: {', '.join(cat.vendors)}")
+    devices = cat.filter(vendor=vendor, kind=kind, origin=origin)
+    if json_:
+        print_json([d.summary() for d in devices])
+        return
+    rows = []
+    for d in devices:
+        s = d.summary()
+        rows.append([d.id, d.vendor, d.kind, d.launch_year, s["dense_bf16_tflops"], s["dense_fp8_tflops"],
+                     s["dense_int8_tops"], s["memory_gb"], s["memory_bandwidth_gb_per_s"], s["tdp_w"], s["min_trust"]])
+    console.print(table(
+        f"{len(devices)} devices",
+        ["id", "vendor", "kind", "year", "bf16 TFLOP/s", "fp8 TFLOP/s", "int8 TOP/s", "mem GB", "mem GB/s", "TDP W", "worst trust"],
+        rows,
+        caption="dense peaks only (sparse figures are never used); `xpuplan hw show ID` for sources and ranges",
+    ))
+
+
+@app.command("show")
+@cli_command
+def show(
+    device_id: Annotated[str, typer.Argument(metavar="ID", help="id or alias, e.g. H100, 910B, MLU590")],
+    json_: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Every figure of one device with its range, source and trust."""
+    d = load_catalog().get(device_id)
+    if json_:
+        print_json(d.to_dict())
+        return
+    console.print(f"[bold]{d.name}[/] ({d.id}) — {d.vendor} {d.kind}, {d.architecture or ''} {d.launch_year or ''}")
+    if d.aliases:
+        console.print(f"aliases: {', '.join(d.aliases)}")
+    rows = []
+    for f in d.figures.values():
+        val, rng = figure_text(f)
+        rows.append([f.path, val, rng, f.trust, f.source.cite() + (f" — {f.note}" if f.note else "")])
+    console.print(table("figures", ["field", "value", "range", "trust", "source / note"], rows))
+    e = d.ecosystem
+    console.print(f"software: {e.software_stack}; PyTorch: {e.pytorch}" + (f" ({e.pytorch_note})" if e.pytorch_note else ""))
+    console.print(f"serving: {', '.join(e.serving_engines) or '-'}; training: {', '.join(e.training_frameworks) or '-'}; maturity {e.maturity}/5")
+    if d.scale_up_name:
+        console.print(f"scale-up: {d.scale_up_name}, domain {d.scale_up_domain}" + (f", {d.scale_up_topology}" if d.scale_up_topology else ""))
+    if d.export_control or d.regions:
+        console.print(f"availability: {d.export_control or ''} {d.regions or ''}")
+    if d.notes:
+        console.print(f"notes: {d.notes}")
+
+
+_COMPARE_ROWS: list[tuple[str, str]] = [
+    ("dense_tflops.fp32", "fp32"),
+    ("dense_tflops.tf32", "tf32"),
+    ("dense_tflops.bf16", "bf16"),
+    ("dense_tflops.fp16", "fp16"),
+    ("dense_tflops.fp8", "fp8"),
+    ("dense_tflops.fp4", "fp4"),
+    ("dense_tflops.int8", "int8"),
+    ("memory.capacity_gb", "memory"),
+    ("memory.bandwidth_gb_per_s", "memory bandwidth"),
+    ("scale_up.bandwidth_gb_per_s_per_direction", "scale-up / direction"),
+    ("scale_out.nic_gbit_per_s_per_device", "scale-out NIC"),
+    ("power.tdp_w", "TDP"),
+    ("price.list_usd", "list price"),
+]
+
+
+def _compare_value(d: Device, path: str) -> str:
+    f = d.figure(path)
+    if f is None:
+        return "-"
+    val, rng = figure_text(f)
+    return f"{val} [{f.trust}]" + (f" ({rng})" if rng else "")
+
+
+@app.command("compare")
+@cli_command
+def compare(
+    ids: Annotated[list[str], typer.Argument(metavar="ID...", help="two or more ids or aliases")],
+    json_: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Side-by-side figures (dense peaks, memory, links, power, price) with trust grades."""
+    if len(ids) < 2:
+        raise fail("field 'ID': give at least two devices to compare")
+    cat = load_catalog()
+    devs = [cat.get(i) for i in ids]
+    if json_:
+        print_json([d.to_dict() for d in devs])
+        return
+    rows = [[label] + [_compare_value(d, path) for d in devs] for path, label in _COMPARE_ROWS]
+    rows.append(["ridge point (bf16)"] + [f"{d.ridge_point:.0f} FLOP/B" if d.figure("memory.bandwidth_gb_per_s") else "-" for d in devs])
+    rows.append(["scale-up domain"] + [str(d.scale_up_domain) for d in devs])
+    rows.append(["software"] + [d.ecosystem.software_stack for d in devs])
+    rows.append(["ecosystem maturity"] + [f"{d.ecosystem.maturity}/5" for d in devs])
+    console.print(table("comparison (dense peaks; [trust])", ["figure"] + [d.id for d in devs], rows))

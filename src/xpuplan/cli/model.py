@@ -1,0 +1,76 @@
+"""``xpuplan model``: presets and imported Hugging Face configs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from xpuplan.cli.common import cli_command, console, print_json, table
+from xpuplan.models import get_model, list_models
+from xpuplan.perf.memory import kv_cache_bytes_per_token
+from xpuplan.perf.params import param_breakdown
+from xpuplan.units import format_count
+
+app = typer.Typer(help="Model architectures: presets and local config.json files.", no_args_is_help=True)
+
+
+@app.command("list")
+@cli_command
+def list_(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """All preset models with total and active parameter counts."""
+    models = list_models()
+    if json_:
+        out = []
+        for m in models:
+            b = param_breakdown(m)
+            out.append({"id": m.id, "name": m.name, "family": m.family, "type": m.type,
+                        "attention": m.attention_kind, "moe": m.is_moe,
+                        "total_params": b.total, "active_params": b.active})
+        print_json(out)
+        return
+    rows = []
+    for m in models:
+        b = param_breakdown(m)
+        rows.append([m.id, m.family, m.attention_kind, "MoE" if m.is_moe else ("encoder" if m.type == "encoder" else "dense"),
+                     m.n_layers, m.d_model, format_count(b.total), format_count(b.active)])
+    console.print(table(f"{len(models)} models", ["id", "family", "attention", "type", "layers", "d_model", "total", "active"], rows))
+
+
+@app.command("show")
+@cli_command
+def show(
+    name: Annotated[str, typer.Argument(metavar="ID|PATH", help="preset id/alias or path to a config.json")],
+    json_: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Architecture and parameter breakdown of one model."""
+    m = get_model(name)
+    b = param_breakdown(m)
+    kv = kv_cache_bytes_per_token(m)
+    if json_:
+        d = m.model_dump(mode="json")
+        d.update({"total_params": b.total, "active_params": b.active, "params": b.to_dict(),
+                  "attention_kind": m.attention_kind, "kv_cache_bytes_per_token_bf16": kv})
+        if m.published:
+            d["published_total_params"] = m.published.total_params.value_b * 1e9
+        print_json(d)
+        return
+    console.print(f"[bold]{m.name}[/] ({m.id}) — {m.type}, {m.attention_kind}, {'MoE' if m.is_moe else 'dense'}")
+    shape = [["layers", m.n_layers], ["d_model", m.d_model], ["heads / kv heads", f"{m.n_heads} / {m.kv_heads}"],
+             ["head dim (qk / v)", f"{m.qk_head_dim} / {m.v_head_dim}"], ["ffn", m.ffn_dim], ["vocab", m.vocab_size],
+             ["mlp", m.mlp], ["tied embeddings", m.tied_embeddings], ["max seq", m.max_seq_len]]
+    if m.moe:
+        shape += [["experts (routed / top-k / shared)", f"{m.moe.n_routed_experts} / {m.moe.top_k} / {m.moe.n_shared_experts}"],
+                  ["expert ffn", m.moe.expert_ffn_dim], ["leading dense layers", m.moe.n_dense_layers]]
+    if m.mla:
+        shape += [["MLA kv_lora / rope", f"{m.mla.kv_lora_rank} / {m.mla.qk_rope_head_dim}"]]
+    console.print(table("shape", ["", "value"], shape))
+    rows = [[k, format_count(v)] for k, v in b.to_dict().items() if v]
+    if m.published:
+        pub = m.published.total_params.value_b * 1e9
+        rows.append(["published total", f"{format_count(pub)} ({(b.total / pub - 1) * 100:+.2f}%)"])
+        if m.published.active_params:
+            pa = m.published.active_params.value_b * 1e9
+            rows.append(["published active", f"{format_count(pa)} ({(b.active / pa - 1) * 100:+.2f}%)"])
+    console.print(table("parameters", ["component", "count"], rows))
+    console.print(f"KV cache: {kv / 1e3:,.1f} kB per token (bf16)")

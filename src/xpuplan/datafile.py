@@ -1,0 +1,112 @@
+"""Loading user-editable data files (YAML/JSON) with errors that name file, line and field.
+
+Data files are parsed with PyYAML's node API so every mapping key and sequence item keeps its
+line number. A pydantic ``ValidationError`` is then translated into a ``UserInputError`` whose
+field path (``devices[2].memory.bandwidth_gb_per_s.value``) is looked up in that line map.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from xpuplan.errors import UserInputError
+
+M = TypeVar("M", bound=BaseModel)
+
+Path_t = tuple[str | int, ...]
+
+
+def _walk(node: yaml.Node, path: Path_t, lines: dict[Path_t, int]) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            _walk(value_node, path + (key,), lines)
+            lines[path + (key,)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, path + (i,), lines)
+
+
+def format_loc(loc: tuple[Any, ...]) -> str:
+    """Pydantic location tuple -> ``a.b[2].c``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def parse_text(text: str, file: str) -> tuple[Any, dict[Path_t, int]]:
+    """Parse YAML (JSON is a subset) text into Python data plus a path -> line map."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark is not None else None
+        raise UserInputError(f"malformed YAML/JSON: {exc.problem}", file=file, line=line) from None
+    except yaml.YAMLError as exc:
+        raise UserInputError(f"malformed YAML/JSON: {exc}", file=file) from None
+    lines: dict[Path_t, int] = {}
+    if node is not None:
+        _walk(node, (), lines)
+    return data, lines
+
+
+def read_text(path: str | Path) -> str:
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserInputError("file not found", file=str(p)) from None
+    except IsADirectoryError:
+        raise UserInputError("is a directory, expected a file", file=str(p)) from None
+    except UnicodeDecodeError:
+        raise UserInputError("not UTF-8 text", file=str(p)) from None
+
+
+def line_for(loc: tuple[Any, ...], lines: dict[Path_t, int]) -> int | None:
+    """Deepest known line for a location (falls back to the parent's line)."""
+    loc = tuple(loc)
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+def validation_error(
+    exc: ValidationError, file: str, lines: dict[Path_t, int], prefix: tuple[Any, ...] = ()
+) -> UserInputError:
+    """Turn the first pydantic error into a UserInputError naming file, line and field."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = prefix + tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p and p.startswith("function")))
+    msg = first["msg"]
+    extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return UserInputError(msg + extra, field=format_loc(loc), file=file, line=line_for(loc, lines))
+
+
+def load_model(model: type[M], data: Any, file: str, lines: dict[Path_t, int], prefix: tuple[Any, ...] = ()) -> M:
+    """Validate ``data`` against ``model``; errors name file, line and field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, file, lines, prefix) from None
+
+
+def load_file(model: type[M], path: str | Path) -> M:
+    """Read a YAML/JSON file and validate it as ``model``."""
+    text = read_text(path)
+    data, lines = parse_text(text, str(path))
+    if data is None:
+        raise UserInputError("file is empty", file=str(path))
+    return load_model(model, data, str(path), lines)

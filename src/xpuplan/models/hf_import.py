@@ -1,0 +1,355 @@
+"""Import a local Hugging Face ``config.json`` as a :class:`ModelArch` (no network access).
+
+Supported: Llama, Mistral, Mixtral, Qwen2/2.5, Qwen3, Qwen3-MoE, DeepSeek-V2/V3, GPT-2, GPT-J and
+BERT. The builder is picked from ``architectures[0]``, falling back to ``model_type``. Defaults
+for keys a config leaves out follow the ``transformers`` config classes. Errors are
+:class:`UserInputError` naming the file, the line and the config key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from xpuplan.datafile import Path_t, parse_text, read_text
+from xpuplan.errors import UserInputError
+from xpuplan.models.arch import MLAConfig, ModelArch, MoEConfig
+
+_REQUIRED: Any = object()
+_HASH = re.compile(r"^[0-9a-f]{40}$")
+
+
+class _Config:
+    """Typed access to a parsed ``config.json``; errors name the file, line and key."""
+
+    def __init__(self, data: dict[str, Any], file: str, lines: dict[Path_t, int], arch: str) -> None:
+        self.data, self.file, self.lines, self.arch = data, file, lines, arch
+
+    def error(self, key: str, message: str) -> UserInputError:
+        """A UserInputError about ``key`` (at its line, or the top of the file if it is missing)."""
+        return UserInputError(message, field=key, file=self.file, line=self.lines.get((key,), self.lines.get(())))
+
+    def get(self, key: str, default: Any = _REQUIRED) -> Any:
+        """The raw value of ``key``; a missing (or null) required key raises."""
+        value = self.data.get(key)
+        if value is None:
+            if default is _REQUIRED:
+                raise self.error(key, f"missing required key {key!r} for {self.arch}")
+            return default
+        return value
+
+    def integer(self, key: str, default: Any = _REQUIRED) -> Any:
+        """An integer value (``default`` when missing/null; the default may be None)."""
+        value = self.get(key, default)
+        if self.data.get(key) is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"expected an integer, got {value!r}")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A boolean value (``default`` when missing/null)."""
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def text(self, key: str, default: str) -> str:
+        """A string value (``default`` when missing/null)."""
+        value = self.get(key, default)
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {value!r}")
+        return value
+
+
+Builder = Callable[[_Config], dict[str, Any]]
+
+
+def _decoder(c: _Config, *, max_pos: int, tied: bool = False, head_dim: int | None = None) -> dict[str, Any]:
+    """Fields shared by Llama-style decoders (RoPE, RMSNorm, gated MLP)."""
+    bias = c.flag("attention_bias", False)
+    return {
+        "n_layers": c.integer("num_hidden_layers"),
+        "d_model": c.integer("hidden_size"),
+        "n_heads": c.integer("num_attention_heads"),
+        "n_kv_heads": c.integer("num_key_value_heads", None),
+        "head_dim": c.integer("head_dim", head_dim),
+        "ffn_dim": c.integer("intermediate_size"),
+        "vocab_size": c.integer("vocab_size"),
+        "mlp": "gated",
+        "activation": c.text("hidden_act", "silu"),
+        "tied_embeddings": c.flag("tie_word_embeddings", tied),
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "mlp_bias": c.flag("mlp_bias", False),
+        "max_seq_len": c.integer("max_position_embeddings", max_pos),
+    }
+
+
+def _llama(c: _Config) -> dict[str, Any]:
+    return _decoder(c, max_pos=2048)
+
+
+def _mistral(c: _Config) -> dict[str, Any]:
+    return _decoder(c, max_pos=4096 * 32)
+
+
+def _mixtral(c: _Config) -> dict[str, Any]:
+    kw = _decoder(c, max_pos=4096 * 32)
+    kw["moe"] = MoEConfig(
+        n_routed_experts=c.integer("num_local_experts"),
+        top_k=c.integer("num_experts_per_tok"),
+        expert_ffn_dim=kw["ffn_dim"],
+    )
+    return kw
+
+
+def _qwen2(c: _Config) -> dict[str, Any]:
+    kw = _decoder(c, max_pos=32768)
+    kw.update(qkv_bias=True, out_bias=False)  # Qwen2 attention: bias on q/k/v only
+    return kw
+
+
+def _qwen3(c: _Config) -> dict[str, Any]:
+    return {**_decoder(c, max_pos=32768, head_dim=128), "qk_norm": True}
+
+
+def _qwen3_moe(c: _Config) -> dict[str, Any]:
+    kw = {**_decoder(c, max_pos=32768), "qk_norm": True}
+    if c.integer("decoder_sparse_step", 1) != 1:
+        raise c.error("decoder_sparse_step", "only decoder_sparse_step 1 (every layer MoE) is supported")
+    dense = c.get("mlp_only_layers", [])
+    if not isinstance(dense, list) or dense != list(range(len(dense))):
+        raise c.error("mlp_only_layers", "only a leading run of dense layers [0, 1, ..., k-1] is supported")
+    kw["moe"] = MoEConfig(
+        n_routed_experts=c.integer("num_experts"),
+        top_k=c.integer("num_experts_per_tok"),
+        expert_ffn_dim=c.integer("moe_intermediate_size"),
+        n_dense_layers=len(dense),
+    )
+    return kw
+
+
+def _deepseek(c: _Config) -> dict[str, Any]:
+    v3 = c.text("model_type", "deepseek_v3") == "deepseek_v3"
+    kw = _decoder(c, max_pos=4096 if v3 else 2048)
+    kw.update(n_kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False)
+    kw["mla"] = MLAConfig(
+        q_lora_rank=c.integer("q_lora_rank", None),
+        kv_lora_rank=c.integer("kv_lora_rank"),
+        qk_nope_head_dim=c.integer("qk_nope_head_dim"),
+        qk_rope_head_dim=c.integer("qk_rope_head_dim"),
+        v_head_dim=c.integer("v_head_dim"),
+    )
+    experts = c.integer("n_routed_experts", None)
+    if experts:
+        if c.integer("moe_layer_freq", 1) != 1:
+            raise c.error("moe_layer_freq", "only moe_layer_freq 1 (every layer after the dense ones) is supported")
+        kw["moe"] = MoEConfig(
+            n_routed_experts=experts,
+            top_k=c.integer("num_experts_per_tok"),
+            expert_ffn_dim=c.integer("moe_intermediate_size"),
+            n_shared_experts=c.integer("n_shared_experts", 0),
+            n_dense_layers=c.integer("first_k_dense_replace", 0),
+            router_bias=c.text("topk_method", "noaux_tc" if v3 else "greedy") == "noaux_tc",
+        )
+    kw["mtp_layers"] = c.integer("num_nextn_predict_layers", 0)
+    return kw
+
+
+def _gpt2(c: _Config) -> dict[str, Any]:
+    d = c.integer("n_embd")
+    return {
+        "n_layers": c.integer("n_layer"),
+        "d_model": d,
+        "n_heads": c.integer("n_head"),
+        "ffn_dim": c.integer("n_inner", None) or 4 * d,
+        "vocab_size": c.integer("vocab_size"),
+        "mlp": "classic",
+        "activation": c.text("activation_function", "gelu_new"),
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "norm": "layernorm",
+        "qkv_bias": True,
+        "out_bias": True,
+        "mlp_bias": True,
+        "position": "learned",
+        "max_seq_len": c.integer("n_positions", 1024),
+    }
+
+
+def _gptj(c: _Config) -> dict[str, Any]:
+    d = c.integer("n_embd")
+    return {
+        "n_layers": c.integer("n_layer"),
+        "d_model": d,
+        "n_heads": c.integer("n_head"),
+        "ffn_dim": c.integer("n_inner", None) or 4 * d,
+        "vocab_size": c.integer("vocab_size"),
+        "mlp": "classic",
+        "activation": c.text("activation_function", "gelu_new"),
+        "tied_embeddings": c.flag("tie_word_embeddings", False),
+        "norm": "layernorm",
+        "mlp_bias": True,
+        "position": "rope",
+        "max_seq_len": c.integer("n_positions", 2048),
+        "parallel_attn_mlp": True,
+    }
+
+
+def _bert(c: _Config) -> dict[str, Any]:
+    return {
+        "type": "encoder",
+        "n_layers": c.integer("num_hidden_layers"),
+        "d_model": c.integer("hidden_size"),
+        "n_heads": c.integer("num_attention_heads"),
+        "ffn_dim": c.integer("intermediate_size"),
+        "vocab_size": c.integer("vocab_size"),
+        "mlp": "classic",
+        "activation": c.text("hidden_act", "gelu"),
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "norm": "layernorm",
+        "qkv_bias": True,
+        "out_bias": True,
+        "mlp_bias": True,
+        "position": "learned",
+        "max_seq_len": c.integer("max_position_embeddings", 512),
+        "type_vocab_size": c.integer("type_vocab_size", 2),
+        "pooler": True,  # checkpoints (and published counts) include the pooler
+    }
+
+
+#: model_type -> (family, builder)
+_BY_MODEL_TYPE: dict[str, tuple[str, Builder]] = {
+    "llama": ("llama", _llama),
+    "mistral": ("mistral", _mistral),
+    "mixtral": ("mistral", _mixtral),
+    "qwen2": ("qwen", _qwen2),
+    "qwen3": ("qwen", _qwen3),
+    "qwen3_moe": ("qwen", _qwen3_moe),
+    "deepseek_v2": ("deepseek", _deepseek),
+    "deepseek_v3": ("deepseek", _deepseek),
+    "gpt2": ("gpt", _gpt2),
+    "gptj": ("gpt", _gptj),
+    "bert": ("bert", _bert),
+}
+#: architectures[0] -> model_type
+_BY_ARCHITECTURE: dict[str, str] = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "GPT2LMHeadModel": "gpt2",
+    "GPT2Model": "gpt2",
+    "GPTJForCausalLM": "gptj",
+    "GPTJModel": "gptj",
+    "BertModel": "bert",
+    "BertForMaskedLM": "bert",
+    "BertForPreTraining": "bert",
+    "BertForSequenceClassification": "bert",
+}
+
+SUPPORTED_ARCHITECTURES: tuple[str, ...] = tuple(_BY_ARCHITECTURE)
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_BY_MODEL_TYPE)
+
+
+def _dispatch(data: dict[str, Any], file: str, lines: dict[Path_t, int]) -> tuple[str, str, Builder]:
+    """(label, family, builder) for a config, from ``architectures[0]`` or ``model_type``."""
+    archs = data.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    model_type = data.get("model_type") if isinstance(data.get("model_type"), str) else None
+    if arch in _BY_ARCHITECTURE:
+        family, builder = _BY_MODEL_TYPE[_BY_ARCHITECTURE[arch]]
+        return arch, family, builder
+    if model_type in _BY_MODEL_TYPE:
+        family, builder = _BY_MODEL_TYPE[model_type]
+        return arch or model_type, family, builder
+    supported = (
+        f"supported architectures: {', '.join(SUPPORTED_ARCHITECTURES)}; "
+        f"supported model_type values: {', '.join(SUPPORTED_MODEL_TYPES)}"
+    )
+    if arch is None and model_type is None:
+        raise UserInputError(
+            f"neither 'architectures' nor 'model_type' is set; {supported}",
+            field="architectures",
+            file=file,
+            line=lines.get(()),
+        )
+    field = "architectures" if arch is not None else "model_type"
+    shown = f"architecture {arch!r}" + (f" (model_type {model_type!r})" if model_type else "")
+    if arch is None:
+        shown = f"model_type {model_type!r}"
+    raise UserInputError(
+        f"unsupported {shown}; {supported}", field=field, file=file, line=lines.get((field,), lines.get(()))
+    )
+
+
+def _sanitise_id(raw: str) -> str:
+    s = re.sub(r"[^a-z0-9._-]+", "-", raw.strip().lower())
+    s = re.sub(r"^[^a-z0-9]+", "", s).rstrip("-")
+    return s or "imported-model"
+
+
+def derive_id(path: Path, data: dict[str, Any]) -> tuple[str, str]:
+    """(id, display name) for an imported config: the directory name (the file stem when the file is
+    not called ``config.json``), or ``_name_or_path``'s last part when the directory is a commit hash."""
+    raw = path.parent.name if path.name == "config.json" else path.stem
+    name_or_path = data.get("_name_or_path")
+    if (not raw or _HASH.match(raw)) and isinstance(name_or_path, str) and name_or_path.strip():
+        raw = name_or_path.strip().rstrip("/").rsplit("/", 1)[-1]
+    return _sanitise_id(raw), raw or "imported model"
+
+
+def _normalise(kw: dict[str, Any]) -> dict[str, Any]:
+    """Drop head counts/dims that equal their defaults, so imports compare equal to presets."""
+    if kw.get("n_kv_heads") == kw["n_heads"]:
+        kw["n_kv_heads"] = None
+    hd = kw.get("head_dim")
+    if hd is not None and kw["d_model"] % kw["n_heads"] == 0 and hd == kw["d_model"] // kw["n_heads"]:
+        kw["head_dim"] = None
+    return kw
+
+
+def arch_from_hf_config(
+    data: Any, *, file: str, lines: dict[Path_t, int], path: Path | None = None, id: str | None = None
+) -> ModelArch:
+    """Build a :class:`ModelArch` from parsed ``config.json`` data; returns it (``published`` unset)."""
+    if not isinstance(data, dict):
+        raise UserInputError("expected a JSON object (a Hugging Face config.json)", file=file, line=lines.get(()))
+    label, family, builder = _dispatch(data, file, lines)
+    c = _Config(data, file, lines, label)
+    try:
+        kw = _normalise(builder(c))
+    except ValidationError as exc:  # MoE/MLA sub-records
+        raise UserInputError(f"invalid config for {label}: {exc.errors()[0]['msg']}", file=file) from None
+    derived_id, name = derive_id(path or Path(file), data)
+    try:
+        return ModelArch(
+            id=id or derived_id,
+            name=name,
+            family=family,
+            notes=f"imported from {file} ({label})",
+            **kw,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or None
+        raise UserInputError(f"invalid config for {label}: {err['msg']}", field=field, file=file) from None
+
+
+def load_hf_config(path: str | Path, *, id: str | None = None) -> ModelArch:
+    """Read a local Hugging Face ``config.json`` (or a directory holding one); returns its
+    :class:`ModelArch`. ``id`` overrides the id derived from the directory / ``_name_or_path``."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    file = str(p)
+    data, lines = parse_text(read_text(p), file)
+    return arch_from_hf_config(data, file=file, lines=lines, path=p, id=id)

@@ -1,0 +1,107 @@
+"""The operations of one forward pass, as roofline costs (per device under tensor parallelism).
+
+``layer_ops`` lists what one Transformer layer executes for ``batch`` sequences that each add
+``q_len`` new tokens attending ``kv_len`` keys: prefill is q_len = kv_len = prompt length,
+decode is q_len = 1 and kv_len = context. Column-parallel matmuls (QKV, gate/up) split their
+output over TP, row-parallel ones (output projection, down) their input; heads split over TP,
+KV heads too while there are at least as many as TP ranks.
+"""
+
+from __future__ import annotations
+
+from xpuplan.models.arch import ModelArch
+from xpuplan.perf.params import params_attention_per_layer
+from xpuplan.perf.roofline import OpCost, cost_attention, cost_elementwise, cost_linear
+
+#: FLOP per element of RMSNorm/LayerNorm (square, sum, scale, multiply): a convention; norms are
+#: memory-bound, so this does not change times.
+NORM_FLOPS_PER_ELEMENT = 5.0
+
+
+def expected_experts_touched(n_experts: int, top_k: int, tokens: int) -> float:
+    """Expected distinct experts hit when ``tokens`` tokens each pick ``top_k`` of ``n_experts``
+    uniformly: E·(1 - (1 - k/E)^tokens). Decode at small batch reads only these experts."""
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+
+
+def layer_ops(
+    model: ModelArch,
+    *,
+    batch: int,
+    q_len: int,
+    kv_len: int,
+    tp: int = 1,
+    ep: int = 1,
+    dtype: str = "bf16",
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    moe_layer: bool | None = None,
+) -> list[OpCost]:
+    """Roofline costs of one layer on one device (see module docstring)."""
+    if min(batch, q_len, kv_len, tp, ep) <= 0:
+        raise ValueError("batch, q_len, kv_len, tp and ep must be positive")
+    wd = weight_dtype or dtype
+    tokens = batch * q_len
+    d = model.d_model
+    heads = max(1, model.n_heads // tp)
+    kvh = max(1, model.kv_heads // tp)
+    ops: list[OpCost] = []
+    act = "bf16"
+    ops.append(cost_elementwise(tokens * d, flops_per_element=NORM_FLOPS_PER_ELEMENT, dtype=act, name="norm (attention)"))
+    o_params = model.n_heads * model.v_head_dim * d
+    qkv_out = (params_attention_per_layer(model) - o_params) // d
+    ops.append(_named(cost_linear(tokens, d, max(1, qkv_out // tp), dtype, wd), "qkv projection"))
+    if model.mla is not None and q_len == 1:
+        # absorbed MLA decode: scores over the latent (kv_lora + rope), values over the latent
+        m = model.mla
+        attn = cost_attention(batch, heads, 1, kv_len, m.kv_lora_rank + m.qk_rope_head_dim, causal=False,
+                              dtype=kv_dtype or act, kv_heads=1, v_head_dim=m.kv_lora_rank)
+    else:
+        attn = cost_attention(batch, heads, q_len, kv_len, model.qk_head_dim, causal=(q_len == kv_len),
+                              dtype=kv_dtype or act, kv_heads=kvh, v_head_dim=model.v_head_dim)
+    ops.append(attn)
+    ops.append(_named(cost_linear(tokens, max(1, model.n_heads * model.v_head_dim // tp), d, dtype, wd), "output projection"))
+    ops.append(cost_elementwise(tokens * d, reads=2, writes=1, dtype=act, name="residual add"))
+    if not model.parallel_attn_mlp:
+        ops.append(cost_elementwise(tokens * d, flops_per_element=NORM_FLOPS_PER_ELEMENT, dtype=act, name="norm (mlp)"))
+    is_moe = model.moe is not None and (moe_layer if moe_layer is not None else True)
+    n_in = 2 if model.mlp == "gated" else 1
+    if is_moe:
+        assert model.moe is not None
+        moe = model.moe
+        ops.append(_named(cost_linear(tokens, d, moe.n_routed_experts, "bf16"), "router"))
+        local_experts = max(1, moe.n_routed_experts // ep)
+        routed_tokens = tokens * moe.top_k / ep  # tokens each EP rank processes after all-to-all
+        touched = expected_experts_touched(local_experts, min(moe.top_k, local_experts), max(1, round(routed_tokens)))
+        rows = max(1, round(routed_tokens / max(touched, 1e-9)))
+        f = max(1, moe.expert_ffn_dim // tp)
+        up = cost_linear(rows, d, n_in * f, dtype, wd)
+        down = cost_linear(rows, f, d, dtype, wd)
+        ops.append(OpCost("experts up/gate", "gemm", up.flops * touched, up.bytes * touched, up.min_dim))
+        ops.append(cost_elementwise(routed_tokens * f, reads=n_in, writes=1, dtype=act, name="experts activation"))
+        ops.append(OpCost("experts down", "gemm", down.flops * touched, down.bytes * touched, down.min_dim))
+        if moe.n_shared_experts:
+            fs = max(1, moe.n_shared_experts * moe.shared_ffn // tp)
+            ops.append(_named(cost_linear(tokens, d, n_in * fs, dtype, wd), "shared experts up/gate"))
+            ops.append(_named(cost_linear(tokens, fs, d, dtype, wd), "shared experts down"))
+    else:
+        f = max(1, model.ffn_dim // tp)
+        ops.append(_named(cost_linear(tokens, d, n_in * f, dtype, wd), "mlp up/gate" if n_in == 2 else "mlp up"))
+        ops.append(cost_elementwise(tokens * f, reads=n_in, writes=1, dtype=act, name="mlp activation"))
+        ops.append(_named(cost_linear(tokens, f, d, dtype, wd), "mlp down"))
+    ops.append(cost_elementwise(tokens * d, reads=2, writes=1, dtype=act, name="residual add"))
+    return ops
+
+
+def head_ops(model: ModelArch, *, rows: int, tp: int = 1, dtype: str = "bf16", weight_dtype: str | None = None) -> list[OpCost]:
+    """Final norm and output projection for ``rows`` positions (vocabulary split over TP)."""
+    if model.type == "encoder":
+        return []
+    return [
+        cost_elementwise(rows * model.d_model, flops_per_element=NORM_FLOPS_PER_ELEMENT, name="final norm"),
+        _named(cost_linear(rows, model.d_model, max(1, model.vocab_size // tp), dtype, weight_dtype or "bf16"), "output head"),
+    ]
+
+
+def _named(op: OpCost, name: str) -> OpCost:
+    return OpCost(name, op.op_class, op.flops, op.bytes, op.min_dim)
