@@ -18,8 +18,19 @@ from rich.table import Table
 from xpuplan.datafile import format_loc
 from xpuplan.errors import InfeasibleError, UserInputError, XpuplanError
 
-console = Console()
-err_console = Console(stderr=True)
+#: Width when output is not a terminal (pipes, files, tests): wide enough that tables don't fold.
+NON_TTY_WIDTH = 180
+
+
+def _width() -> int | None:
+    cols = os.environ.get("COLUMNS")
+    if cols and cols.isdigit():
+        return int(cols)
+    return None if sys.stdout.isatty() else NON_TTY_WIDTH
+
+
+console = Console(width=_width())
+err_console = Console(stderr=True, width=_width())
 
 F = TypeVar("F", bound=Callable[..., Any])
 

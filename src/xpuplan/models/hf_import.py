@@ -31,7 +31,9 @@ class _Config:
 
     def error(self, key: str, message: str) -> UserInputError:
         """A UserInputError about ``key`` (at its line, or the top of the file if it is missing)."""
-        return UserInputError(message, field=key, file=self.file, line=self.lines.get((key,), self.lines.get(())))
+        return UserInputError(
+            message, field=key, file=self.file, line=self.lines.get((key,), self.lines.get(()))
+        )
 
     def get(self, key: str, default: Any = _REQUIRED) -> Any:
         """The raw value of ``key``; a missing (or null) required key raises."""
@@ -148,7 +150,9 @@ def _deepseek(c: _Config) -> dict[str, Any]:
     experts = c.integer("n_routed_experts", None)
     if experts:
         if c.integer("moe_layer_freq", 1) != 1:
-            raise c.error("moe_layer_freq", "only moe_layer_freq 1 (every layer after the dense ones) is supported")
+            raise c.error(
+                "moe_layer_freq", "only moe_layer_freq 1 (every layer after the dense ones) is supported"
+            )
         kw["moe"] = MoEConfig(
             n_routed_experts=experts,
             top_k=c.integer("num_experts_per_tok"),
@@ -283,9 +287,10 @@ def _dispatch(data: dict[str, Any], file: str, lines: dict[Path_t, int]) -> tupl
             line=lines.get(()),
         )
     field = "architectures" if arch is not None else "model_type"
-    shown = f"architecture {arch!r}" + (f" (model_type {model_type!r})" if model_type else "")
     if arch is None:
         shown = f"model_type {model_type!r}"
+    else:
+        shown = f"architecture {arch!r}" + (f" (model_type {model_type!r})" if model_type else "")
     raise UserInputError(
         f"unsupported {shown}; {supported}", field=field, file=file, line=lines.get((field,), lines.get(()))
     )
@@ -322,7 +327,9 @@ def arch_from_hf_config(
 ) -> ModelArch:
     """Build a :class:`ModelArch` from parsed ``config.json`` data; returns it (``published`` unset)."""
     if not isinstance(data, dict):
-        raise UserInputError("expected a JSON object (a Hugging Face config.json)", file=file, line=lines.get(()))
+        raise UserInputError(
+            "expected a JSON object (a Hugging Face config.json)", file=file, line=lines.get(())
+        )
     label, family, builder = _dispatch(data, file, lines)
     c = _Config(data, file, lines, label)
     try:

@@ -125,7 +125,9 @@ def build_model_catalog(entries: Iterable[tuple[ModelArch, str]]) -> ModelCatalo
     alias: dict[str, str] = {}
     for m, file in entries:
         if m.id in by_id:
-            raise UserInputError(f"duplicate model id {m.id!r} (also in {files[m.id]})", field="id", file=file)
+            raise UserInputError(
+                f"duplicate model id {m.id!r} (also in {files[m.id]})", field="id", file=file
+            )
         by_id[m.id] = m
         files[m.id] = file
         for name in (m.id, *m.aliases):

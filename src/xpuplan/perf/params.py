@@ -174,8 +174,6 @@ def params_matmul_active(model: ModelArch, include_head: bool = True) -> int:
     embedding lookups excluded; the output head included unless ``include_head`` is False)."""
     b = param_breakdown(model)
     n = b.attention + b.mlp_dense + b.active_mlp_moe + b.pooler
-    if include_head:
-        n += b.output_head if not model.tied_embeddings else model.vocab_size * model.d_model
-        if model.type == "encoder":
-            n -= model.vocab_size * model.d_model  # encoders used for embeddings/classification: no LM head
+    if include_head and model.type != "encoder":  # encoders (embeddings/classification) have no LM head
+        n += model.vocab_size * model.d_model  # the head is a matmul whether or not it is tied
     return n

@@ -1,0 +1,160 @@
+"""The CLI, invoked as a user would, asserting on its output and exit status."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from xpuplan.cli.main import app
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_version():
+    r = run("--version")
+    assert r.exit_code == 0 and "xpuplan" in r.stdout
+
+
+def test_hw_list_json_has_ids_vendor_kind():
+    r = run("hw", "list", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert isinstance(data, list) and len(data) >= 40
+    assert all({"id", "vendor", "kind"} <= set(d) for d in data)
+
+
+def test_hw_list_filters():
+    r = run("hw", "list", "--kind", "NPU", "--json")
+    assert r.exit_code == 0
+    assert {d["kind"] for d in json.loads(r.stdout)} == {"NPU"}
+    r = run("hw", "list", "--vendor", "Huawei", "--json")
+    assert {d["vendor"] for d in json.loads(r.stdout)} == {"Huawei"}
+    r = run("hw", "list", "--kind", "FPGA")
+    assert r.exit_code == 2 and "kind" in r.output
+
+
+def test_hw_show_lists_sources_and_trust():
+    r = run("hw", "show", "H100")
+    assert r.exit_code == 0, r.output
+    assert "nvidia-h100-sxm-80gb" in r.stdout
+    assert "dense_tflops.bf16" in r.stdout
+    r = run("hw", "show", "910B", "--json")
+    d = json.loads(r.stdout)
+    assert d["id"] == "huawei-ascend-910b"
+    assert all("source" in f and "trust" in f for f in d["figures"].values())
+
+
+def test_hw_unknown_id_suggests():
+    r = run("hw", "show", "H10O")
+    assert r.exit_code == 2
+    assert "unknown hardware" in r.output and "did you mean" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_hw_compare():
+    r = run("hw", "compare", "H100", "910B", "MI300X")
+    assert r.exit_code == 0, r.output
+    assert "huawei-ascend-910b" in r.stdout and "amd-mi300x-192gb" in r.stdout
+    assert run("hw", "compare", "H100").exit_code == 2
+
+
+def test_model_list_and_show_json():
+    r = run("model", "list", "--json")
+    assert r.exit_code == 0, r.output
+    ids = {m["id"] for m in json.loads(r.stdout)}
+    assert {"llama3-70b", "deepseek-v3", "bert-base"} <= ids
+    r = run("model", "show", "deepseek-v3", "--json")
+    d = json.loads(r.stdout)
+    assert d["id"] == "deepseek-v3"
+    assert d["total_params"] == pytest.approx(671e9, rel=0.01)
+    assert d["active_params"] == pytest.approx(37e9, rel=0.03)
+
+
+def test_model_unknown():
+    r = run("model", "show", "llama-9000")
+    assert r.exit_code == 2 and "unknown model" in r.output
+
+
+def test_memory_infer_guide_numbers():
+    r = run("memory", "infer", "--model", "llama3-70b", "--context", "131072", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["bytes_per_replica"]["weights"] == pytest.approx(141e9, rel=0.01)
+    assert d["bytes_per_replica"]["kv_cache_total"] / 2**30 == pytest.approx(40, rel=0.01)
+
+
+def test_memory_infer_finds_tp():
+    r = run("memory", "infer", "--model", "llama3-70b", "--hw", "H100", "--batch", "1", "--context", "2048", "--json")
+    d = json.loads(r.stdout)
+    assert d["fits"] and d["tp"] == 2
+
+
+def test_memory_train_fit_verdict():
+    r = run("memory", "train", "--model", "llama3-70b", "--hw", "H100", "--tp", "8", "--pp", "4", "--dp", "8", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["fits"] is True
+    r = run("memory", "train", "--model", "llama3-70b", "--hw", "H100", "--json")
+    assert json.loads(r.stdout)["fits"] is False
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (("memory", "train", "--model", "llama3-70b", "--seq", "0"), "seq"),
+        (("memory", "train", "--model", "llama3-70b", "--pp", "3"), "pp"),
+        (("memory", "train", "--model", "llama3-70b", "--recompute", "some"), "recompute"),
+        (("memory", "infer", "--model", "llama3-70b", "--dtype", "int3"), "dtype"),
+        (("memory", "infer", "--model", "llama3-70b", "--batch", "-1"), "batch"),
+        (("flops", "--model", "llama3-70b", "--seq", "-5"), "seq"),
+        (("roofline", "--hw", "H100", "--m", "0", "--n", "4", "--k", "4"), "m"),
+    ],
+)
+def test_bad_input_names_field_exit_2(args, field):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert field in r.output
+    assert "Traceback" not in r.output
+
+
+def test_flops_json():
+    r = run("flops", "--model", "gpt3-175b", "--seq", "2048", "--tokens", "300e9", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["training_flops_6nd"] == pytest.approx(3.14e23, rel=0.01)
+    assert d["training_flops_total"] > d["training_flops_6nd"]
+
+
+def test_roofline_guide_examples():
+    r = run("roofline", "--hw", "A100", "--m", "512", "--n", "1024", "--k", "4096", "--json")
+    assert json.loads(r.stdout)["ops"][0]["bound"] == "compute"
+    r = run("roofline", "--hw", "A100", "--elements", "100000000", "--json")
+    assert json.loads(r.stdout)["ops"][0]["bound"] == "memory"
+    r = run("roofline", "--hw", "H100", "--model", "llama3-8b", "--batch", "1")
+    assert r.exit_code == 0 and "memory" in r.stdout
+
+
+def test_model_from_hf_config(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256,
+        "max_position_embeddings": 8192, "tie_word_embeddings": False, "rms_norm_eps": 1e-5,
+    }))
+    r = run("model", "show", str(cfg), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["total_params"] == pytest.approx(8.03e9, rel=0.01)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"architectures": ["LlamaForCausalLM"],\n "hidden_size": }')
+    r = run("model", "show", str(bad))
+    assert r.exit_code == 2 and "bad.json" in r.output
+
+
+def test_memory_infer_larger_batch_needs_more_tp():
+    # 70.6 GB of weights per device at tp=2 leave too little for 8 x 4k tokens of KV on an 80 GB card
+    r = run("memory", "infer", "--model", "llama3-70b", "--hw", "H100", "--batch", "8", "--json")
+    assert json.loads(r.stdout)["tp"] == 4

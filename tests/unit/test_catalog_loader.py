@@ -1,0 +1,77 @@
+import pytest
+
+from tests.unit.hwfixture import GOOD, device, write
+from xpuplan.catalog import build_catalog, load_catalog, load_hardware_file
+from xpuplan.errors import UnknownIdError, UserInputError
+from xpuplan.units import GB, GB_PER_S, GBIT, TFLOPS
+
+
+def test_loads_and_converts_to_si(tmp_path):
+    d = device(tmp_path)
+    assert d.peak_flops("bf16") == 1000 * TFLOPS
+    assert d.peak_flops("fp16") == 1000 * TFLOPS  # bf16 stands in for fp16
+    assert d.memory_bytes == 80 * GB
+    assert d.memory_bandwidth == 4000 * GB_PER_S
+    f = d.figure("memory.bandwidth_gb_per_s")
+    assert (f.low, f.high) == (3500 * GB_PER_S, 4000 * GB_PER_S)
+    assert f.source.title == "TestCo X1 datasheet" and f.trust == "B"
+    assert d.scale_out_bandwidth == 400 * GBIT
+    assert d.scale_up_domain == 8
+
+
+def test_sparse_never_used_as_dense(tmp_path):
+    d = device(tmp_path)
+    assert d.figure("sparse_tflops.bf16").value == 2 * d.peak_flops("bf16")
+    with pytest.raises(UserInputError, match="int8"):
+        d.peak_flops("int8")
+
+
+def test_aliases_resolve(tmp_path):
+    cat = build_catalog(load_hardware_file(write(tmp_path)))
+    assert cat.get("x1").id == "testco-x1"
+    assert cat.get("TEST_X1").id == "testco-x1"
+    with pytest.raises(UnknownIdError, match="did you mean"):
+        cat.get("testco-x2")
+
+
+@pytest.mark.parametrize(
+    "old, new, field, line",
+    [
+        ("bf16: {value: 1000, source: ds, trust: A}", "bf16: {value: 1000, source: ds, trust: E}", "dense_tflops.bf16.trust", 13),
+        ("bf16: {value: 1000, source: ds, trust: A}", "bf16: {value: 1000, source: nope, trust: A}", "dense_tflops.bf16.source", 13),
+        ("capacity_gb: {value: 80,", "capacity_gb: {value: -80,", "memory.capacity_gb.value", 18),
+        ("min: 3500, max: 4000", "min: 4100, max: 4200", "memory.bandwidth_gb_per_s", 19),
+        ("      domain_size: 8", "      domain_size: 8\n      speed: 3", "scale_up.speed", 24),
+        ("    sparse_tflops:\n      bf16: {value: 2000", "    sparse_tflops:\n      bf16: {value: 1000", "dense_tflops.bf16", 13),
+    ],
+)
+def test_malformed_entry_names_file_line_field(tmp_path, old, new, field, line):
+    assert old in GOOD
+    p = write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(UserInputError) as exc:
+        load_hardware_file(p)
+    err = exc.value
+    assert err.file == str(p)
+    assert err.field is not None and err.field.startswith("devices[0].") and field in err.field
+    assert err.line == line, err.render()
+
+
+def test_malformed_yaml_syntax(tmp_path):
+    p = write(tmp_path, GOOD.replace("kind: GPU", "kind: [GPU"))
+    with pytest.raises(UserInputError) as exc:
+        load_hardware_file(p)
+    assert exc.value.line is not None and "malformed" in exc.value.message
+
+
+def test_duplicate_alias_rejected(tmp_path):
+    a = load_hardware_file(write(tmp_path))
+    b = load_hardware_file(write(tmp_path, GOOD.replace("id: testco-x1", "id: testco-x1b"), "b.yaml"))
+    with pytest.raises(UserInputError, match="alias"):
+        build_catalog(a + b)
+
+
+def test_user_catalog_via_env(tmp_path, monkeypatch):
+    write(tmp_path)
+    monkeypatch.setenv("XPUPLAN_HARDWARE_PATH", str(tmp_path))
+    cat = load_catalog()
+    assert "testco-x1" in cat

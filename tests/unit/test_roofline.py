@@ -1,0 +1,69 @@
+import pytest
+
+from tests.unit.archs import LLAMA3_70B
+from tests.unit.hwfixture import device
+from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.ops import expected_experts_touched, layer_ops
+from xpuplan.perf.roofline import cost_elementwise, cost_gemm, gemm_efficiency, op_time
+
+EFF = Efficiency(gemm_peak_fraction=0.8, gemm_half_dim=0, low_precision_factor=1.0, attention_peak_fraction=0.5,
+                 memory_bw_fraction=1.0, kernel_overhead_s=0.0, scale_up_bw_fraction=0.8, scale_out_bw_fraction=0.8,
+                 scale_up_latency_s=0.0, scale_out_latency_s=0.0)
+
+
+def test_gemm_cost():
+    c = cost_gemm(512, 1024, 4096)
+    assert c.flops == 2 * 512 * 1024 * 4096
+    assert c.bytes == 2 * (512 * 4096 + 4096 * 1024 + 512 * 1024)
+
+
+def test_guide_linear_layer_is_compute_bound(tmp_path):
+    # The guide: a 4096x1024 linear layer at batch 512 is compute-bound.
+    d = device(tmp_path)  # 1000 TFLOP/s, 4000 GB/s: ridge 200 FLOP/B (at 80%: 200)
+    t = op_time(cost_gemm(512, 1024, 4096), d, "bf16", EFF)
+    assert t.intensity_flop_per_byte > 300
+    assert t.bound == "compute"
+    assert t.time_s == pytest.approx(2 * 512 * 1024 * 4096 / 800e12)
+
+
+def test_guide_relu_is_memory_bound(tmp_path):
+    d = device(tmp_path)
+    t = op_time(cost_elementwise(1e8, name="relu"), d, "bf16", EFF)
+    assert t.bound == "memory"
+    assert t.intensity_flop_per_byte == pytest.approx(0.25)
+    assert t.time_s == pytest.approx(4e8 / 4000e9)
+
+
+def test_small_gemm_efficiency_drops():
+    eff = EFF.merged({"gemm_half_dim": 64}, "test")
+    assert gemm_efficiency(eff, 64, "bf16") == pytest.approx(0.4)
+    assert gemm_efficiency(eff, 4096, "bf16") > 0.78
+
+
+def test_decode_layer_is_memory_bound(tmp_path):
+    d = device(tmp_path)
+    ops = layer_ops(LLAMA3_70B, batch=1, q_len=1, kv_len=4096)
+    times = [op_time(o, d, "bf16", EFF) for o in ops]
+    gemms = [t for o, t in zip(ops, times, strict=True) if o.op_class == "gemm"]
+    assert all(t.bound == "memory" for t in gemms)
+
+
+def test_prefill_layer_gemms_compute_bound(tmp_path):
+    d = device(tmp_path)
+    ops = layer_ops(LLAMA3_70B, batch=1, q_len=4096, kv_len=4096)
+    gemms = [op_time(o, d, "bf16", EFF) for o in ops if o.op_class == "gemm"]
+    assert all(t.bound == "compute" for t in gemms)
+
+
+def test_layer_ops_flops_match_model_flops():
+    from xpuplan.perf.flops import flops_linear_per_token
+
+    ops = layer_ops(LLAMA3_70B, batch=1, q_len=1, kv_len=1)
+    gemm_flops = sum(o.flops for o in ops if o.op_class == "gemm")
+    per_layer = (flops_linear_per_token(LLAMA3_70B, include_head=False)) / LLAMA3_70B.n_layers
+    assert gemm_flops == pytest.approx(per_layer, rel=1e-6)
+
+
+def test_experts_touched():
+    assert expected_experts_touched(8, 2, 1) == pytest.approx(2)
+    assert expected_experts_touched(256, 8, 10_000) == pytest.approx(256)
