@@ -87,7 +87,7 @@ def test_every_accelerator_has_core_figures_or_says_why(cat):
             continue
         incomplete.append(d.id)
         assert d.notes and any(w in d.notes.lower() for w in ("omitted", "credible", "not published")), d.id
-    assert len(incomplete) <= 6, incomplete
+    assert len(incomplete) <= 8, incomplete  # documented in docs/catalog.md
 
 
 def test_chinese_chips_flagged_and_low_trust_ranges(cat):
