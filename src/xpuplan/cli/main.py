@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import typer
-
-from xpuplan import __version__
 import importlib
 import importlib.util
 
+import typer
+
+from xpuplan import __version__
 from xpuplan.cli import analyze, hw, model, validate
 
 app = typer.Typer(

@@ -1,0 +1,106 @@
+"""Serving precision schemes: how weights are stored, which GEMMs run, what the KV cache holds.
+
+=============  ===============  ===========  ==================================================
+scheme         weights (store)  GEMM dtype   notes
+=============  ===============  ===========  ==================================================
+bf16 / fp16    16-bit           bf16/fp16    the checkpoint as trained
+fp8            fp8              fp8          W8A8 (TensorRT-LLM / vLLM FP8); on a device without
+                                             fp8 tensor cores it runs weight-only (fp8 -> 16-bit)
+int8           int8             int8         W8A8 (SmoothQuant-style)
+int8-wo        int8             bf16         weight-only int8 (W8A16), dequantised in the GEMM
+int4-wo        int4 + scales    bf16         AWQ/GPTQ-style weight-only int4 (W4A16), group 128
+=============  ===============  ===========  ==================================================
+
+Aliases: ``w8a8`` -> int8, ``w8a16`` -> int8-wo, ``int4``/``w4a16``/``awq``/``gptq`` -> int4-wo.
+The KV cache dtype is independent (bf16, fp16, fp8, int8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from xpuplan.catalog.device import Device
+from xpuplan.errors import UserInputError
+
+SCHEMES = ("bf16", "fp16", "fp8", "int8", "int8-wo", "int4-wo")
+KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
+
+_ALIASES = {
+    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "auto": "bf16",
+    "w8a8": "int8", "int8-w8a8": "int8", "w8a8-int8": "int8", "smoothquant": "int8",
+    "fp8-w8a8": "fp8", "w8a8-fp8": "fp8", "e4m3": "fp8",
+    "w8a16": "int8-wo", "int8-weight-only": "int8-wo", "int8wo": "int8-wo",
+    "int4": "int4-wo", "w4a16": "int4-wo", "awq": "int4-wo", "gptq": "int4-wo", "int4-weight-only": "int4-wo",
+    "int4wo": "int4-wo",
+}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Resolved precision of a replica: storage, GEMM and KV dtypes (unit names from ``units``)."""
+
+    scheme: str
+    weight_dtype: str
+    gemm_dtype: str
+    kv_dtype: str
+    weight_only: bool
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def normalise_scheme(name: str, *, field: str = "dtype") -> str:
+    key = name.strip().casefold().replace("_", "-")
+    key = _ALIASES.get(key, key)
+    if key not in SCHEMES:
+        raise UserInputError(
+            f"unknown precision {name!r}; choose one of {', '.join(SCHEMES)} (aliases: w8a8, w8a16, w4a16, awq, gptq)",
+            field=field,
+        )
+    return key
+
+
+def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) -> Precision:
+    """The precision a replica of ``scheme`` really runs on ``device``.
+
+    ``kv_dtype`` None: fp8 for the fp8 scheme on a device with fp8 tensor cores (the TensorRT-LLM
+    and vLLM FP8 recipes quantise the KV cache too), else the 16-bit activation dtype.
+    A device without 16-bit tensor throughput (e.g. Ascend 310P, int8 only) needs ``int8``.
+    """
+    s = normalise_scheme(scheme)
+    note = None
+    has16 = device.supports("bf16") or device.supports("fp16")
+    act16 = "fp16" if (s == "fp16" or not device.supports("bf16")) and device.supports("fp16") else "bf16"
+    if s in ("bf16", "fp16"):
+        if not has16:
+            raise UserInputError(
+                f"{device.id} has no 16-bit tensor throughput in the catalog; use --dtype int8", field="dtype"
+            )
+        p = Precision(s, s if device.supports(s) else act16, s if device.supports(s) else act16, "", False)
+    elif s == "fp8":
+        if device.supports("fp8"):
+            p = Precision(s, "fp8", "fp8", "", False)
+        else:
+            if not has16:
+                raise UserInputError(f"{device.id} supports neither fp8 nor 16-bit GEMMs; use --dtype int8", field="dtype")
+            note = f"{device.id} has no fp8 tensor cores: fp8 weights are dequantised to {act16} (weight-only)"
+            p = Precision(s, "fp8", act16, "", True)
+    elif s == "int8":
+        if not device.supports("int8"):
+            raise UserInputError(f"{device.id} has no int8 tensor throughput in the catalog; use int8-wo", field="dtype")
+        p = Precision(s, "int8", "int8", "", False)
+    else:  # weight-only
+        if not has16:
+            raise UserInputError(f"{device.id} has no 16-bit GEMMs for weight-only {s}; use int8 (W8A8)", field="dtype")
+        p = Precision(s, "int8" if s == "int8-wo" else "int4", act16, "", True)
+    if kv_dtype is None:
+        kv = "fp8" if (s == "fp8" and device.supports("fp8")) else act16
+    else:
+        kv = kv_dtype.strip().casefold()
+        if kv in ("auto", "bfloat16"):
+            kv = act16
+        if kv not in KV_DTYPES:
+            raise UserInputError(f"unknown KV-cache dtype {kv_dtype!r}; choose one of {', '.join(KV_DTYPES)}",
+                                 field="kv_dtype")
+    return Precision(p.scheme, p.weight_dtype, p.gemm_dtype, kv, p.weight_only, note)
