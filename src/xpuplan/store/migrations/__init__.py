@@ -1,0 +1,1 @@
+"""Alembic migrations of the store (run through ``xpuplan db upgrade`` or ``open_store``)."""
