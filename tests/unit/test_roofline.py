@@ -67,3 +67,20 @@ def test_layer_ops_flops_match_model_flops():
 def test_experts_touched():
     assert expected_experts_touched(8, 2, 1) == pytest.approx(2)
     assert expected_experts_touched(256, 8, 10_000) == pytest.approx(256)
+
+
+def test_family_efficiency_applies_to_npus():
+    from xpuplan.catalog import load_catalog
+    from xpuplan.perf.efficiency import default_efficiency, efficiency_for
+
+    npu = efficiency_for(load_catalog().get("910B"))
+    assert npu.source.startswith("family:")
+    assert npu.gemm_peak_fraction < default_efficiency().gemm_peak_fraction
+
+
+def test_encoder_attention_is_bidirectional():
+    from tests.unit.archs import BERT_BASE
+
+    ops = layer_ops(BERT_BASE, batch=1, q_len=128, kv_len=128)
+    attn = next(o for o in ops if o.op_class == "attention")
+    assert attn.flops == pytest.approx(2 * 12 * 128 * 128 * (64 + 64))

@@ -174,7 +174,7 @@ def flops(
         raise UserInputError("must be in (0, 1]", field="mfu")
     m = get_model(model)
     s = flops_summary(m, seq)
-    out: dict[str, object] = s.to_dict()
+    out: dict[str, object] = dict(s.to_dict())
     if tokens:
         total = flops_training_total(m, tokens, seq)
         out["training_tokens"] = tokens

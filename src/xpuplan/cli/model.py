@@ -56,7 +56,7 @@ def show(
         print_json(d)
         return
     console.print(f"[bold]{m.name}[/] ({m.id}) — {m.type}, {m.attention_kind}, {'MoE' if m.is_moe else 'dense'}")
-    shape = [["layers", m.n_layers], ["d_model", m.d_model], ["heads / kv heads", f"{m.n_heads} / {m.kv_heads}"],
+    shape: list[list[object]] = [["layers", m.n_layers], ["d_model", m.d_model], ["heads / kv heads", f"{m.n_heads} / {m.kv_heads}"],
              ["head dim (qk / v)", f"{m.qk_head_dim} / {m.v_head_dim}"], ["ffn", m.ffn_dim], ["vocab", m.vocab_size],
              ["mlp", m.mlp], ["tied embeddings", m.tied_embeddings], ["max seq", m.max_seq_len]]
     if m.moe:

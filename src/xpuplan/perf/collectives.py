@@ -164,7 +164,7 @@ def time_all_to_all_s(n_bytes: ArrayLike, n_ranks: ArrayLike, bus_bw: ArrayLike,
 
 def time_p2p_s(n_bytes: ArrayLike, bus_bw: ArrayLike, latency_s: ArrayLike) -> ArrayLike:
     """One point-to-point send of ``n_bytes``: alpha + B/bw (s)."""
-    return latency_s + np.asarray(n_bytes, dtype=float) / bus_bw if np.ndim(n_bytes) else latency_s + n_bytes / bus_bw
+    return latency_s + n_bytes / bus_bw
 
 
 # ---------------------------------------------------------------------------------------

@@ -66,8 +66,13 @@ class _Overrides(BaseModel):
 
 
 class _FamilyRule(_Overrides):
+    """Overrides applied to every device of a vendor and/or kind."""
+
     vendor: str | None = None
     kind: str | None = None
+
+    def values(self) -> dict[str, float]:
+        return {k: v for k, v in self.model_dump(exclude={"note", "vendor", "kind"}).items() if v is not None}
 
 
 class _EfficiencyFile(BaseModel):

@@ -57,7 +57,8 @@ def layer_ops(
         attn = cost_attention(batch, heads, 1, kv_len, m.kv_lora_rank + m.qk_rope_head_dim, causal=False,
                               dtype=kv_dtype or act, kv_heads=1, v_head_dim=m.kv_lora_rank)
     else:
-        attn = cost_attention(batch, heads, q_len, kv_len, model.qk_head_dim, causal=(q_len == kv_len),
+        attn = cost_attention(batch, heads, q_len, kv_len, model.qk_head_dim,
+                              causal=(q_len == kv_len and model.type != "encoder"),
                               dtype=kv_dtype or act, kv_heads=kvh, v_head_dim=model.v_head_dim)
     ops.append(attn)
     ops.append(_named(cost_linear(tokens, max(1, model.n_heads * model.v_head_dim // tp), d, dtype, wd), "output projection"))

@@ -46,12 +46,15 @@ def link_for(device: Device, eff: Efficiency, n: int) -> Link:
     return Link("PCIe (assumed 32 GB/s)", 32e9 * eff.scale_up_bw_fraction, eff.scale_up_latency_s, False)
 
 
-def time_allreduce_s(message_bytes: float, n: int, device: Device, eff: Efficiency) -> float:
-    """Seconds for an all-reduce of ``message_bytes`` over ``n`` devices (0 when n = 1)."""
+def time_allreduce_s(message_bytes: float, n: int, device: Device, eff: Efficiency, *, two_shot: bool = True) -> float:
+    """Seconds for an all-reduce of ``message_bytes`` over ``n`` devices (0 when n = 1).
+
+    ``two_shot``: the engine's custom all-reduce on a switched link (2 latency steps); otherwise, or
+    on a ring, NCCL's ring pays 2·(n-1) steps."""
     if n <= 1 or message_bytes <= 0:
         return 0.0
     link = link_for(device, eff, n)
-    steps = 2 if link.switched else 2 * (n - 1)
+    steps = 2 if (link.switched and two_shot) else 2 * (n - 1)
     return steps * link.latency_s + 2.0 * (n - 1) / n * message_bytes / link.bandwidth_bytes_per_s
 
 

@@ -71,7 +71,7 @@ def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) 
     s = normalise_scheme(scheme)
     note = None
     has16 = device.supports("bf16") or device.supports("fp16")
-    act16 = "fp16" if (s == "fp16" or not device.supports("bf16")) and device.supports("fp16") else "bf16"
+    act16 = "fp16" if (s == "fp16" or not device.supports("bf16")) else "bf16"
     if s in ("bf16", "fp16"):
         if not has16:
             raise UserInputError(

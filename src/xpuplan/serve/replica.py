@@ -30,7 +30,7 @@ from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.ops import expected_experts_touched, head_ops, layer_ops
-from xpuplan.perf.roofline import OpCost, op_time
+from xpuplan.perf.roofline import OpCost, cost_attention, op_time
 from xpuplan.serve.comm import time_allreduce_s, time_alltoall_s, time_p2p_s
 from xpuplan.serve.constants import (
     ACTIVATION_BYTES,
@@ -38,6 +38,7 @@ from xpuplan.serve.constants import (
     DEQUANT_TILE_TOKENS,
     VECTOR_TO_TENSOR_RATIO,
     EngineProfile,
+    default_engine,
     engine_profile,
 )
 from xpuplan.serve.precision import Precision, resolve_precision
@@ -126,10 +127,13 @@ def make_replica(
 ) -> Replica:
     """Validated :class:`Replica`. ``dtype`` is a precision scheme (bf16, fp16, fp8, int8, int8-wo,
     int4-wo or an alias); ``engine`` an engine family or name (vLLM, SGLang, TensorRT-LLM, LMDeploy,
-    MindIE, PyTorch); engine defaults fill the memory fraction, block size and sequence limit."""
+    MindIE, PyTorch, TensorRT; None: the first the device's ecosystem lists); engine defaults fill the
+    memory fraction, block size and sequence limit."""
     if model.type == "encoder" and pp > 1:
         raise UserInputError("encoder models are served with pp=1", field="pp")
     check_parallelism(model, tp, pp, ep)
+    if engine is None or not engine.strip():
+        engine = default_engine(device.ecosystem.serving_engines, encoder=model.type == "encoder")
     prof = engine_profile(engine)
     prec = resolve_precision(dtype, device, kv_dtype)
     frac = prof.gpu_memory_fraction if memory_fraction is None else memory_fraction
@@ -160,6 +164,7 @@ class StepTime:
     compute_s: float
     memory_s: float
     ops_s: float
+    kernels_s: float
     dequant_s: float
     comm_s: float
     overhead_s: float
@@ -170,22 +175,25 @@ class StepTime:
 
     @property
     def bound(self) -> str:
-        """``compute`` or ``memory`` (which roofline term dominates the ops), or ``overhead``."""
-        if self.overhead_s + self.comm_s > self.ops_s:
-            return "overhead+comm"
-        return "compute" if self.compute_s >= self.memory_s else "memory"
+        """What dominates the step: ``compute`` or ``memory`` (roofline terms of the ops),
+        ``communication``, or ``overhead`` (kernel launches and the engine's host step)."""
+        parts = {"compute": self.compute_s + self.dequant_s, "memory": self.memory_s, "communication": self.comm_s,
+                 "overhead": self.kernels_s + self.overhead_s}
+        return max(parts, key=lambda k: parts[k])
 
     def to_dict(self) -> dict[str, object]:
         return {"tokens": self.tokens, "compute_s": self.compute_s, "memory_s": self.memory_s, "ops_s": self.ops_s,
-                "dequant_s": self.dequant_s, "comm_s": self.comm_s, "overhead_s": self.overhead_s,
-                "total_s": self.total_s, "bound": self.bound}
+                "kernels_s": self.kernels_s, "dequant_s": self.dequant_s, "comm_s": self.comm_s,
+                "overhead_s": self.overhead_s, "total_s": self.total_s, "bound": self.bound}
 
 
 def _vector_flops(device: Device, act16: str) -> float:
     """Non-tensor (vector) FLOP/s, where weight-only kernels dequantise."""
     if device.supports("fp32"):
         return device.peak_flops("fp32")
-    return device.peak_flops(act16) * VECTOR_TO_TENSOR_RATIO
+    if device.supports(act16):
+        return device.peak_flops(act16) * VECTOR_TO_TENSOR_RATIO
+    return max(device.peak_flops(p) for p in device.dense_precisions) * VECTOR_TO_TENSOR_RATIO
 
 
 def time_dequant_s(weight_elements: float, rows: float, device: Device, act16: str) -> float:
@@ -236,69 +244,91 @@ def _step(rep: Replica, decode_seqs: int, decode_context: int, prefill_tokens: i
           prefill_kv_len: int, sampled_rows: int) -> StepTime:
     m, dev, eff, p = rep.model, rep.device, rep.eff, rep.precision
     act16 = p.gemm_dtype if p.gemm_dtype in ("bf16", "fp16") else ("fp16" if not dev.supports("bf16") else "bf16")
+    # rate for non-GEMM ops (attention, norms, head): 16-bit, or the GEMM dtype on integer-only parts
+    # (Ascend 310P lists only int8); these ops are memory-bound in decode, so the choice matters little
+    op16 = act16 if (dev.supports("bf16") or dev.supports("fp16")) else p.gemm_dtype
     tokens = decode_seqs + prefill_tokens
     group_tokens = max(1, math.ceil(tokens / rep.ep))  # tokens one attention (DP) group processes
     kv = p.kv_dtype
     launch = rep.engine.launch_overhead_s_per_kernel
 
-    def layer(moe_layer: bool) -> tuple[float, float, float, float, int]:
-        """(compute, memory, ops time, dequant time, kernels) of one layer."""
-        common = dict(tp=rep.tp, ep=rep.ep, dtype=p.gemm_dtype, weight_dtype=p.weight_dtype, kv_dtype=kv,
-                      moe_layer=moe_layer)
+    def layer(moe_layer: bool) -> tuple[float, float, float, float, float]:
+        """(compute, memory, ops time, dequant time, fixed kernel overheads) of one layer."""
+        def lops(batch: int, q_len: int, kv_len: int) -> list[OpCost]:
+            return layer_ops(m, batch=batch, q_len=q_len, kv_len=kv_len, tp=rep.tp, ep=rep.ep, dtype=p.gemm_dtype,
+                             weight_dtype=p.weight_dtype, kv_dtype=kv, moe_layer=moe_layer)
+
         ops: list[OpCost] = []
-        group_ops = layer_ops(m, batch=group_tokens, q_len=1, kv_len=1, **common)
+        group_ops = lops(group_tokens, 1, 1)
         ops += [o for o in group_ops if o.op_class != "attention" and o.name not in EXPERT_OPS]
         if m.moe is not None and moe_layer:
-            full = layer_ops(m, batch=tokens, q_len=1, kv_len=1, **common)
+            full = lops(tokens, 1, 1)
             ops += [o for o in full if o.name in EXPERT_OPS]
         if decode_seqs:
             dseq = max(1, math.ceil(decode_seqs / rep.ep))
-            ops += [o for o in layer_ops(m, batch=dseq, q_len=1, kv_len=decode_context, **common)
-                    if o.op_class == "attention"]
+            att = [o for o in lops(dseq, 1, decode_context) if o.op_class == "attention"]
+            if not rep.engine.gqa_shared_kv_load and m.mla is None and m.kv_heads < m.n_heads:
+                att = [_kv_per_query_head(m, rep, dseq, decode_context)]
+            ops += att
         if prefill_tokens:
-            att = [o for o in layer_ops(m, batch=1, q_len=prefill_len, kv_len=prefill_kv_len, **common)
-                   if o.op_class == "attention"]
+            if m.type == "encoder":  # bidirectional: every token attends to all (layer_ops assumes causal)
+                att = [cost_attention(1, max(1, m.n_heads // rep.tp), prefill_len, prefill_kv_len, m.qk_head_dim,
+                                      causal=False, dtype=act16, kv_heads=max(1, m.kv_heads // rep.tp),
+                                      v_head_dim=m.v_head_dim)]
+            else:
+                att = [o for o in lops(1, prefill_len, prefill_kv_len) if o.op_class == "attention"]
             # prefill tokens may be a fraction of a prompt (steady-state chunking): scale linearly
             ops += [_scaled(o, prefill_tokens / rep.ep / prefill_len) for o in att]
-        c = mem = t = dq = 0.0
+        c = mem = t = dq = k = 0.0
         for o in ops:
-            dtype = p.gemm_dtype if o.op_class == "gemm" and o.name != "router" else act16
+            dtype = p.gemm_dtype if o.op_class == "gemm" and o.name != "router" else op16
             ot = op_time(o, dev, dtype, eff)
             c += ot.compute_s
             mem += ot.memory_s
             t += ot.time_s + launch
+            k += ot.overhead_s + launch
             if p.weight_only and o.op_class == "gemm" and o.name != "router":
                 rows = _gemm_rows(m, o, tokens, group_tokens, rep)
                 dq += time_dequant_s(o.flops / (2.0 * rows), rows, dev, act16)
-        return c, mem, t, dq, len(ops)
+        return c, mem, t, dq, k
 
     n_moe = m.n_moe_layers
     n_dense = m.n_layers - n_moe
-    comp = memb = ops_t = dq_t = 0.0
+    comp = memb = ops_t = dq_t = kern = 0.0
     for count, is_moe in ((n_dense, False), (n_moe, True)):
         if count:
-            c, mem, t, dq, _ = layer(is_moe)
+            c, mem, t, dq, k = layer(is_moe)
             comp += count * c
             memb += count * mem
             ops_t += count * t
             dq_t += count * dq
+            kern += count * k
     head_rows = max(1, math.ceil(sampled_rows / rep.ep))
     for o in head_ops(m, rows=head_rows, tp=rep.tp, dtype=act16, weight_dtype=act16):
-        ot = op_time(o, dev, act16, eff)
+        ot = op_time(o, dev, op16, eff)
         comp += ot.compute_s
         memb += ot.memory_s
         ops_t += ot.time_s + launch
+        kern += ot.overhead_s + launch
     # communication
     msg = group_tokens * m.d_model * ACTIVATION_BYTES
     per_layer_ar = 1 if m.parallel_attn_mlp else 2
-    comm = m.n_layers * per_layer_ar * time_allreduce_s(msg, rep.tp, dev, eff)
+    comm = m.n_layers * per_layer_ar * time_allreduce_s(msg, rep.tp, dev, eff, two_shot=rep.engine.custom_allreduce)
     if rep.ep > 1 and m.moe is not None:
         a2a_bytes = group_tokens * m.moe.top_k * m.d_model * ACTIVATION_BYTES / rep.tp
         comm += n_moe * 2 * time_alltoall_s(a2a_bytes, rep.ep, dev, eff)
     if rep.pp > 1:
         comm += (rep.pp - 1) * time_p2p_s(msg / rep.tp, dev, eff, rep.n_devices)
-    return StepTime(tokens=tokens, compute_s=comp, memory_s=memb, ops_s=ops_t, dequant_s=dq_t, comm_s=comm,
-                    overhead_s=rep.engine.step_overhead_s)
+    return StepTime(tokens=tokens, compute_s=comp, memory_s=memb, ops_s=ops_t, kernels_s=kern, dequant_s=dq_t,
+                    comm_s=comm, overhead_s=rep.engine.step_overhead_s)
+
+
+def _kv_per_query_head(m: ModelArch, rep: Replica, seqs: int, context: int) -> OpCost:
+    """Decode attention of a kernel without GQA sharing (TensorRT-LLM < 0.8): every query head
+    loads its KV head's cache itself, i.e. the bytes of an MHA cache with n_heads heads."""
+    heads = max(1, m.n_heads // rep.tp)
+    return cost_attention(seqs, heads, 1, context, m.qk_head_dim, causal=False,
+                          dtype=rep.precision.kv_dtype, kv_heads=heads, v_head_dim=m.v_head_dim)
 
 
 def _gemm_rows(m: ModelArch, op: OpCost, tokens: int, group_tokens: int, rep: Replica) -> float:

@@ -1,0 +1,115 @@
+"""``xpuplan bench run``: detect the device, run every case, store each result as it completes.
+
+The run row is written first (status ``running``); each measurement is committed in its own
+transaction the moment it is measured; the run is marked ``completed`` (or ``interrupted`` /
+``failed``) at the end. A run killed half-way therefore keeps every finished measurement, has
+no half-written row, and shows as ``aborted`` in ``bench list``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from xpuplan.bench.detect import Backend, detect_backend
+from xpuplan.bench.micro import BenchCase, default_sweep, micro_cases
+from xpuplan.bench.model import SmallTransformerConfig, default_config, linear_shapes, model_cases
+from xpuplan.bench.timing import FULL, QUICK
+from xpuplan.errors import UserInputError
+from xpuplan.store.engine import Store
+from xpuplan.store.records import Record, RunInfo, add_measurement, finish_run, start_run
+
+#: Benchmark families ``--only`` accepts.
+FAMILIES = ("overhead", "gemm", "membw", "attention", "model")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    device: str = "auto"
+    quick: bool = False
+    device_id: str | None = None
+    dtype: str | None = None
+    only: frozenset[str] | None = None
+    model: SmallTransformerConfig | None = None
+    note: str | None = None
+
+
+@dataclass
+class BenchResult:
+    run_id: int
+    backend: Backend
+    device_id: str | None
+    records: list[Record] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    status: str = "completed"
+
+
+def primary_dtype(backend: Backend, requested: str | None) -> str:
+    """Compute precision of the model steps: bf16 on accelerators, fp32 on CPUs, unless asked."""
+    if requested is not None:
+        if requested not in ("fp32", "bf16", "fp16"):
+            raise UserInputError(f"expected fp32, bf16 or fp16, got {requested!r}", field="dtype")
+        return requested
+    return "bf16" if backend.is_accelerator else "fp32"
+
+
+def resolve_device_id(backend: Backend, override: str | None) -> str | None:
+    from xpuplan.catalog import load_catalog
+
+    if override:
+        return load_catalog().resolve(override)
+    return backend.catalog_id
+
+
+def plan_cases(backend: Backend, opts: BenchOptions, dtype: str) -> tuple[list[BenchCase], SmallTransformerConfig]:
+    only = set(opts.only) if opts.only else None
+    if only:
+        bad = sorted(only - set(FAMILIES))
+        if bad:
+            raise UserInputError(f"unknown benchmark(s) {', '.join(bad)}; expected {', '.join(FAMILIES)}", field="only")
+    plan = QUICK if opts.quick else FULL
+    cfg = opts.model or default_config(backend, opts.quick)
+    shapes = linear_shapes(cfg, cfg.train_batch * cfg.train_seq) + linear_shapes(cfg, cfg.decode_batch)
+    sweep = default_sweep(backend, quick=opts.quick, bench_model_shapes=shapes)
+    cases = micro_cases(backend, sweep, plan, primary_dtype=dtype, only=only)
+    if only is None or "model" in only:
+        cases += model_cases(backend, cfg, dtype, plan)
+    return cases, cfg
+
+
+def run_bench(store: Store, opts: BenchOptions, *, on_case: Callable[[int, int, str], None] | None = None,
+              backend: Backend | None = None) -> BenchResult:
+    """Run the benchmarks and store them; ``on_case(i, total, name)`` reports progress."""
+    backend = backend or detect_backend(opts.device)
+    device_id = resolve_device_id(backend, opts.device_id)
+    dtype = primary_dtype(backend, opts.dtype)
+    cases, cfg = plan_cases(backend, opts, dtype)
+    config: dict[str, Any] = {"quick": opts.quick, "dtype": dtype, "model": cfg.to_dict(),
+                              "only": sorted(opts.only) if opts.only else None, "cases": len(cases)}
+    run_id = start_run(store, RunInfo(kind="bench", device_id=device_id, device_name=backend.name, backend=backend.kind,
+                                      environment=backend.environment, config=config, note=opts.note))
+    result = BenchResult(run_id=run_id, backend=backend, device_id=device_id)
+    try:
+        for i, case in enumerate(cases):
+            if on_case:
+                on_case(i, len(cases), case.name)
+            rec = case.run()
+            if rec is None:
+                result.skipped.append(case.name)
+                continue
+            add_measurement(store, run_id, rec)
+            result.records.append(rec)
+    except KeyboardInterrupt:
+        finish_run(store, run_id, "interrupted", note=f"stopped after {len(result.records)} measurements")
+        result.status = "interrupted"
+        raise
+    except BaseException as exc:
+        finish_run(store, run_id, "failed", note=f"{type(exc).__name__}: {exc}"[:500])
+        result.status = "failed"
+        raise
+    note = f"skipped (not supported here): {', '.join(result.skipped)}" if result.skipped else None
+    finish_run(store, run_id, "completed", note=note)
+    if on_case:
+        on_case(len(cases), len(cases), "done")
+    return result

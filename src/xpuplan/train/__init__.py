@@ -1,0 +1,46 @@
+"""Training planner: parallel plans, clusters, the step-time model, search, launch arguments.
+
+``estimate(model, cluster, plan, job)`` predicts one plan; ``search(model, cluster, job)`` ranks
+every valid plan; ``emit_launch(...)`` turns a plan into framework arguments.
+"""
+
+from xpuplan.train.cluster import Cluster, Link
+from xpuplan.train.emit import FRAMEWORKS, emit_launch
+from xpuplan.train.estimate import MemoryBreakdown, StepBreakdown, TrainEstimate, estimate
+from xpuplan.train.plan import ParallelPlan, PlanIssue, check_plan, make_plan, plan_issues
+from xpuplan.train.search import (
+    ParetoPoint,
+    SearchResult,
+    SearchSpace,
+    devices_to_fit,
+    enumerate_plans,
+    min_devices_for_states,
+    search,
+)
+from xpuplan.train.step import PlanArrays, StepModel, pipeline_bubble_fraction
+
+__all__ = [
+    "FRAMEWORKS",
+    "Cluster",
+    "Link",
+    "MemoryBreakdown",
+    "ParallelPlan",
+    "ParetoPoint",
+    "PlanArrays",
+    "PlanIssue",
+    "SearchResult",
+    "SearchSpace",
+    "StepBreakdown",
+    "StepModel",
+    "TrainEstimate",
+    "check_plan",
+    "devices_to_fit",
+    "emit_launch",
+    "enumerate_plans",
+    "estimate",
+    "make_plan",
+    "min_devices_for_states",
+    "pipeline_bubble_fraction",
+    "plan_issues",
+    "search",
+]

@@ -1,0 +1,227 @@
+"""Estimate one training plan: typed results with step-time and memory breakdowns.
+
+``estimate(model, cluster, plan, job)`` checks the plan's structural rules (``UserInputError``
+naming the field), evaluates it with the same vectorised step model the search uses, and returns
+a :class:`TrainEstimate`: step time and its breakdown, tokens/s (global and per device), MFU and
+HFU, memory per device with its breakdown, time/device-hours/energy to train the job's tokens,
+and feasibility with reasons. A plan that does not fit is a result (``feasible = False``), not an
+exception; front ends decide whether that is an error (the CLI exits 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xpuplan import units
+from xpuplan.models.arch import ModelArch
+from xpuplan.train.cluster import Cluster
+from xpuplan.train.plan import ParallelPlan, check_plan
+from xpuplan.train.step import PlanArrays, StepArrays, StepModel
+from xpuplan.workload.training import TrainingJob
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Seconds per optimizer step, by part; the parts sum to ``step_s``. Communication terms are
+    the *exposed* time (what overlap with compute does not hide)."""
+
+    compute_s: float
+    recompute_s: float
+    tp_comm_s: float
+    cp_comm_s: float
+    ep_comm_s: float
+    pp_comm_s: float
+    bubble_s: float
+    dp_comm_s: float
+    zero3_comm_s: float
+    optimizer_s: float
+    overhead_s: float
+    step_s: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per device (decimal), the peak estimate ``total_bytes`` vs ``usable_bytes``
+    (capacity minus the reserve)."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    master_weights_bytes: float
+    optimizer_states_bytes: float
+    activations_bytes: float
+    workspace_bytes: float
+    total_bytes: float
+    capacity_bytes: float
+    usable_bytes: float
+
+    def to_dict(self) -> dict[str, float]:
+        d = asdict(self)
+        d.update({k.replace("_bytes", "_gb"): v / units.GB for k, v in asdict(self).items()})
+        return d
+
+
+@dataclass(frozen=True)
+class TrainEstimate:
+    """Everything the planner predicts for one plan on one cluster."""
+
+    model_id: str
+    device_id: str
+    n_devices: int
+    plan: ParallelPlan
+    seq_len: int
+    global_batch_seqs: int
+    method: str
+    step: StepBreakdown
+    memory: MemoryBreakdown
+    tokens_per_s: float
+    tokens_per_s_per_device: float
+    mfu: float
+    hfu: float
+    model_flops_per_token: float
+    hardware_flops_per_token: float
+    power_w_per_device: float | None
+    feasible: bool
+    reasons: tuple[str, ...]
+    efficiency_source: str
+    train_tokens: float | None = None
+    time_to_train_s: float | None = None
+    device_hours: float | None = None
+    energy_kwh: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def key(self) -> str:
+        return self.plan.key
+
+    @property
+    def step_time_s(self) -> float:
+        return self.step.step_s
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_seqs * self.seq_len
+
+    @property
+    def model_tflops_per_device(self) -> float:
+        """Model FLOP/s per device (no recomputation counted), TFLOP/s."""
+        return self.tokens_per_s_per_device * self.model_flops_per_token / units.TFLOPS
+
+    @property
+    def hw_tflops_per_device(self) -> float:
+        """Executed FLOP/s per device (recomputation counted), TFLOP/s."""
+        return self.tokens_per_s_per_device * self.hardware_flops_per_token / units.TFLOPS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "model": self.model_id,
+            "hardware": self.device_id,
+            "n_devices": self.n_devices,
+            "plan": self.plan.to_dict(),
+            "seq_len": self.seq_len,
+            "global_batch_seqs": self.global_batch_seqs,
+            "tokens_per_step": self.tokens_per_step,
+            "method": self.method,
+            "feasible": self.feasible,
+            "reasons": list(self.reasons),
+            "step_time_s": self.step_time_s,
+            "step": self.step.to_dict(),
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_device": self.tokens_per_s_per_device,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "model_tflops_per_device": self.model_tflops_per_device,
+            "hw_tflops_per_device": self.hw_tflops_per_device,
+            "model_flops_per_token": self.model_flops_per_token,
+            "hardware_flops_per_token": self.hardware_flops_per_token,
+            "memory": self.memory.to_dict(),
+            "power_w_per_device": self.power_w_per_device,
+            "train_tokens": self.train_tokens,
+            "time_to_train_s": self.time_to_train_s,
+            "time_to_train_days": None if self.time_to_train_s is None else self.time_to_train_s / units.DAY,
+            "device_hours": self.device_hours,
+            "energy_kwh": self.energy_kwh,
+            "efficiency_source": self.efficiency_source,
+            "notes": list(self.notes),
+        }
+
+
+def memory_reasons(memory: MemoryBreakdown, n_devices: int) -> list[str]:
+    """Why a plan does not fit, in words (empty when it fits)."""
+    if memory.total_bytes <= memory.usable_bytes:
+        return []
+    states = memory.weights_bytes + memory.gradients_bytes + memory.master_weights_bytes + memory.optimizer_states_bytes
+    return [
+        f"needs {units.format_bytes(memory.total_bytes)} per device but only {units.format_bytes(memory.usable_bytes)} "
+        f"is usable ({units.format_bytes(memory.capacity_bytes)} minus the reserve): model states "
+        f"{units.format_bytes(states)}, activations {units.format_bytes(memory.activations_bytes)}, "
+        f"workspace {units.format_bytes(memory.workspace_bytes)}"
+    ]
+
+
+def estimate_from_arrays(
+    r: StepArrays, i: int, plans: PlanArrays, model: ModelArch, cluster: Cluster, job: TrainingJob
+) -> TrainEstimate:
+    """The :class:`TrainEstimate` of plan ``i`` of an evaluated batch."""
+    plan = plans.plan(i)
+    step = StepBreakdown(
+        compute_s=float(r.compute_s[i]), recompute_s=float(r.recompute_s[i]), tp_comm_s=float(r.tp_comm_s[i]),
+        cp_comm_s=float(r.cp_comm_s[i]), ep_comm_s=float(r.ep_comm_s[i]), pp_comm_s=float(r.pp_comm_s[i]),
+        bubble_s=float(r.bubble_s[i]), dp_comm_s=float(r.dp_comm_s[i]), zero3_comm_s=float(r.zero3_comm_s[i]),
+        optimizer_s=float(r.optimizer_s[i]), overhead_s=float(r.overhead_s[i]), step_s=float(r.step_s[i]),
+    )
+    mem = MemoryBreakdown(
+        weights_bytes=float(r.mem_weights[i]), gradients_bytes=float(r.mem_gradients[i]),
+        master_weights_bytes=float(r.mem_master[i]), optimizer_states_bytes=float(r.mem_optimizer[i]),
+        activations_bytes=float(r.mem_activations[i]), workspace_bytes=float(r.mem_workspace[i]),
+        total_bytes=float(r.mem_total[i]), capacity_bytes=cluster.device.memory_bytes, usable_bytes=r.mem_usable,
+    )
+    reasons = memory_reasons(mem, cluster.n_devices)
+    tps = float(r.tokens_per_s[i])
+    power = float(r.power_w_per_device[i])
+    power_opt = None if np.isnan(power) else power
+    t_train = dev_h = energy = None
+    if job.train_tokens is not None:
+        t_train = job.train_tokens / tps
+        dev_h = t_train * cluster.n_devices / units.HOUR
+        if power_opt is not None:
+            energy = power_opt * cluster.n_devices * t_train / units.KWH
+    notes = []
+    if power_opt is None:
+        notes.append(f"{cluster.device.id} has no TDP in the catalog: power and energy unknown")
+    return TrainEstimate(
+        model_id=model.id, device_id=cluster.device.id, n_devices=cluster.n_devices, plan=plan,
+        seq_len=job.seq_len, global_batch_seqs=plan.global_batch_seqs, method=job.method, step=step, memory=mem,
+        tokens_per_s=tps, tokens_per_s_per_device=float(r.tokens_per_s_per_device[i]), mfu=float(r.mfu[i]),
+        hfu=float(r.hfu[i]), model_flops_per_token=r.model_flops_per_token,
+        hardware_flops_per_token=float(r.hardware_flops_per_token[i]), power_w_per_device=power_opt,
+        feasible=not reasons, reasons=tuple(reasons), efficiency_source=cluster.efficiency.source,
+        train_tokens=job.train_tokens, time_to_train_s=t_train, device_hours=dev_h, energy_kwh=energy,
+        notes=tuple(notes),
+    )
+
+
+def estimate(
+    model: ModelArch, cluster: Cluster, plan: ParallelPlan, job: TrainingJob | None = None,
+    *, step_model: StepModel | None = None, uneven_pipeline: bool = False,
+) -> TrainEstimate:
+    """Predict step time, throughput, memory and feasibility of ``plan`` on ``cluster``.
+
+    Structural mistakes (tp not dividing the heads, batch not matching dp·micro_batch·grad_accum,
+    sizes not multiplying to the device count...) raise ``UserInputError`` naming the field; a plan
+    that does not fit in memory returns ``feasible=False`` with reasons. ``uneven_pipeline`` lets
+    pp not divide the layers (the busiest stage holds ceil(layers/pp)).
+    """
+    job = job or TrainingJob()
+    check_plan(plan, model, seq_len=job.seq_len, global_batch_seqs=job.global_batch_seqs, n_devices=cluster.n_devices,
+               uneven_pipeline=uneven_pipeline)
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    arrays = PlanArrays.from_plans([plan])
+    r = sm.evaluate(cluster, arrays)
+    return estimate_from_arrays(r, 0, arrays, model, cluster, job)

@@ -1,0 +1,335 @@
+"""Search: enumerate every valid plan, evaluate them all at once (NumPy), keep the best.
+
+For each device count: enumerate the (tp, pp, cp) layouts whose sizes divide the count and obey the
+model's rules, then every combination of the remaining choices (virtual stages, expert
+parallelism, sequence parallelism, ZeRO stage, recomputation, micro-batch, precision) as arrays;
+prune the combinations that break a rule; evaluate the survivors with the vectorised step model
+(:class:`xpuplan.train.step.StepModel`); keep the top-N feasible plans by throughput and the Pareto
+front of time-to-train vs device count. Every plan has a stable key (``ParallelPlan.key``); ties are
+broken by the key so the ranking never depends on enumeration order.
+
+The bounds of the space are named constants below; a :class:`SearchSpace` can pin or restrict
+any dimension.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+
+from xpuplan import units
+from xpuplan.errors import UserInputError
+from xpuplan.models.arch import ModelArch
+from xpuplan.perf.memory import default_recipe_for, state_recipe
+from xpuplan.perf.params import param_breakdown
+from xpuplan.train.cluster import Cluster
+from xpuplan.train.estimate import TrainEstimate, estimate_from_arrays
+from xpuplan.train.plan import PRECISIONS, RECOMPUTE_MODES, ZERO_STAGES
+from xpuplan.train.step import PlanArrays, StepArrays, StepModel
+from xpuplan.workload.training import TrainingJob
+
+#: Largest micro-batch (sequences) the search tries; beyond it activations dominate with no speed gain.
+MAX_MICRO_BATCH: Final = 32
+
+#: Largest number of virtual pipeline stages per device tried (Megatron configurations rarely go beyond).
+MAX_VPP: Final = 8
+
+#: Fewest tokens per context-parallel rank: below ~1k tokens the ring-attention chunks are too small
+#: to hide their KV exchange.
+MIN_TOKENS_PER_CP_RANK: Final = 1024
+
+#: Largest tensor-parallel size when it must span scale-up domains (TP across the scale-out network
+#: is never competitive; within a domain TP may use the whole domain).
+MAX_TP_ACROSS_DOMAINS: Final = 1
+
+#: Device count up to which :func:`devices_to_fit` looks for a feasible plan.
+MAX_DEVICES_TO_FIT: Final = 1 << 17
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Restrictions of the search; ``None`` means every valid value."""
+
+    tp: Sequence[int] | None = None
+    pp: Sequence[int] | None = None
+    vpp: Sequence[int] | None = None
+    cp: Sequence[int] | None = None
+    ep: Sequence[int] | None = None
+    dp: Sequence[int] | None = None
+    sp: Sequence[bool] | None = None
+    zero_stage: Sequence[int] | None = None
+    recompute: Sequence[str] | None = None
+    micro_batch: Sequence[int] | None = None
+    precision: Sequence[str] = ("bf16",)
+    uneven_pipeline: bool = False
+    """also try pipeline sizes that do not divide the layers (busiest stage: ceil(layers/pp); no interleaving)"""
+
+    def __post_init__(self) -> None:
+        for p in self.precision:
+            if p not in PRECISIONS:
+                raise UserInputError(f"precision must be one of {', '.join(PRECISIONS)} (got {p!r})", field="precision")
+        for r in self.recompute or ():
+            if r not in RECOMPUTE_MODES:
+                raise UserInputError(f"recompute must be none, selective or full (got {r!r})", field="recompute")
+        for z in self.zero_stage or ():
+            if z not in ZERO_STAGES:
+                raise UserInputError(f"zero_stage must be 0-3 (got {z!r})", field="zero_stage")
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _allowed(values: list[int], restrict: Sequence[int] | None) -> list[int]:
+    return values if restrict is None else [v for v in values if v in set(restrict)]
+
+
+def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,
+                    space: SearchSpace | None = None) -> PlanArrays:
+    """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``)."""
+    space = space or SearchSpace()
+    B = job.global_batch_seqs
+    s = job.seq_len
+    L = model.n_layers
+    kv = model.kv_heads if model.mla is None else model.n_heads
+    tp_cap = max(cluster.domain_size, MAX_TP_ACROSS_DOMAINS)
+    tps = [t for t in _divisors(n_devices) if t <= tp_cap and model.n_heads % t == 0 and kv % t == 0]
+    tps = _allowed(tps, space.tp)
+    sp_opts = [0, 1] if space.sp is None else sorted({int(bool(x)) for x in space.sp})
+    zero_all = list(ZERO_STAGES) if space.zero_stage is None else list(space.zero_stage)
+    rec_all = [RECOMPUTE_MODES.index(r) for r in (space.recompute or RECOMPUTE_MODES)]
+    prec_all = [PRECISIONS.index(p) for p in space.precision]
+    parts: list[PlanArrays] = []
+    for tp in tps:
+        rest_tp = n_devices // tp
+        pps = [d for d in _divisors(rest_tp) if L % d == 0 or (space.uneven_pipeline and d <= L)]
+        for pp in _allowed(pps, space.pp):
+            rest_pp = rest_tp // pp
+            cps = [c for c in _divisors(rest_pp) if c == 1 or (s % (2 * c) == 0 and s // c >= MIN_TOKENS_PER_CP_RANK)]
+            for cp in _allowed(cps, space.cp):
+                dp = rest_pp // cp
+                if B % dp or (space.dp is not None and dp not in space.dp):
+                    continue
+                per_rank = B // dp
+                mbs = _allowed([d for d in _divisors(per_rank) if d <= MAX_MICRO_BATCH], space.micro_batch)
+                vpps = [1] if pp == 1 or L % pp else [v for v in _divisors(L // pp) if v <= MAX_VPP]
+                vpps = _allowed(vpps, space.vpp)
+                if model.moe is not None:
+                    eps = [e for e in _divisors(dp * cp) if model.moe.n_routed_experts % e == 0]
+                else:
+                    eps = [1]
+                eps = _allowed(eps, space.ep)
+                sps = [x for x in sp_opts if not (x and tp == 1)]
+                if tp > 1 and 1 in sps and (s // cp) % tp:
+                    sps = [x for x in sps if x == 0]
+                zeros = [z for z in zero_all if dp * cp > 1 or z == 0]
+                if not (mbs and vpps and eps and sps and zeros):
+                    continue
+                grid = np.meshgrid(vpps, eps, sps, zeros, rec_all, mbs, prec_all, indexing="ij")
+                vpp_a, ep_a, sp_a, z_a, r_a, mb_a, pr_a = (g.ravel().astype(np.int64) for g in grid)
+                ga_a = per_rank // mb_a
+                keep = (vpp_a == 1) | (ga_a % pp == 0)
+                k = int(keep.sum())
+                if not k:
+                    continue
+
+                def full(v: int, k: int = k) -> np.ndarray:
+                    return np.full(k, v, dtype=np.int64)
+
+                parts.append(PlanArrays(
+                    tp=full(tp), pp=full(pp), dp=full(dp), vpp=vpp_a[keep], cp=full(cp), ep=ep_a[keep], sp=sp_a[keep],
+                    zero=z_a[keep], rec=r_a[keep], mb=mb_a[keep], ga=ga_a[keep], prec=pr_a[keep],
+                ))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return PlanArrays(*(empty for _ in range(12)))
+    return PlanArrays.concat(parts)
+
+
+def rank_order(r: StepArrays, p: PlanArrays, idx: np.ndarray) -> np.ndarray:
+    """``idx`` sorted by tokens/s (descending), ties broken by the plan fields in key order."""
+    keys = (p.prec[idx], p.ga[idx], p.mb[idx], p.rec[idx], p.zero[idx], p.sp[idx], p.ep[idx], p.cp[idx],
+            p.dp[idx], p.vpp[idx], p.pp[idx], p.tp[idx], -np.round(r.tokens_per_s[idx], 6))
+    return idx[np.lexsort(keys)]
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """Best feasible plan at one device count on the time-vs-devices Pareto front."""
+
+    n_devices: int
+    key: str
+    tokens_per_s: float
+    step_time_s: float
+    time_to_train_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_devices": self.n_devices, "key": self.key, "tokens_per_s": self.tokens_per_s,
+                "step_time_s": self.step_time_s, "time_to_train_s": self.time_to_train_s,
+                "time_to_train_days": None if self.time_to_train_s is None else self.time_to_train_s / units.DAY}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Ranked plans of a search and how much was evaluated."""
+
+    model_id: str
+    device_id: str
+    device_counts: tuple[int, ...]
+    plans_evaluated: int
+    plans_feasible: int
+    top: tuple[TrainEstimate, ...]
+    pareto: tuple[ParetoPoint, ...]
+    elapsed_s: float
+    efficiency_source: str
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def best(self) -> TrainEstimate | None:
+        return self.top[0] if self.top else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model_id,
+            "hardware": self.device_id,
+            "device_counts": list(self.device_counts),
+            "plans_evaluated": self.plans_evaluated,
+            "plans_feasible": self.plans_feasible,
+            "elapsed_s": self.elapsed_s,
+            "plans_per_s": self.plans_evaluated / self.elapsed_s if self.elapsed_s > 0 else None,
+            "efficiency_source": self.efficiency_source,
+            "reasons": list(self.reasons),
+            "plans": [e.to_dict() for e in self.top],
+            "pareto": [pt.to_dict() for pt in self.pareto],
+        }
+
+
+Progress = Callable[[int, int], None]
+
+
+def search(
+    model: ModelArch,
+    cluster: Cluster,
+    job: TrainingJob | None = None,
+    *,
+    device_counts: Sequence[int] | None = None,
+    space: SearchSpace | None = None,
+    top: int = 10,
+    progress: Progress | None = None,
+    step_model: StepModel | None = None,
+    require_feasible: bool = True,
+) -> SearchResult:
+    """Search every valid plan of ``model`` on ``cluster`` (at its device count, or at each of
+    ``device_counts``); return the ``top`` plans by tokens/s and the time-vs-devices Pareto front.
+
+    ``require_feasible=False`` ranks plans that do not fit too (used to predict measured runs whose
+    memory our model overestimates); the result still flags them.
+    """
+    job = job or TrainingJob()
+    if top < 1:
+        raise UserInputError("top must be >= 1", field="top")
+    counts = tuple(sorted(set(device_counts))) if device_counts else (cluster.n_devices,)
+    if any(c < 1 for c in counts):
+        raise UserInputError("device counts must be positive", field="devices")
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    t0 = time.perf_counter()
+    evaluated = feasible = 0
+    candidates: list[tuple[float, str, TrainEstimate]] = []
+    best_per_count: list[TrainEstimate] = []
+    closest: tuple[float, TrainEstimate] | None = None
+    for i, n in enumerate(counts):
+        cl = cluster.with_devices(n)
+        plans = enumerate_plans(model, n, job, cl, space)
+        if progress:
+            progress(i, len(counts))
+        if not len(plans):
+            continue
+        r = sm.evaluate(cl, plans)
+        evaluated += len(plans)
+        ok = r.fits if require_feasible else np.ones(len(plans), dtype=bool)
+        feasible += int(r.fits.sum())
+        idx = np.flatnonzero(ok)
+        if not len(idx):
+            j = int(np.argmin(r.mem_total / r.mem_usable))
+            est = estimate_from_arrays(r, j, plans, model, cl, job)
+            ratio = float(r.mem_total[j] / r.mem_usable)
+            if closest is None or ratio < closest[0]:
+                closest = (ratio, est)
+            continue
+        k = min(top, len(idx))
+        part = idx[np.argpartition(-r.tokens_per_s[idx], k - 1)[:k]] if len(idx) > k else idx
+        ranked = rank_order(r, plans, part)
+        ests = [estimate_from_arrays(r, int(j), plans, model, cl, job) for j in ranked]
+        best_per_count.append(ests[0])
+        candidates.extend((-e.tokens_per_s, e.key + f"@{n}", e) for e in ests)
+    if progress:
+        progress(len(counts), len(counts))
+    candidates.sort(key=lambda c: (round(c[0], 6), c[1]))
+    top_ests = tuple(c[2] for c in candidates[:top])
+    pareto = _pareto(best_per_count)
+    reasons: list[str] = []
+    if not top_ests:
+        if evaluated == 0:
+            reasons.append(
+                f"no valid plan: no tp·pp·dp·cp layout of {', '.join(map(str, counts))} device(s) satisfies the model's "
+                f"rules (heads {model.n_heads}, KV heads {model.kv_heads}, layers {model.n_layers}) and the global batch "
+                f"({job.global_batch_seqs} sequences)"
+            )
+        elif closest is not None:
+            reasons.append(f"no plan fits in memory; the closest ({closest[1].key} on {closest[1].n_devices} devices):")
+            reasons.extend(closest[1].reasons)
+    return SearchResult(
+        model_id=model.id, device_id=cluster.device.id, device_counts=counts, plans_evaluated=evaluated,
+        plans_feasible=feasible, top=top_ests, pareto=pareto, elapsed_s=time.perf_counter() - t0,
+        efficiency_source=cluster.efficiency.source, reasons=tuple(reasons),
+    )
+
+
+def _pareto(best: list[TrainEstimate]) -> tuple[ParetoPoint, ...]:
+    """Device counts whose best plan is faster than every smaller count's best."""
+    out: list[ParetoPoint] = []
+    fastest = 0.0
+    for e in sorted(best, key=lambda e: e.n_devices):
+        if e.tokens_per_s > fastest:
+            fastest = e.tokens_per_s
+            out.append(ParetoPoint(e.n_devices, e.key, e.tokens_per_s, e.step_time_s, e.time_to_train_s))
+    return tuple(out)
+
+
+def min_devices_for_states(model: ModelArch, cluster: Cluster, job: TrainingJob, precision: str = "bf16") -> int:
+    """Lower bound on the device count: model states (weights, gradients, master weights, optimizer)
+    fully sharded, before activations, against each device's usable memory."""
+    recipe = state_recipe(job.optimizer_recipe or default_recipe_for(precision))
+    total = param_breakdown(model).total
+    if job.method == "full":
+        states = total * recipe.total
+    else:
+        states = total * (0.55 if job.method == "qlora" else 2.0)
+    usable = cluster.device.memory_bytes * (1.0 - job.memory_reserve)
+    return max(1, math.ceil(states / usable))
+
+
+def devices_to_fit(
+    model: ModelArch, cluster: Cluster, job: TrainingJob, *, space: SearchSpace | None = None,
+    max_devices: int = MAX_DEVICES_TO_FIT, step_model: StepModel | None = None,
+) -> TrainEstimate | None:
+    """The fastest plan at the smallest device count (a multiple of the scale-up domain, doubling)
+    on which some plan fits; None if nothing fits up to ``max_devices``."""
+    precision = (space.precision[0] if space else "bf16")
+    lower = min_devices_for_states(model, cluster, job, precision)
+    n = max(1, cluster.domain_size)
+    while n < lower:
+        n *= 2
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    while n <= max_devices:
+        res = search(model, cluster.with_devices(n), job, space=space, top=1, step_model=sm)
+        if res.best is not None:
+            return res.best
+        n *= 2
+    return None

@@ -1,0 +1,146 @@
+"""Serving scenario: what traffic a deployment must carry and the latency it must keep.
+
+A scenario is a YAML (or JSON) file, validated at load with errors naming file, line and field::
+
+    model: llama2-70b                  # preset id, alias or config.json path
+    hardware: [nvidia-h100-sxm-80gb, huawei-ascend-910b]
+    replica:                           # optional: fixed replica; capacity searches tp when absent
+      tp: 4
+      dtype: fp8                       # bf16 | fp16 | fp8 | int8 | int8-wo | int4-wo
+      kv_dtype: fp8
+      engine: vllm
+    traffic:
+      qps: 20                          # requests/s to serve (capacity)
+      batch: 64                        # requests decoded together (estimate)
+      input_len: {dist: uniform, min: 256, max: 1024}
+      output_len: 256                  # a number is a fixed length
+    slo:
+      ttft_ms: 2000
+      tpot_ms: 50
+      percentile: 99
+
+Length distributions: ``fixed`` (``mean``), ``uniform`` (``min``, ``max``), ``normal`` (``mean``,
+``std``, clipped at 1), ``exponential`` (``mean``, optional ``max``). The planner uses the mean for
+throughput and KV sizing and the SLO percentile of the input length for the TTFT tail.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from statistics import NormalDist
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from xpuplan.datafile import load_file
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LengthDist(_Strict):
+    """Token-length distribution of prompts or outputs."""
+
+    dist: Literal["fixed", "uniform", "normal", "exponential"] = "fixed"
+    mean: float | None = Field(default=None, gt=0, description="mean tokens (fixed, normal, exponential)")
+    min: float | None = Field(default=None, gt=0, description="smallest length (uniform)")
+    max: float | None = Field(default=None, gt=0, description="largest length (uniform; cap for exponential)")
+    std: float | None = Field(default=None, ge=0, description="standard deviation (normal)")
+
+    @model_validator(mode="after")
+    def _check(self) -> LengthDist:
+        if self.dist == "uniform":
+            if self.min is None or self.max is None or self.max < self.min:
+                raise ValueError("uniform needs min <= max")
+        elif self.mean is None:
+            raise ValueError(f"{self.dist} needs mean")
+        if self.dist == "normal" and self.std is None:
+            raise ValueError("normal needs std")
+        return self
+
+    @property
+    def average(self) -> float:
+        """Mean tokens."""
+        if self.dist == "uniform":
+            assert self.min is not None and self.max is not None
+            return (self.min + self.max) / 2.0
+        assert self.mean is not None
+        if self.dist == "exponential" and self.max is not None:
+            # mean of an exponential truncated (capped) at max: m·(1 - e^(-max/m))
+            return self.mean * (1.0 - math.exp(-self.max / self.mean))
+        return self.mean
+
+    def quantile(self, percentile: float) -> float:
+        """Length at ``percentile`` (0-100)."""
+        q = percentile / 100.0
+        if self.dist == "fixed":
+            assert self.mean is not None
+            return self.mean
+        if self.dist == "uniform":
+            assert self.min is not None and self.max is not None
+            return self.min + q * (self.max - self.min)
+        assert self.mean is not None
+        if self.dist == "normal":
+            assert self.std is not None
+            return max(1.0, NormalDist(self.mean, self.std).inv_cdf(q))
+        value = -self.mean * math.log(1.0 - q)
+        return min(value, self.max) if self.max is not None else value
+
+
+def as_length(value: int | float | LengthDist) -> LengthDist:
+    return value if isinstance(value, LengthDist) else LengthDist(dist="fixed", mean=float(value))
+
+
+class ReplicaSpec(_Strict):
+    tp: int | None = Field(default=None, ge=1, description="tensor-parallel devices (capacity searches when absent)")
+    pp: int = Field(default=1, ge=1, description="pipeline stages")
+    ep: int = Field(default=1, ge=1, description="expert-parallel groups (MoE)")
+    dtype: str = Field(default="bf16", description="precision scheme: bf16, fp16, fp8, int8, int8-wo, int4-wo")
+    kv_dtype: str | None = Field(default=None, description="KV-cache dtype (default: the scheme's)")
+    engine: str | None = Field(default=None, description="serving engine (default: the device's first)")
+    memory_fraction: float | None = Field(default=None, gt=0, le=1, description="device memory the engine may use")
+
+
+class Traffic(_Strict):
+    qps: float | None = Field(default=None, gt=0, description="requests/s to serve")
+    batch: int | None = Field(default=None, ge=1, description="requests decoded together (estimate)")
+    input_len: float | LengthDist = Field(description="prompt tokens: a number or a distribution")
+    output_len: float | LengthDist = Field(default=1.0, description="generated tokens: a number or a distribution")
+
+    @property
+    def input(self) -> LengthDist:
+        return as_length(self.input_len)
+
+    @property
+    def output(self) -> LengthDist:
+        return as_length(self.output_len)
+
+
+class SLOSpec(_Strict):
+    ttft_ms: float | None = Field(default=None, gt=0, description="time to first token at the percentile")
+    tpot_ms: float | None = Field(default=None, gt=0, description="time per output token (mean per request)")
+    percentile: float = Field(default=99.0, gt=0, lt=100)
+
+
+class ServingScenario(_Strict):
+    """A serving scenario file (module docstring)."""
+
+    model: str
+    hardware: list[str] = Field(default_factory=list, description="candidate device ids or aliases")
+    replica: ReplicaSpec = Field(default_factory=ReplicaSpec)
+    traffic: Traffic
+    slo: SLOSpec = Field(default_factory=SLOSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hardware_string(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("hardware"), str):
+            return {**data, "hardware": [data["hardware"]]}
+        return data
+
+
+def load_serving_scenario(path: str | Path) -> ServingScenario:
+    """Read and validate a serving scenario file; errors name file, line and field."""
+    return load_file(ServingScenario, path)

@@ -1,0 +1,196 @@
+"""What the user wants trained: ``TrainingJob`` (sequence, batch, tokens, method) and the scenario file.
+
+A training scenario YAML names the model, the hardware, the device count (or a range), the job,
+optionally a parallel plan and cluster overrides::
+
+    model: llama3-70b
+    hardware: nvidia-h100-sxm-80gb
+    devices: 1024            # or devices_range: "256:4096"
+    job:
+      seq_len: 8192
+      global_batch_tokens: 16777216
+      train_tokens: 15.0e12
+    plan:                    # optional: estimate this plan instead of searching
+      tp: 8
+      pp: 4
+      micro_batch: 1
+      recompute: selective
+    cluster:                 # optional overrides of the catalog defaults
+      scale_out_gbit_per_s: 400
+
+Loading errors name the file, line and field (``xpuplan.datafile``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from xpuplan.datafile import load_file
+from xpuplan.errors import UserInputError
+
+Method = Literal["full", "lora", "qlora"]
+
+#: Tokens per optimizer step when the user gives none, for pre-training: ~4M tokens (2**22), the
+#: batch LLaMA, Llama 2 and (at 3.2M) GPT-3 175B used.
+DEFAULT_GLOBAL_BATCH_TOKENS: Final = 4 * 1024 * 1024
+
+#: Sequences per optimizer step when fine-tuning and the user gives no batch: a common
+#: instruction-tuning batch (64-128 sequences in Alpaca/Vicuna/PEFT recipes).
+DEFAULT_FINETUNE_BATCH_SEQUENCES: Final = 64
+
+#: Fraction of device memory kept free by default (allocator fragmentation, spikes).
+DEFAULT_MEMORY_RESERVE: Final = 0.05
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrainingJob(_Strict):
+    """The training or fine-tuning job, independent of the parallel plan and the hardware."""
+
+    seq_len: int = Field(default=4096, ge=1, description="tokens per sequence")
+    global_batch_tokens: int | None = Field(
+        default=None, ge=1,
+        description="tokens per optimizer step; default 4,194,304 (pre-training) or 64 sequences (fine-tuning)",
+    )
+    train_tokens: float | None = Field(default=None, gt=0, description="tokens to train on (time, device-hours, energy)")
+    method: Method = Field(default="full", description="full training, or LoRA/QLoRA adapters on a frozen base")
+    lora_rank: int = Field(default=16, ge=1, description="adapter rank for LoRA/QLoRA")
+    optimizer_recipe: str | None = Field(
+        default=None, description="optimizer-state recipe (perf.memory.STATE_RECIPES); default by precision"
+    )
+    memory_reserve: float = Field(
+        default=DEFAULT_MEMORY_RESERVE, ge=0, lt=1, description="fraction of device memory kept free"
+    )
+    flash_attention: bool = Field(
+        default=True,
+        description="fused (Flash) attention kernels; False = unfused softmax materialising the s x s scores "
+        "(Megatron-LM before 2023)",
+    )
+    kernels: Literal["fused", "eager"] = Field(
+        default="fused",
+        description="fused elementwise kernels (Megatron-LM/Transformer Engine, torch.compile) or eager PyTorch "
+        "(one kernel per op: HF model code under FSDP/DeepSpeed/PEFT)",
+    )
+    tp_overlap: float = Field(
+        default=0.0, ge=0, le=1,
+        description="fraction of TP/SP collective time hidden under GEMMs (0: Megatron default; ~0.7-0.9 with "
+        "Transformer Engine --tp-comm-overlap)",
+    )
+    ep_overlap: float = Field(
+        default=0.0, ge=0, le=1,
+        description="fraction of MoE all-to-all time hidden under compute (0: default; ~0.9 with DeepSeek's DualPipe)",
+    )
+    dp_compression: float = Field(
+        default=1.0, gt=0, le=1,
+        description="factor on data-parallel gradient traffic (1 = none; e.g. 0.1 for PowerSGD-style compression)",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingJob:
+        if self.global_batch_tokens is not None and self.global_batch_tokens % self.seq_len:
+            raise ValueError(
+                f"global_batch_tokens ({self.global_batch_tokens}) must be a multiple of seq_len ({self.seq_len})"
+            )
+        return self
+
+    @property
+    def global_batch_seqs(self) -> int:
+        """Sequences per optimizer step."""
+        if self.global_batch_tokens is not None:
+            return self.global_batch_tokens // self.seq_len
+        if self.method != "full":
+            return DEFAULT_FINETUNE_BATCH_SEQUENCES
+        return max(1, DEFAULT_GLOBAL_BATCH_TOKENS // self.seq_len)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_seqs * self.seq_len
+
+
+class PlanIn(_Strict):
+    """Parallel-plan fields a scenario may fix (blank = searched or defaulted)."""
+
+    tp: int | None = Field(default=None, ge=1)
+    pp: int | None = Field(default=None, ge=1)
+    vpp: int | None = Field(default=None, ge=1)
+    dp: int | None = Field(default=None, ge=1)
+    cp: int | None = Field(default=None, ge=1)
+    ep: int | None = Field(default=None, ge=1)
+    sp: bool | None = None
+    zero_stage: int | None = Field(default=None, ge=0, le=3)
+    recompute: Literal["none", "selective", "full"] | None = None
+    micro_batch: int | None = Field(default=None, ge=1)
+    precision: Literal["bf16", "fp16", "fp8"] | None = None
+
+
+class ClusterIn(_Strict):
+    """Overrides of the catalog's network defaults (see ``train.cluster.Cluster.from_catalog``)."""
+
+    domain_size: int | None = Field(default=None, ge=1, description="devices per scale-up domain")
+    scale_up_kind: str | None = None
+    scale_up_gb_per_s: float | None = Field(default=None, gt=0, description="per direction per device")
+    scale_up_latency_us: float | None = Field(default=None, ge=0)
+    scale_out_kind: str | None = None
+    scale_out_gbit_per_s: float | None = Field(default=None, gt=0, description="NIC bandwidth per device")
+    scale_out_latency_us: float | None = Field(default=None, ge=0)
+    topology: Literal["switch", "mesh", "torus", "pcie"] | None = None
+
+
+class TrainingScenario(_Strict):
+    """A training scenario file: model x hardware x devices, the job, an optional plan."""
+
+    model: str
+    hardware: str
+    devices: int | None = Field(default=None, ge=1)
+    devices_range: str | None = Field(default=None, description="'A:B' (doubling) or 'A:B:STEP'")
+    job: TrainingJob = Field(default_factory=TrainingJob)
+    plan: PlanIn | None = None
+    cluster: ClusterIn = Field(default_factory=ClusterIn)
+    top: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingScenario:
+        if self.devices is not None and self.devices_range is not None:
+            raise ValueError("give devices or devices_range, not both")
+        return self
+
+
+def load_training_scenario(path: str | Path) -> TrainingScenario:
+    """Read and validate a training scenario YAML/JSON; errors name file, line and field."""
+    return load_file(TrainingScenario, path)
+
+
+def parse_device_range(text: str, field: str = "devices_range") -> list[int]:
+    """'A:B' -> A, 2A, 4A... <= B; 'A:B:STEP' -> A, A+STEP... <= B; 'a,b,c' -> the list."""
+    try:
+        if ":" in text:
+            parts = [int(x) for x in text.split(":")]
+            if len(parts) == 2:
+                a, b = parts
+                if a <= 0 or b < a:
+                    raise ValueError
+                out, v = [], a
+                while v <= b:
+                    out.append(v)
+                    v *= 2
+                return out
+            if len(parts) == 3:
+                a, b, step = parts
+                if a <= 0 or b < a or step <= 0:
+                    raise ValueError
+                return list(range(a, b + 1, step))
+            raise ValueError
+        vals = [int(x) for x in text.split(",") if x.strip()]
+        if not vals or any(v <= 0 for v in vals):
+            raise ValueError
+        return sorted(set(vals))
+    except ValueError:
+        raise UserInputError(
+            f"expected 'A:B' (doubling from A to B), 'A:B:STEP' or a list 'a,b,c' of positive integers, got {text!r}",
+            field=field,
+        ) from None

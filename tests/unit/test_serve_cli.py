@@ -1,0 +1,200 @@
+"""``xpuplan infer`` invoked as a user would: output, JSON, exit codes; serving scenario files."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from xpuplan.cli.main import app
+from xpuplan.errors import UserInputError
+from xpuplan.workload.serving import LengthDist, load_serving_scenario
+
+runner = CliRunner()
+H100 = "nvidia-h100-sxm-80gb"
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_estimate_table():
+    r = run("infer", "estimate", "--model", "llama2-70b", "--hw", H100, "--tp", "4", "--batch", "1,64", "--in", "512",
+            "--out", "256", "--dtype", "fp8")
+    assert r.exit_code == 0, r.output
+    assert "TTFT ms" in r.output and "TPOT ms" in r.output and "out tok/s" in r.output
+    assert "llama2-70b" in r.output and "KV fp8" in r.output
+
+
+def test_estimate_json_and_max_batch():
+    r = run("infer", "estimate", "--model", "llama2-7b", "--hw", "H100", "--batch", "max", "--in", "1024", "--out", "256",
+            "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    (res,) = data["results"]
+    assert res["batch"] >= 64 and res["fits"]
+    assert res["output_tokens_per_s"] > 1000 and res["ttft_ms"] > 0 and res["tpot_ms"] > 0
+    assert res["replica"]["efficiency_source"]
+
+
+def test_estimate_with_slo_and_disagg():
+    r = run("infer", "estimate", "--model", "llama2-70b", "--hw", H100, "--tp", "4", "--batch", "64", "--in", "1024",
+            "--out", "256", "--dtype", "fp8", "--ttft-ms", "1000", "--tpot-ms", "50", "--disagg", "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)["results"][0]
+    assert res["at_slo"]["max_requests_per_s"] > 0
+    assert res["at_slo"]["point"]["ttft_p_ms"] <= 1000 and res["at_slo"]["point"]["tpot_ms"] <= 50
+    assert res["disaggregated"]["requests_per_s_per_device"] > 0
+
+
+def test_estimate_does_not_fit_exits_3():
+    r = run("infer", "estimate", "--model", "llama2-70b", "--hw", H100, "--tp", "1", "--in", "512", "--out", "128")
+    assert r.exit_code == 3, r.output
+    assert "weights 138" in r.output and "80.0 GB" in r.output and "tp>=" in r.output
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tp", "3"), "tp (3) must divide n_heads (64)"),
+        (("--in", "0"), "--in must be positive"),
+        (("--dtype", "fp7"), "unknown precision"),
+        (("--hw", "H1000"), "unknown hardware"),
+        (("--batch", "x"), "batch"),
+    ],
+)
+def test_estimate_bad_input_exits_2(args, message):
+    base = {"--model": "llama2-70b", "--hw": H100, "--tp": "4", "--in": "512", "--out": "128", "--batch": "1"}
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    r = run("infer", "estimate", *[x for kv in base.items() for x in kv])
+    assert r.exit_code == 2, r.output
+    assert message in r.output and "Traceback" not in r.output
+
+
+def test_estimate_encoder():
+    r = run("infer", "estimate", "--model", "bert-base", "--hw", H100, "--batch", "1,64", "--in", "128", "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)["results"]
+    assert res[0]["latency_ms"] < res[1]["latency_ms"] and res[0]["qps"] < res[1]["qps"]
+
+
+def test_emit_prints_serve_command():
+    r = run("infer", "estimate", "--model", "llama2-70b", "--hw", H100, "--tp", "4", "--batch", "128", "--in", "1024",
+            "--out", "512", "--dtype", "fp8", "--emit", "vllm")
+    assert r.exit_code == 0, r.output
+    assert "vllm serve meta-llama/Llama-2-70b-hf" in r.output
+    assert "--tensor-parallel-size 4" in r.output and "--max-num-seqs 128" in r.output
+    assert "--max-model-len 1536" in r.output
+    r = run("infer", "estimate", "--model", "llama2-70b", "--hw", H100, "--tp", "4", "--in", "128", "--out", "8",
+            "--emit", "ollama")
+    assert r.exit_code == 2 and "--emit must be one of" in r.output
+
+
+def test_capacity_json():
+    r = run("infer", "capacity", "--model", "llama3-8b", "--hw", "H100,A100", "--qps", "20", "--in", "1024", "--out",
+            "256", "--ttft-ms", "1000", "--tpot-ms", "50", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert {o["hardware"] for o in data["options"]} == {H100, "nvidia-a100-sxm-80gb"}
+    for o in data["options"]:
+        assert o["devices"] == o["replicas"] * o["replica"]["n_devices"]
+        assert o["at_target"]["ttft_p_ms"] <= 1000 and o["at_target"]["tpot_ms"] <= 50
+    h100 = next(o for o in data["options"] if o["hardware"] == H100)
+    a100 = next(o for o in data["options"] if o["hardware"] != H100)
+    assert h100["devices"] <= a100["devices"]
+
+
+def test_capacity_table_and_emit():
+    r = run("infer", "capacity", "--model", "llama2-70b", "--hw", H100, "--qps", "10", "--in", "512", "--out", "256",
+            "--ttft-ms", "2000", "--tpot-ms", "60", "--dtype", "bf16,fp8", "--emit", "sglang")
+    assert r.exit_code == 0, r.output
+    assert "devices" in r.output and "sglang.launch_server" in r.output and "disagg" in r.output
+
+
+def test_capacity_infeasible_exits_3():
+    r = run("infer", "capacity", "--model", "llama3-8b", "--hw", H100, "--qps", "5", "--in", "1024", "--out", "128",
+            "--ttft-ms", "1")
+    assert r.exit_code == 3, r.output
+    assert "TTFT" in r.output
+
+
+def test_capacity_needs_an_slo_and_qps():
+    r = run("infer", "capacity", "--model", "llama3-8b", "--hw", H100, "--qps", "5", "--in", "1024", "--out", "128")
+    assert r.exit_code == 2 and "--ttft-ms" in r.output
+    r = run("infer", "capacity", "--model", "llama3-8b", "--hw", H100, "--in", "1024", "--out", "128", "--tpot-ms", "50")
+    assert r.exit_code == 2 and "--qps" in r.output
+
+
+SCENARIO = """\
+model: llama2-70b
+hardware: [nvidia-h100-sxm-80gb]
+replica:
+  tp: 4
+  dtype: fp8
+  engine: vllm
+traffic:
+  qps: 10
+  batch: 32
+  input_len: {dist: uniform, min: 256, max: 768}
+  output_len: 256
+slo:
+  ttft_ms: 2000
+  tpot_ms: 60
+"""
+
+
+def test_scenario_file_for_estimate_and_capacity(tmp_path):
+    p = tmp_path / "serve.yaml"
+    p.write_text(SCENARIO, encoding="utf-8")
+    r = run("infer", "estimate", "--scenario", str(p), "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)["results"][0]
+    assert res["batch"] == 32 and res["input_len"] == 512 and res["replica"]["tp"] == 4
+    assert "at_slo" in res
+    r = run("infer", "capacity", "--scenario", str(p), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["options"][0]["replica"]["tp"] == 4
+    # flags override the file
+    r = run("infer", "estimate", "--scenario", str(p), "--batch", "8", "--json")
+    assert json.loads(r.stdout)["results"][0]["batch"] == 8
+
+
+def test_bad_scenario_names_file_line_and_field(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(SCENARIO.replace("  qps: 10", "  qps: -3"), encoding="utf-8")
+    r = run("infer", "capacity", "--scenario", str(p))
+    assert r.exit_code == 2
+    assert "bad.yaml:8" in r.output and "traffic.qps" in r.output
+    with pytest.raises(UserInputError) as e:
+        load_serving_scenario(p)
+    assert e.value.line == 8
+
+
+def test_length_distributions():
+    u = LengthDist(dist="uniform", min=100, max=300)
+    assert u.average == 200 and u.quantile(99) == pytest.approx(298)
+    x = LengthDist(dist="exponential", mean=200)
+    assert x.quantile(99) == pytest.approx(200 * 4.60517, rel=1e-4)
+    n = LengthDist(dist="normal", mean=500, std=100)
+    assert n.quantile(50) == pytest.approx(500)
+    with pytest.raises(ValueError):
+        LengthDist(dist="uniform", min=300, max=100)
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "inference.md"
+
+
+def _doc_commands() -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    block = text.split("## Commands", 1)[1].split("```", 2)[1]
+    return [line for line in block.splitlines() if line.startswith("xpuplan infer ")]
+
+
+@pytest.mark.parametrize("command", _doc_commands() if DOC.exists() else [])
+def test_documented_commands_run(command):
+    r = run(*shlex.split(command)[1:])
+    assert r.exit_code == 0, r.output
