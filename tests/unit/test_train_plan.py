@@ -105,3 +105,11 @@ def test_keys_are_stable_and_distinct():
     assert a == b and hash(a) == hash(b)
     assert ParallelPlan(tp=8, pp=4, dp=2, vpp=2, sp=True, zero_stage=2, recompute="full", grad_accum=8).key != a.key
     assert a.to_dict()["key"] == a.key and a.to_dict()["n_devices"] == 64
+
+
+def test_public_api_is_exported():
+    import xpuplan.train as train
+
+    for name in train.__all__:
+        assert hasattr(train, name), name
+    assert {"ParallelPlan", "Cluster", "estimate", "search", "emit_launch", "TrainEstimate"} <= set(train.__all__)

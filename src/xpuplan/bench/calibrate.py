@@ -29,6 +29,7 @@ zooming, which is robust and fast for one or two parameters.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -301,7 +302,7 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def collective_time(op: str, n_bytes: Any, n_ranks: Any, bus_bw: Any, latency_s: Any) -> Any:
-    """Perf's alpha-beta time of one collective (``perf.collectives``), vectorised."""
+    """Perf's alpha-beta time of one flat collective (``perf.collectives``), vectorised."""
     from xpuplan.perf import collectives as pc
 
     if op == "all_reduce":
@@ -315,14 +316,43 @@ def collective_time(op: str, n_bytes: Any, n_ranks: Any, bus_bw: Any, latency_s:
     return pc.time_p2p_s(n_bytes, bus_bw, latency_s)
 
 
+def collective_time_multinode(op: str, n_bytes: Any, local: Any, nodes: Any, intra_bw: float, intra_lat: float,
+                              inter_bw: Any, inter_lat: Any) -> Any:
+    """Perf's hierarchical time of a collective spanning ``nodes`` scale-up domains of ``local`` ranks;
+    send/recv between nodes is one flat transfer over the scale-out link."""
+    from xpuplan.perf import collectives as pc
+
+    if op in ("all_reduce", "all_gather", "reduce_scatter"):
+        return pc.time_hierarchical_s(op, n_bytes, local, nodes, intra_bw, intra_lat, inter_bw, inter_lat)
+    if op == "all_to_all":
+        return pc.time_hierarchical_all_to_all_s(n_bytes, local, nodes, intra_bw, intra_lat, inter_bw, inter_lat)
+    return pc.time_p2p_s(n_bytes, inter_bw, inter_lat)
+
+
 #: Collectives the fit understands (others, e.g. broadcast, are stored but not fitted).
 FITTED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 
 
+def _predict_collectives(fr: Any, lat: Any, *, groups: list, n_points: int, link: float, scope: str,
+                         intra_bw: float, intra_lat: float) -> np.ndarray:
+    fr_a, lat_a = np.asarray(fr, dtype=float), np.asarray(lat, dtype=float)
+    out = np.zeros(fr_a.shape + (n_points,))
+    bw_a, l_a = link * fr_a[..., None], lat_a[..., None]
+    for op, idx, S, N, local, nodes in groups:
+        if scope == "scale_up":
+            out[..., idx] = collective_time(op, S, N, bw_a, l_a)
+        else:
+            out[..., idx] = collective_time_multinode(op, S, local, nodes, intra_bw, intra_lat, bw_a, l_a)
+    return out
+
+
 def _fit_collectives(device: Device, points: list[Point], base: Efficiency, values: dict[str, float],
                      fitted: dict[str, ParamFit], skipped: dict[str, str], warnings: list[str]) -> None:
+    """Scale-up parameters from single-node runs (flat collectives), then scale-out parameters from
+    multi-node runs (perf's hierarchical model with the scale-up parameters just fitted)."""
+    up_link = device.scale_up_bandwidth or device.pcie_bandwidth
     for scope, link, frac_key, lat_key in (
-        ("scale_up", device.scale_up_bandwidth or device.pcie_bandwidth, "scale_up_bw_fraction", "scale_up_latency_s"),
+        ("scale_up", up_link, "scale_up_bw_fraction", "scale_up_latency_s"),
         ("scale_out", device.scale_out_bandwidth, "scale_out_bw_fraction", "scale_out_latency_s"),
     ):
         label = scope.replace("_", "-")
@@ -335,21 +365,21 @@ def _fit_collectives(device: Device, points: list[Point], base: Efficiency, valu
             skipped[frac_key] = skipped[lat_key] = f"{device.id} has no {label} link bandwidth in the catalog"
             continue
         T = np.array([p.time_s for p in pts])
-        groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for op in sorted({p.params["op"] for p in pts}):
+        ops = sorted({p.params["op"] for p in pts})
+        groups = []
+        for op in ops:
             idx = np.array([i for i, p in enumerate(pts) if p.params["op"] == op])
             S = np.array([float(pts[i].params["size_bytes"]) for i in idx])
             N = np.array([float(pts[i].params["n_ranks"]) for i in idx])
-            groups[op] = (idx, S, N)
+            local = np.array([float(pts[i].params.get("local_ranks") or pts[i].params["n_ranks"]) for i in idx])
+            nodes = np.array([float(pts[i].params.get("nodes") or 1) for i in idx])
+            groups.append((op, idx, S, N, local, nodes))
+        intra_bw = (up_link or link) * values.get("scale_up_bw_fraction", base.scale_up_bw_fraction)
+        intra_lat = values.get("scale_up_latency_s", base.scale_up_latency_s)
 
-        def predict(fr: Any, lat: Any, _link: float = link, _groups: dict = groups) -> np.ndarray:
-            fr_a, lat_a = np.asarray(fr, dtype=float), np.asarray(lat, dtype=float)
-            out = np.zeros(fr_a.shape + (len(pts),))
-            for op, (idx, S, N) in _groups.items():
-                out[..., idx] = collective_time(op, S, N, _link * fr_a[..., None], lat_a[..., None])
-            return out
-
-        (fr, lat), _ = grid_minimise(lambda f_, l_: _log_loss(predict(f_, l_), T),
+        predict = functools.partial(_predict_collectives, groups=groups, n_points=len(pts), link=link, scope=scope,
+                                    intra_bw=intra_bw, intra_lat=intra_lat)
+        (fr, lat), _ = grid_minimise(lambda f_, l_, _p=predict, _t=T: _log_loss(_p(f_, l_), _t),
                                      [(*FRACTION_BOUNDS, True), (*LATENCY_BOUNDS, True)])
         pred = predict(fr, lat)
         large = [float(p.params["size_bytes"]) * bus_factor(p.params["op"], int(p.params["n_ranks"])) / p.time_s
@@ -357,7 +387,7 @@ def _fit_collectives(device: Device, points: list[Point], base: Efficiency, valu
         if large and max(large) > link:
             warnings.append(f"{label} bus bandwidth {max(large) / 1e9:.0f} GB/s exceeds the catalog link "
                             f"{link / 1e9:.0f} GB/s (in-network reduction such as NVLS?); fraction capped at 1")
-        basis = f"{len(pts)} collective timings ({', '.join(groups)})"
+        basis = f"{len(pts)} collective timings ({', '.join(ops)})"
         values[frac_key], values[lat_key] = fr, lat
         fitted[frac_key] = ParamFit(fr, getattr(base, frac_key), len(pts), _rms(pred, T), basis)
         fitted[lat_key] = ParamFit(lat, getattr(base, lat_key), len(pts), _rms(pred, T), basis)

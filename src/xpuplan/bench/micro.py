@@ -87,8 +87,12 @@ def model_gemm_shapes(model_id: str, tokens: int, tp: int = 1) -> list[tuple[int
     ]
 
 
-def default_sweep(backend: Backend, *, quick: bool, bench_model_shapes: list[tuple[int, int, int, str]]) -> Sweep:
-    """Sizes for the backend; ``bench_model_shapes`` are the small transformer's own GEMMs."""
+def default_sweep(backend: Backend, *, quick: bool, bench_model_gemms: list[tuple[int, int, int, str]],
+                  bench_model_attention: tuple[tuple[int, int, int, int], tuple[int, int, int, int]]) -> Sweep:
+    """Sizes for the backend. ``bench_model_gemms`` are the small transformer's own GEMMs and
+    ``bench_model_attention`` its (prefill, decode) attention shapes, so every operation of the
+    measured model steps is also measured on its own."""
+    prefill, decode = bench_model_attention
     if backend.is_accelerator:
         dtypes = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8") if backend.kind == "cuda" else ("fp32", "bf16", "fp16")
         squares = (512, 2048, 8192) if quick else (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -96,14 +100,16 @@ def default_sweep(backend: Backend, *, quick: bool, bench_model_shapes: list[tup
         for tokens in ((16, 4096) if quick else (16, 256, 4096)):
             real += model_gemm_shapes("llama3-8b", tokens) + ([] if quick else model_gemm_shapes("llama3-70b", tokens, tp=8))
         return Sweep(
-            gemm_dtypes=dtypes, gemm_squares=squares, gemm_model_shapes=tuple(real + bench_model_shapes),
+            gemm_dtypes=dtypes, gemm_squares=squares, gemm_model_shapes=tuple(real + bench_model_gemms),
+            # 64 Mi / 256 Mi fp32 elements: 256 MiB / 1 GiB per array, far beyond any on-chip cache
             stream_elements=(1 << 26) if quick else (1 << 28),
-            attention_prefill=((1, 32, 2048, 128), (1, 32, 8192, 128)) if quick
-            else ((1, 32, 1024, 128), (1, 32, 2048, 128), (1, 32, 4096, 128), (1, 32, 8192, 128), (8, 32, 2048, 128)),
-            attention_decode=((32, 32, 4096, 128),) if quick else ((8, 32, 2048, 128), (64, 32, 2048, 128), (32, 32, 8192, 128)),
+            attention_prefill=((1, 32, 2048, 128), (1, 32, 8192, 128), prefill) if quick
+            else ((1, 32, 1024, 128), (1, 32, 2048, 128), (1, 32, 4096, 128), (1, 32, 8192, 128), (8, 32, 2048, 128), prefill),
+            attention_decode=((32, 32, 4096, 128), decode) if quick
+            else ((8, 32, 2048, 128), (64, 32, 2048, 128), (32, 32, 8192, 128), decode),
             attention_dtype="bf16",
         )
-    real = list(bench_model_shapes)
+    real = list(bench_model_gemms)
     if not quick:
         real += model_gemm_shapes("llama3-8b", 16)
     return Sweep(
@@ -112,8 +118,8 @@ def default_sweep(backend: Backend, *, quick: bool, bench_model_shapes: list[tup
         gemm_model_shapes=tuple(real),
         # 32 Mi fp32 elements = 128 MiB per array: far beyond any CPU cache.
         stream_elements=(1 << 25) if quick else (1 << 26),
-        attention_prefill=((1, 8, 256, 64), (4, 8, 128, 64)) if quick else ((1, 8, 256, 64), (4, 8, 128, 64), (1, 8, 1024, 64)),
-        attention_decode=((4, 8, 512, 64),) if quick else ((4, 8, 512, 64), (4, 8, 2048, 64), (16, 8, 1024, 64)),
+        attention_prefill=((1, 8, 256, 64), prefill) if quick else ((1, 8, 256, 64), (1, 8, 1024, 64), prefill),
+        attention_decode=(decode,) if quick else ((4, 8, 2048, 64), (16, 8, 1024, 64), decode),
         attention_dtype="fp32",
     )
 
@@ -176,14 +182,17 @@ def _gemm_fn(torch: Any, backend: Backend, dtype: str, m: int, n: int, k: int) -
         a = torch.randint(-8, 8, (m, k), device=dev, dtype=torch.int8)
         b = torch.randint(-8, 8, (k, n), device=dev, dtype=torch.int8)
         return lambda: torch._int_mm(a, b)
+    import torch.nn.functional as F
+
     td = _tdtype(torch, dtype)
     a = torch.randn(m, k, device=dev, dtype=td)
-    b = torch.randn(k, n, device=dev, dtype=td)
-    copies = cold_copies(backend, (a.numel() + b.numel()) * a.element_size())
-    pairs = [(a, b)] + [(a.clone(), b.clone()) for _ in range(copies - 1)]
-    # the output is allocated by each call, as in a model (on CPUs this includes first-touch
-    # page faults of large outputs; GPU caching allocators make it free)
-    return _rotating(lambda i: torch.matmul(pairs[i][0], pairs[i][1]), copies)
+    w = torch.randn(n, k, device=dev, dtype=td)  # (out, in): the layout of nn.Linear weights
+    copies = cold_copies(backend, (a.numel() + w.numel()) * a.element_size())
+    pairs = [(a, w)] + [(a.clone(), w.clone()) for _ in range(copies - 1)]
+    # Timed as a linear layer (A @ W^T), the way models run their GEMMs; the output is allocated
+    # by each call as in a model (on CPUs that includes first-touch page faults of large
+    # outputs; GPU caching allocators make it free).
+    return _rotating(lambda i: F.linear(pairs[i][0], pairs[i][1]), copies)
 
 
 def gemm_case(backend: Backend, dtype: str, m: int, n: int, k: int, plan: TimingPlan, origin: str) -> BenchCase:

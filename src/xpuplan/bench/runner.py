@@ -71,7 +71,9 @@ def plan_cases(backend: Backend, opts: BenchOptions, dtype: str) -> tuple[list[B
     plan = QUICK if opts.quick else FULL
     cfg = opts.model or default_config(backend, opts.quick)
     shapes = linear_shapes(cfg, cfg.train_batch * cfg.train_seq) + linear_shapes(cfg, cfg.decode_batch)
-    sweep = default_sweep(backend, quick=opts.quick, bench_model_shapes=shapes)
+    attention = ((cfg.train_batch, cfg.heads, cfg.train_seq, cfg.head_dim),
+                 (cfg.decode_batch, cfg.heads, cfg.decode_context + 1, cfg.head_dim))
+    sweep = default_sweep(backend, quick=opts.quick, bench_model_gemms=shapes, bench_model_attention=attention)
     cases = micro_cases(backend, sweep, plan, primary_dtype=dtype, only=only)
     if only is None or "model" in only:
         cases += model_cases(backend, cfg, dtype, plan)

@@ -142,9 +142,11 @@ def _render_estimate(e: TrainEstimate, cluster: Cluster) -> None:
     console.print(table("step time breakdown (exposed)", ["part", "seconds", "share"],
                         [[k.removesuffix("_s"), v, f"{v / e.step_time_s:.1%}"] for k, v in st.items() if k != "step_s" and v > 0]))
     m = e.memory
-    mem_rows = [["weights", m.weights_bytes], ["gradients", m.gradients_bytes], ["master weights", m.master_weights_bytes],
-                ["optimizer states", m.optimizer_states_bytes], ["activations", m.activations_bytes],
-                ["workspace", m.workspace_bytes], ["total", m.total_bytes]]
+    mem_rows: list[tuple[str, float]] = [("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
+                                         ("master weights", m.master_weights_bytes),
+                                         ("optimizer states", m.optimizer_states_bytes),
+                                         ("activations", m.activations_bytes), ("workspace", m.workspace_bytes),
+                                         ("total", m.total_bytes)]
     console.print(table("memory per device", ["part", "GB"], [[k, v / units.GB] for k, v in mem_rows]))
     for r in e.reasons:
         console.print(f"[bold red]does not fit:[/] {r}", highlight=False)

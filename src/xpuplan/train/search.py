@@ -67,7 +67,7 @@ class SearchSpace:
     micro_batch: Sequence[int] | None = None
     precision: Sequence[str] = ("bf16",)
     uneven_pipeline: bool = False
-    """also try pipeline sizes that do not divide the layers (busiest stage: ceil(layers/pp); no interleaving)"""
+    """also try pipeline sizes that do not divide the layers (busiest stage: ceil(layers/pp))"""
 
     def __post_init__(self) -> None:
         for p in self.precision:
@@ -118,7 +118,12 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                     continue
                 per_rank = B // dp
                 mbs = _allowed([d for d in _divisors(per_rank) if d <= MAX_MICRO_BATCH], space.micro_batch)
-                vpps = [1] if pp == 1 or L % pp else [v for v in _divisors(L // pp) if v <= MAX_VPP]
+                if pp == 1:
+                    vpps = [1]
+                elif L % pp == 0:
+                    vpps = [v for v in _divisors(L // pp) if v <= MAX_VPP]
+                else:  # uneven stages: any vpp that leaves every virtual stage a layer
+                    vpps = [v for v in range(1, MAX_VPP + 1) if pp * v <= L]
                 vpps = _allowed(vpps, space.vpp)
                 if model.moe is not None:
                     eps = [e for e in _divisors(dp * cp) if model.moe.n_routed_experts % e == 0]

@@ -103,6 +103,12 @@ DP_BUCKET_BYTES: Final = 40e6 * GRAD_REDUCE_BYTES
 #: each rank would compute without the causal mask.
 CAUSAL_FRACTION: Final = 0.5
 
+#: Communication hidden under compute is not free: NCCL kernels occupy SMs and HBM bandwidth while
+#: they run, so overlapped compute slows down. Fraction of the overlapped communication time added
+#: to the step (overlap studies such as FLUX, Chang et al. 2024, and Domino, Wang et al. 2024, measure
+#: 10-30% compute slowdown under concurrent collectives).
+OVERLAP_INTERFERENCE: Final = 0.2
+
 #: Unfused attention (no FlashAttention): bytes moved per attention score in the forward besides
 #: the two GEMMs' own traffic: the fused scale-mask-softmax reads the fp16 scores (2 B) and writes
 #: probabilities (2 B); dropout writes its mask (1 B) and output (2 B) (Megatron-LM's kernels).
@@ -169,8 +175,11 @@ def pipeline_bubble_fraction(pp: int, n_microbatches: int, vpp: int = 1) -> floa
 
 def exposed_after_overlap_s(comm_s: np.ndarray, window_s: np.ndarray, tail_fraction: np.ndarray) -> np.ndarray:
     """Communication left on the critical path when it overlaps a compute window of ``window_s``:
-    max(comm - window, comm · tail) — the last bucket (``tail_fraction`` of the traffic) always waits."""
-    return np.maximum(comm_s - window_s, comm_s * tail_fraction)
+    max(comm - window, comm · tail) — the last bucket (``tail_fraction`` of the traffic) always waits —
+    plus the slowdown the hidden part inflicts on the compute it overlaps
+    (:data:`OVERLAP_INTERFERENCE` x the overlapped time)."""
+    exposed = np.maximum(comm_s - window_s, comm_s * tail_fraction)
+    return exposed + OVERLAP_INTERFERENCE * np.minimum(comm_s - exposed, window_s)
 
 
 # ---------------------------------------------------------------------------------------
@@ -464,9 +473,9 @@ class StepModel:
         self.eff = eff
         self.job = job
         self._compute: dict[tuple[int, ...], LayerCompute] = {}
-        self._params: dict[tuple[int, int, int], tuple[float, float]] = {}
+        self._params: dict[tuple[int, ...], tuple[float, float]] = {}
         self._acts: dict[tuple[int, ...], float] = {}
-        self._out: dict[tuple[int, int, int], float] = {}
+        self._out: dict[tuple[int, ...], float] = {}
         self.breakdown = param_breakdown(model)
         seq = job.seq_len
         self._flops = {r: flops_training_per_token(model, seq, r, causal=False) for r in RECOMPUTE_MODES}  # type: ignore[arg-type]
@@ -543,7 +552,8 @@ class StepModel:
 
     # -- network ----------------------------------------------------------------------------------
     @staticmethod
-    def _links(cluster: Cluster, size: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _links(cluster: Cluster, size: np.ndarray, stride: np.ndarray) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray, float, float, float]:
         """(local, nodes, intra bus bw, intra latency, inter bus bw, inter latency) for process groups."""
         local, nodes = coll.group_layout(size, stride, cluster.domain_size)
         local = np.asarray(local, dtype=float)
@@ -702,7 +712,7 @@ class StepModel:
         # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter gradients, per micro-batch,
         # prefetched one layer (FSDP unit) ahead: only what exceeds compute, plus the first gather, waits
         z3_mb = 2.0 * ag_all + rs
-        z3 = m * (np.maximum(z3_mb - (comp_mb + rec_layers), 0.0) + z3_mb / layers_stage)
+        z3 = m * exposed_after_overlap_s(z3_mb, comp_mb + rec_layers, 1.0 / layers_stage)
         zero3_comm = np.where((zero == 3) & (dpcp > 1), z3, 0.0)
 
         # ---- optimizer, clipping, overhead ---------------------------------------------------

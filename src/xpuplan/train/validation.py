@@ -6,7 +6,7 @@ inference is listed in the prediction's ``details``:
 
 * dp = n / (tp·pp·cp); sp off unless given; vpp = 1; cp = ep = 1;
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
-* recomputation: selective;
+* recomputation: selective (searched when the whole plan is);
 * kernels: eager for PyTorch-FSDP stacks, fused for Megatron-style frameworks;
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
   the device count (so every dp divides it);
@@ -18,14 +18,15 @@ inference is listed in the prediction's ``details``:
   (the value a team tuning the run would pick);
 * no tp/pp at all: the planner's own best plan (``train.search``) with whatever the row fixes.
 
-Architecture rows without a preset: classic (non-gated) MLPs are GPT-style models with LayerNorm
-and tied input/output embeddings (Megatron GPT, MPT); gated MLPs are Llama-style (RMSNorm, untied).
+Architecture rows without a preset: classic (non-gated) MLPs are GPT-style models with LayerNorm,
+absolute positions and tied input/output embeddings (Megatron GPT, MPT); gated MLPs are
+Llama-style (RMSNorm, RoPE, untied).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -79,11 +80,12 @@ def model_from_row(row: ValidationRow) -> ModelArch:
         n_kv_heads=row.get("kv_heads"), head_dim=row.get("head_dim"), ffn_dim=row.get("ffn"),
         vocab_size=row.get("vocab"), mlp="gated" if gated else "classic",
         norm="rmsnorm" if gated else "layernorm", tied_embeddings=not gated, moe=moe,
+        position="rope" if gated else "learned",
         max_seq_len=max(row.get("seq_len") or 2048, 2048),
     )
 
 
-def framework_kernels(row: ValidationRow) -> str:
+def framework_kernels(row: ValidationRow) -> Literal["fused", "eager"]:
     """Eager kernels for PyTorch-FSDP stacks (model code in plain PyTorch), fused otherwise
     (Megatron-LM, NeMo, MindSpeed, DeepSpeed-Megatron fuse their elementwise ops)."""
     fw = (row.get("framework") or "").casefold()
@@ -127,13 +129,11 @@ def predict_estimate(row: ValidationRow) -> tuple[TrainEstimate, dict[str, Any]]
         zero = _framework_zero(row)
         inferred["zero_stage"] = zero
     recompute = row.get("recompute")
-    if recompute is None:
-        recompute = "selective"
-        inferred["recompute"] = recompute
     tp, pp = row.get("tp"), row.get("pp")
     if tp is None and pp is None:
         space = SearchSpace(
-            cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero], recompute=[recompute],
+            cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero],
+            recompute=[recompute] if recompute else None,
             sp=[bool(row.get("sp"))] if row.get("sp") is not None else None,
             micro_batch=[row.get("micro_batch")] if row.get("micro_batch") else None, precision=[precision],
         )
@@ -144,6 +144,9 @@ def predict_estimate(row: ValidationRow) -> tuple[TrainEstimate, dict[str, Any]]
             raise UserInputError("no valid plan for this row's model, devices and batch", field="tp")
         inferred["plan"] = f"searched: {res.best.key}"
         return res.best, inferred
+    if recompute is None:
+        recompute = "selective"
+        inferred["recompute"] = recompute
     tp, pp = tp or 1, pp or 1
     cp = row.get("cp") or 1
     dp = row.get("dp")

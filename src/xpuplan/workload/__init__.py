@@ -7,11 +7,15 @@ from xpuplan.workload.training import (
     load_training_scenario,
     parse_device_range,
 )
+from xpuplan.workload.serving import LengthDist, ServingScenario, load_serving_scenario
 
 __all__ = [
     "DEFAULT_GLOBAL_BATCH_TOKENS",
+    "LengthDist",
+    "ServingScenario",
     "TrainingJob",
     "TrainingScenario",
+    "load_serving_scenario",
     "load_training_scenario",
     "parse_device_range",
 ]
