@@ -418,3 +418,86 @@ def point_from_measurement(m: Any) -> Point | None:
         return Point("collective", m.name, m.dtype or "fp32", float(m.time_s), 0.0, float(params["size_bytes"]),
                      math.inf, params)
     return None
+
+
+# -- from the store -----------------------------------------------------------------------------
+@dataclass
+class CalibrationResult:
+    calibration_id: int
+    device_id: str
+    run_ids: list[int]
+    fit: CalibrationFit
+
+
+#: Run kinds whose measurements calibrate fits.
+BENCH_KINDS = ("bench",)
+COLLECTIVE_KINDS = ("collectives", "import-nccl-tests")
+
+
+def select_runs(store: Any, device_id: str | None, refs: Sequence[str]) -> tuple[str, list[Any]]:
+    """The runs to fit: those named (``--from``), else the newest benchmark run and the newest
+    collectives run stored for the device. Returns the device id and the runs."""
+    from xpuplan.catalog import load_catalog
+    from xpuplan.errors import UserInputError
+    from xpuplan.store.records import count_measurements, list_runs, resolve_run
+
+    cat = load_catalog()
+    dev = cat.resolve(device_id) if device_id else None
+    if refs:
+        runs = [resolve_run(store, r) for r in refs]
+        for run in runs:
+            if run.kind not in BENCH_KINDS + COLLECTIVE_KINDS:
+                raise UserInputError(f"run {run.id} is a {run.kind} run; calibrate fits benchmark and collective runs",
+                                     field="from")
+            if run.device_id is None:
+                raise UserInputError(f"run {run.id} has no catalog device ({run.device_name!r}); re-run it with --device-id",
+                                     field="from")
+            dev = dev or run.device_id
+            if run.device_id != dev:
+                raise UserInputError(f"run {run.id} measured {run.device_id}, not {dev}", field="from")
+        assert dev is not None
+        return dev, runs
+    if dev is None:
+        raise UserInputError("give --device ID or --from RUN", field="device")
+    chosen = []
+    for kinds in (BENCH_KINDS, COLLECTIVE_KINDS):
+        candidates = [r for k in kinds for r in list_runs(store, kind=k, device_id=dev)]
+        candidates.sort(key=lambda r: (r.started_at, r.id), reverse=True)
+        counts = count_measurements(store, [r.id for r in candidates])
+        usable = [r for r in candidates if counts.get(r.id, 0) > 0]
+        if usable:
+            chosen.append(usable[0])
+    if not chosen:
+        raise UserInputError(f"no stored measurements for {dev}; run `xpuplan bench run` (or import nccl-tests logs) first",
+                             field="device")
+    return dev, chosen
+
+
+def calibrate_from_store(store: Any, device_id: str | None, refs: Sequence[str] = (), *, save: bool = True) -> CalibrationResult:
+    """Fit a profile from stored runs and (unless ``save`` is False) store it."""
+    from xpuplan.catalog import load_catalog
+    from xpuplan.errors import UserInputError
+    from xpuplan.store.calibrations import save_calibration
+    from xpuplan.store.records import run_measurements
+
+    dev_id, runs = select_runs(store, device_id, refs)
+    device = load_catalog().get(dev_id)
+    points: list[Point] = []
+    main_dtype = "bf16"
+    for run in runs:
+        if run.kind == "bench":
+            main_dtype = str((run.config or {}).get("dtype") or main_dtype)
+        for m in run_measurements(store, run.id):
+            p = point_from_measurement(m)
+            if p is not None:
+                points.append(p)
+    if not points:
+        raise UserInputError(f"runs {', '.join(str(r.id) for r in runs)} hold no measurements calibrate can use",
+                             field="from")
+    fit = fit_efficiency(device, points, main_dtype=main_dtype)
+    run_ids = [r.id for r in runs]
+    if not save:
+        return CalibrationResult(0, dev_id, run_ids, fit)
+    cal_id, eff = save_calibration(store, dev_id, fit.efficiency, run_ids=run_ids, report=fit.report())
+    fit.efficiency = eff
+    return CalibrationResult(cal_id, dev_id, run_ids, fit)

@@ -115,3 +115,36 @@ def run_bench(store: Store, opts: BenchOptions, *, on_case: Callable[[int, int, 
     if on_case:
         on_case(len(cases), len(cases), "done")
     return result
+
+
+def headline(measurements: list[Any]) -> dict[str, Any]:
+    """The figures a person looks at first, from a run's measurements (stored or fresh records)."""
+    out: dict[str, Any] = {}
+    best: dict[str, float] = {}
+    for m in measurements:
+        if m.kind == "gemm" and m.dtype:
+            best[m.dtype] = max(best.get(m.dtype, 0.0), m.value)
+    if best:
+        out["gemm_best_tflops"] = best
+    stream = {m.params.get("kernel"): m.value for m in measurements if m.kind == "membw"}
+    if stream:
+        out["stream_gb_per_s"] = stream
+    attn = {m.params.get("phase"): max(x.value for x in measurements
+                                       if x.kind == "attention" and x.params.get("phase") == m.params.get("phase"))
+            for m in measurements if m.kind == "attention"}
+    if attn:
+        out["attention_best_tflops"] = attn
+    disp = [m.value for m in measurements if m.kind == "dispatch"]
+    if disp:
+        out["dispatch_us_per_op"] = disp[0]
+    for m in measurements:
+        if m.kind == "model_step":
+            out[f"model_{m.params.get('phase')}_step_s"] = m.value
+    coll: dict[str, float] = {}
+    for m in measurements:
+        if m.kind == "collective":
+            op = str(m.params.get("op"))
+            coll[op] = max(coll.get(op, 0.0), m.value)
+    if coll:
+        out["collective_best_busbw_gb_per_s"] = coll
+    return out

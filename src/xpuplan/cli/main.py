@@ -25,7 +25,7 @@ app.command("roofline")(analyze.roofline)
 app.command("validate")(validate.validate)
 
 #: Front ends of the planners; each module exposes ``register(app)``.
-PLUGIN_MODULES = ("xpuplan.cli.train", "xpuplan.cli.infer", "xpuplan.cli.bench")
+PLUGIN_MODULES = ("xpuplan.cli.overview", "xpuplan.cli.train", "xpuplan.cli.infer", "xpuplan.cli.bench")
 for _name in PLUGIN_MODULES:
     if importlib.util.find_spec(_name) is not None:
         importlib.import_module(_name).register(app)

@@ -244,7 +244,7 @@ def search_cmd(
     model: Annotated[str | None, typer.Option(help="model id, alias or config.json path")] = None,
     hw: Annotated[str | None, typer.Option(help="device id or alias")] = None,
     devices: Annotated[int | None, typer.Option(help="number of devices")] = None,
-    devices_range: Annotated[str | None, typer.Option(help="'A:B' (doubling), 'A:B:STEP' or 'a,b,c'")] = None,
+    devices_range: Annotated[str | None, typer.Option(help="'16:1024' (doubling), '16:1024:16' (steps of 16) or '8,16,64'")] = None,
     tokens: Annotated[float | None, typer.Option(help="tokens to train (ranks by time to train)")] = None,
     top: Annotated[int | None, typer.Option(help="plans to show")] = None,
     seq_len: Annotated[int | None, typer.Option(help="tokens per sequence")] = None,

@@ -1,0 +1,338 @@
+"""``xpuplan bench``, ``calibrate``, ``import`` and ``db``: measure this machine, fit the planner
+to it, bring in measurements from other tools. Thin: the work is in ``xpuplan.bench`` and
+``xpuplan.store``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from xpuplan import units
+from xpuplan.cli.common import cli_command, console, err_console, print_json, table
+from xpuplan.errors import UserInputError
+
+DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL or SQLite file of the store "
+                                                         "(default: $XPUPLAN_DB_URL or the user's data directory)")]
+JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+
+bench_app = typer.Typer(help="Benchmark this machine and browse stored runs.", no_args_is_help=True)
+import_app = typer.Typer(help="Import nccl-tests logs, vLLM benchmark results and validation CSVs into the store.",
+                         no_args_is_help=True)
+db_app = typer.Typer(help="The measurement store: location, schema migrations.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the measurement commands to the main ``xpuplan`` app."""
+    app.add_typer(bench_app, name="bench")
+    app.command("calibrate")(calibrate)
+    app.add_typer(import_app, name="import")
+    app.add_typer(db_app, name="db")
+
+
+def _store(db: str | None) -> Any:
+    from xpuplan.store.engine import open_store
+
+    return open_store(db)
+
+
+def _fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < units.MS:
+        return f"{seconds / units.US:,.1f} µs"
+    if seconds < 1:
+        return f"{seconds / units.MS:,.2f} ms"
+    return f"{seconds:,.3f} s"
+
+
+# -- bench run ----------------------------------------------------------------------------------
+@bench_app.command("run")
+@cli_command
+def bench_run(
+    device: Annotated[str, typer.Option(help="auto | cuda (CUDA and ROCm) | npu (Ascend) | mlu (Cambricon) | cpu")] = "auto",
+    quick: Annotated[bool, typer.Option("--quick", help="fewer sizes and repeats (seconds on a CPU)")] = False,
+    device_id: Annotated[str | None, typer.Option(help="catalog id of this device (default: detected)")] = None,
+    dtype: Annotated[str | None, typer.Option(help="precision of the model steps: fp32, bf16, fp16 "
+                                                   "(default bf16 on accelerators, fp32 on CPUs)")] = None,
+    only: Annotated[str | None, typer.Option(help="comma-separated subset: overhead, gemm, membw, attention, model")] = None,
+    note: Annotated[str | None, typer.Option(help="free text stored with the run")] = None,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Measure GEMM, memory bandwidth, attention, dispatch overhead and a small real transformer's
+    training and decode steps; every measurement is stored as soon as it is made."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from xpuplan.bench.detect import detect_backend
+    from xpuplan.bench.runner import BenchOptions, headline, run_bench
+
+    only_set = frozenset(x.strip() for x in only.split(",") if x.strip()) if only else None
+    opts = BenchOptions(device=device, quick=quick, device_id=device_id, dtype=dtype, only=only_set, note=note)
+    backend = detect_backend(device)
+    store = _store(db)
+    progress = Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.description}"), console=err_console, transient=True,
+                        disable=json_ or not err_console.is_terminal)
+    with progress:
+        task = progress.add_task("starting", total=None)
+
+        def on_case(i: int, total: int, name: str) -> None:
+            progress.update(task, total=total, completed=i, description=name)
+
+        result = run_bench(store, opts, on_case=on_case, backend=backend)
+    info = {"run_id": result.run_id, "status": result.status, "device_id": result.device_id,
+            "device_name": backend.name, "backend": backend.kind, "measurements": len(result.records),
+            "skipped": result.skipped, "headline": headline(result.records)}
+    if json_:
+        info["environment"] = backend.environment
+        info["records"] = [{"kind": r.kind, "name": r.name, "dtype": r.dtype, "metric": r.metric, "value": r.value,
+                            "unit": r.unit, "time_s": r.time_s, "flops": r.flops, "bytes": r.bytes, "params": r.params}
+                           for r in result.records]
+        print_json(info)
+        return
+    _print_records(f"run {result.run_id}: {backend.name} ({backend.kind}) -> {result.device_id or 'no catalog id'}",
+                   result.records)
+    if result.skipped:
+        console.print(f"skipped (not supported here): {', '.join(result.skipped)}")
+    if result.device_id is None:
+        console.print("[yellow]this device is not in the catalog: pass --device-id to calibrate with these figures[/]")
+    console.print(f"stored as run {result.run_id} in {store.display_url}; next: "
+                  f"`xpuplan calibrate --from {result.run_id}` then `xpuplan validate --local {result.run_id}`")
+
+
+def _print_records(title: str, records: list[Any]) -> None:
+    rows = []
+    for r in records:
+        rows.append([r.kind, r.name, r.dtype or "", f"{r.value:,.4g} {r.unit}", _fmt_time(r.time_s)])
+    console.print(table(title, ["kind", "measurement", "dtype", "value", "time"], rows))
+
+
+# -- bench list / show --------------------------------------------------------------------------
+@bench_app.command("list")
+@cli_command
+def bench_list(
+    kind: Annotated[str | None, typer.Option(help="bench, collectives, import-nccl-tests, import-vllm, import-csv")] = None,
+    device_id: Annotated[str | None, typer.Option(help="only runs of this catalog device")] = None,
+    limit: Annotated[int, typer.Option(help="newest N runs")] = 50,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Stored runs, newest first (a killed run shows as ``aborted``)."""
+    from xpuplan.store.models import RUN_KINDS
+    from xpuplan.store.records import count_measurements, effective_status, list_runs
+
+    if kind and kind not in RUN_KINDS:
+        raise UserInputError(f"expected one of {', '.join(RUN_KINDS)}, got {kind!r}", field="kind")
+    if limit <= 0:
+        raise UserInputError("must be positive", field="limit")
+    store = _store(db)
+    runs = list_runs(store, kind=kind, device_id=device_id, limit=limit)
+    counts = count_measurements(store, [r.id for r in runs])
+    out = [r.summary() | {"status": effective_status(r), "measurements": counts.get(r.id, 0)} for r in runs]
+    if json_:
+        print_json(out)
+        return
+    rows = [[o["id"], o["kind"], o["status"], (o["started_at"] or "")[:19], o["device_id"] or "-", o["device_name"] or "-",
+             o["measurements"], o["source"] or o["note"] or ""] for o in out]
+    console.print(table(f"{len(out)} run(s) in {store.display_url}",
+                        ["run", "kind", "status", "started (UTC)", "device id", "device", "measurements", "source / note"],
+                        rows))
+
+
+@bench_app.command("show")
+@cli_command
+def bench_show(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="run id or 'latest'")],
+    kind: Annotated[str | None, typer.Option(help="only measurements of this kind (gemm, membw, attention, ...)")] = None,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """One run: device, software, configuration and every measurement."""
+    from xpuplan.bench.runner import headline
+    from xpuplan.store.records import effective_status, resolve_run, run_measurements
+
+    store = _store(db)
+    r = resolve_run(store, run)
+    meas = run_measurements(store, r.id, kind=kind)
+    if json_:
+        print_json(r.summary() | {"status": effective_status(r), "environment": r.environment, "config": r.config,
+                                  "headline": headline(meas), "measurements": [m.to_dict() for m in meas]})
+        return
+    console.print(f"[bold]run {r.id}[/] ({r.kind}, {effective_status(r)}) {r.device_name or ''} -> {r.device_id or 'no catalog id'}")
+    console.print(f"started {r.started_at:%Y-%m-%d %H:%M:%S} on {r.host or '?'}" + (f"; source {r.source}" if r.source else ""))
+    env = {k: v for k, v in (r.environment or {}).items() if not isinstance(v, str) or len(v) < 120}
+    if env:
+        console.print(table("environment", ["key", "value"], [[k, str(v)] for k, v in env.items()]))
+    _print_records(f"{len(meas)} measurement(s)", meas)
+
+
+@bench_app.command("collectives")
+@cli_command
+def bench_collectives(
+    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="processes (devices) on this node")] = 2,
+    quick: Annotated[bool, typer.Option("--quick")] = False,
+    backend: Annotated[str, typer.Option(help="torch.distributed backend: auto, nccl, gloo, hccl, cncl")] = "auto",
+    device_id: Annotated[str | None, typer.Option(help="catalog id of the devices")] = None,
+    db: DbOption = None,
+) -> None:
+    """Single-node shortcut for `torchrun --nproc-per-node N -m xpuplan.bench.collectives`
+    (for several nodes run torchrun yourself with a rendezvous endpoint)."""
+    from xpuplan.bench import require_torch
+
+    require_torch()
+    if nproc_per_node < 2:
+        raise UserInputError("collectives need at least 2 processes", field="nproc_per_node")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
+           "-m", "xpuplan.bench.collectives", "--backend", backend]
+    if quick:
+        cmd.append("--quick")
+    if device_id:
+        cmd += ["--device-id", device_id]
+    if db:
+        cmd += ["--db", db]
+    rc = subprocess.call(cmd, env=os.environ.copy())
+    if rc:
+        raise typer.Exit(rc)
+
+
+# -- calibrate ----------------------------------------------------------------------------------
+@cli_command
+def calibrate(
+    device: Annotated[str | None, typer.Option(help="catalog device id or alias (default: the --from run's)")] = None,
+    from_: Annotated[list[str] | None, typer.Option("--from", metavar="RUN",
+                                                    help="run id or 'latest' (repeatable); default: the newest "
+                                                         "benchmark and collectives runs of the device")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="fit and show, do not store the profile")] = False,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Fit the planner's efficiency parameters for a device to stored measurements and save a
+    calibration profile; the planners then use it (and say so in their results)."""
+    from xpuplan.bench.calibrate import calibrate_from_store
+
+    store = _store(db)
+    res = calibrate_from_store(store, device, from_ or [], save=not dry_run)
+    fit = res.fit
+    out = {"calibration_id": res.calibration_id or None, "device_id": res.device_id, "runs": res.run_ids,
+           "saved": not dry_run, "efficiency": fit.efficiency.model_dump(), **fit.report()}
+    if json_:
+        print_json(out)
+        return
+    rows = [[k, v.default, v.value, v.points, v.rms_log_error, v.basis] for k, v in fit.params.items()]
+    rows += [[k, getattr(fit.efficiency, k), "-", 0, None, f"not fitted: {why}"] for k, why in fit.skipped.items()]
+    console.print(table(f"calibration of {res.device_id} from run(s) {', '.join(map(str, res.run_ids))}",
+                        ["parameter", "before", "fitted", "points", "rms log err", "basis"], rows))
+    for w in fit.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    if dry_run:
+        console.print("dry run: nothing stored")
+    else:
+        console.print(f"saved as calibration #{res.calibration_id}; planners now use it for {res.device_id} "
+                      f"(XPUPLAN_USE_CALIBRATION=0 turns it off)")
+
+
+# -- import -------------------------------------------------------------------------------------
+def _report_import(parsed: Any, run_id: int, json_: bool) -> dict[str, Any]:
+    out = {"run_id": run_id, "kind": parsed.info.kind, "device_id": parsed.info.device_id, "source": parsed.info.source,
+           "measurements": len(parsed.records), "config": parsed.info.config, "warnings": parsed.warnings}
+    if not json_:
+        console.print(f"imported {parsed.info.source} as run {run_id} ({parsed.info.kind}, {len(parsed.records)} "
+                      f"measurements, device {parsed.info.device_id or '-'})")
+        for w in parsed.warnings:
+            console.print(f"[yellow]warning:[/] {w}")
+    return out
+
+
+@import_app.command("nccl-tests")
+@cli_command
+def import_nccl(
+    files: Annotated[list[str], typer.Argument(metavar="LOG...", help="nccl-tests / rccl-tests output files")],
+    op: Annotated[str | None, typer.Option(help="collective, when neither the log nor its file name says")] = None,
+    device_id: Annotated[str | None, typer.Option(help="catalog id (default: from the log's device lines)")] = None,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Bus bandwidth and latency per message size, for `calibrate` (one run per file)."""
+    from xpuplan.bench.imports import parse_nccl_tests, store_import
+
+    parsed = [parse_nccl_tests(f, op=op, device_id=device_id) for f in files]  # all parse before any is stored
+    store = _store(db)
+    out = [_report_import(p, store_import(store, p), json_) for p in parsed]
+    if json_:
+        print_json(out)
+
+
+@import_app.command("vllm")
+@cli_command
+def import_vllm(
+    files: Annotated[list[str], typer.Argument(metavar="RESULT.json...", help="benchmark_serving --save-result files")],
+    device_id: Annotated[str | None, typer.Option(help="catalog id of the GPUs that served (required)")] = None,
+    tp: Annotated[int, typer.Option(help="tensor-parallel size of the served model")] = 1,
+    n_devices: Annotated[int | None, typer.Option(help="devices in the run (default: tp)")] = None,
+    precision: Annotated[str, typer.Option(help="weight/compute precision")] = "bf16",
+    model: Annotated[str | None, typer.Option(help="preset id when the file's model_id is not one")] = None,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Serving throughput and latency, for `validate --local RUN`."""
+    from xpuplan.bench.imports import parse_vllm_json, store_import
+
+    parsed = [parse_vllm_json(f, device_id=device_id, n_devices=n_devices, tp=tp, precision=precision, model=model)
+              for f in files]
+    store = _store(db)
+    out = [_report_import(p, store_import(store, p), json_) for p in parsed]
+    if json_:
+        print_json(out)
+
+
+@import_app.command("csv")
+@cli_command
+def import_csv(
+    files: Annotated[list[str], typer.Argument(metavar="FILE.csv...", help="validation CSVs (shared/validation format)")],
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Published or own measurements in the validation CSV format, for `validate --local RUN`."""
+    from xpuplan.bench.imports import parse_validation_csv, store_import
+
+    parsed = [parse_validation_csv(f) for f in files]
+    store = _store(db)
+    out = [_report_import(p, store_import(store, p), json_) for p in parsed]
+    if json_:
+        print_json(out)
+
+
+# -- db -----------------------------------------------------------------------------------------
+@db_app.command("info")
+@cli_command
+def db_info(db: DbOption = None, json_: JsonOption = False) -> None:
+    """Where the store is, its schema revision and what it holds."""
+    from sqlalchemy import func, select
+
+    from xpuplan.store.engine import current_revision, head_revision
+    from xpuplan.store.models import Calibration, Measurement, Run, Scenario
+
+    store = _store(db)
+    with store.session() as s:
+        counts = {name: int(s.scalar(select(func.count()).select_from(model)) or 0)
+                  for name, model in (("runs", Run), ("measurements", Measurement), ("calibrations", Calibration),
+                                      ("scenarios", Scenario))}
+    out = {"url": store.display_url, "revision": current_revision(store.engine), "head": head_revision(), **counts}
+    if json_:
+        print_json(out)
+        return
+    console.print(table("measurement store", ["", "value"], [[k, str(v)] for k, v in out.items()]))
+
+
+@db_app.command("upgrade")
+@cli_command
+def db_upgrade(db: DbOption = None) -> None:
+    """Create the store or migrate it to the newest schema (also done on first use)."""
+    from xpuplan.store.engine import current_revision
+
+    store = _store(db)
+    console.print(f"{store.display_url}: schema at revision {current_revision(store.engine)}")

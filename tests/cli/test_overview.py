@@ -1,0 +1,39 @@
+import json
+
+from typer.testing import CliRunner
+
+from xpuplan.cli.main import app
+from xpuplan.overview import DEFAULT_HARDWARE, overview
+
+runner = CliRunner()
+
+
+def test_overview_defaults_cover_gpus_and_npus():
+    ov = overview()
+    assert ov.model_id == "llama3-70b"
+    assert [d.device_id for d in ov.devices] == list(DEFAULT_HARDWARE)
+    assert {d.kind for d in ov.devices} >= {"GPU", "NPU", "TPU"}
+    for d in ov.devices:
+        assert d.serving is not None and d.serving.devices >= 1, d.reasons
+        assert d.training is not None and 0 < d.training.mfu < 1, d.reasons
+    h100 = ov.devices[0]
+    # 141 GB of weights cannot be served by one 80 GB card
+    assert h100.serving.tp >= 2
+
+
+def test_overview_cli_json_and_errors():
+    r = runner.invoke(app, ["overview", "--hw", "H100,910B", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert [x["device_id"] for x in d["devices"]] == ["nvidia-h100-sxm-80gb", "huawei-ascend-910b"]
+    r = runner.invoke(app, ["overview", "--hw", "H1OO"])
+    assert r.exit_code == 2 and "did you mean" in r.output
+    r = runner.invoke(app, ["overview", "--train-devices", "0"])
+    assert r.exit_code == 2 and "train_devices" in r.output
+
+
+def test_overview_reports_missing_figures_as_reasons():
+    ov = overview(hardware=["enflame-s60"])
+    d = ov.devices[0]
+    assert d.serving is None and d.training is None
+    assert d.reasons
