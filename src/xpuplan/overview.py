@@ -29,6 +29,8 @@ DEFAULT_HARDWARE = (
     "cambricon-mlu590",
 )
 DEFAULT_MODEL = "llama3-70b"
+#: Distinct reasons kept per device and part (the rest repeat the same cause).
+MAX_REASONS = 3
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,10 @@ def _serving(model: ModelArch, dev: Device, qps: float, input_len: int, output_l
     plan = size_for_qps(model, [dev], qps, input_len, output_len, SLO(ttft_s=ttft_ms / 1e3, tpot_s=tpot_ms / 1e3),
                         disagg=False)
     if not plan.options:
-        return None, [f"serving: {r}" for r in plan.infeasible.get(dev.id, ["no configuration meets the SLO"])]
+        reasons = plan.infeasible.get(dev.id, ["no configuration meets the SLO"])
+        # the same cause repeats for every tp/pp tried: keep each distinct cause once
+        causes = list(dict.fromkeys(r.split(": ", 1)[-1] for r in reasons))
+        return None, [f"serving: {c}" for c in causes[:MAX_REASONS]]
     o = plan.options[0]
     at = o.at_target
     return ServingSummary(

@@ -24,7 +24,7 @@ from xpuplan.bench.model import GRAD_BYTES, SmallTransformerConfig
 from xpuplan.catalog import load_catalog
 from xpuplan.catalog.device import Device
 from xpuplan.errors import UserInputError
-from xpuplan.perf.efficiency import Efficiency, efficiency_for
+from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.ops import head_ops, layer_ops
 from xpuplan.perf.params import params_total
 from xpuplan.perf.roofline import cost_adam_step, op_time
@@ -68,12 +68,12 @@ def predict_train_step(cfg: SmallTransformerConfig, device: Device, dtype: str, 
     return StepPrediction(forward + backward + optimizer, {"forward_s": forward, "backward_s": backward, "optimizer_s": optimizer})
 
 
-def efficiency_for_run(device: Device, db_url: str | None, use_calibration: bool = True) -> Efficiency:
+def efficiency_for_run(device: Device, db_url: str | None) -> Efficiency:
+    """What the planners would use: the device's newest calibration profile in this store (unless
+    ``XPUPLAN_USE_CALIBRATION=0``), else the defaults."""
     from xpuplan.calibration import resolve_efficiency
 
-    if not use_calibration:
-        return efficiency_for(device)
-    return resolve_efficiency(device, use_calibration=True, db_url=db_url)
+    return resolve_efficiency(device, db_url=db_url)
 
 
 def _bench_rows(run: Run, meas: list[Measurement], db_url: str | None, eff: Efficiency | None) -> list[RowResult]:

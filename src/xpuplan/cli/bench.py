@@ -63,8 +63,9 @@ def bench_run(
     db: DbOption = None,
     json_: JsonOption = False,
 ) -> None:
-    """Measure GEMM, memory bandwidth, attention, dispatch overhead and a small real transformer's
-    training and decode steps; every measurement is stored as soon as it is made."""
+    """Measure GEMM, memory bandwidth, attention, dispatch overhead and a small transformer's training and decode steps.
+
+    Every measurement is stored as soon as it is made; a run stopped half-way keeps what it measured."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from xpuplan.bench.detect import detect_backend
@@ -179,8 +180,9 @@ def bench_collectives(
     device_id: Annotated[str | None, typer.Option(help="catalog id of the devices")] = None,
     db: DbOption = None,
 ) -> None:
-    """Single-node shortcut for `torchrun --nproc-per-node N -m xpuplan.bench.collectives`
-    (for several nodes run torchrun yourself with a rendezvous endpoint)."""
+    """Collective bandwidth on this node: runs `torchrun --nproc-per-node N -m xpuplan.bench.collectives`.
+
+    For several nodes run torchrun yourself with a rendezvous endpoint (see docs/measurement.md)."""
     from xpuplan.bench import require_torch
 
     require_torch()
@@ -210,8 +212,9 @@ def calibrate(
     db: DbOption = None,
     json_: JsonOption = False,
 ) -> None:
-    """Fit the planner's efficiency parameters for a device to stored measurements and save a
-    calibration profile; the planners then use it (and say so in their results)."""
+    """Fit the planner's efficiency parameters for a device to stored measurements and save a calibration profile.
+
+    The planners use the newest profile of a device (and say so in their results)."""
     from xpuplan.bench.calibrate import calibrate_from_store
 
     store = _store(db)

@@ -1,5 +1,6 @@
 """What the user wants done: training jobs (``workload.training``) and serving traffic (``workload.serving``)."""
 
+from xpuplan.workload.serving import LengthDist, ServingScenario, load_serving_scenario
 from xpuplan.workload.training import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
     TrainingJob,
@@ -7,7 +8,6 @@ from xpuplan.workload.training import (
     load_training_scenario,
     parse_device_range,
 )
-from xpuplan.workload.serving import LengthDist, ServingScenario, load_serving_scenario
 
 __all__ = [
     "DEFAULT_GLOBAL_BATCH_TOKENS",
