@@ -7,13 +7,16 @@ Everything that needs PyTorch (the ``bench`` extra) imports it inside functions,
 
 from __future__ import annotations
 
+from typing import Any
+
 TORCH_INSTALL_HINT = (
-    "PyTorch is needed to run benchmarks: install your platform's torch build first (CUDA, ROCm, "
-    "torch_npu, torch_mlu or CPU), then `pip install 'xpuplan[bench]'`"
+    "PyTorch is needed to run benchmarks: install your platform's torch build (CUDA, ROCm, torch_npu, "
+    "torch_mlu or CPU; on a CPU-only machine `pip install torch==2.13.0`); xpuplan's `bench` extra asks for "
+    "torch>=2.3"
 )
 
 
-def require_torch():  # type: ignore[no-untyped-def]
+def require_torch() -> Any:
     """Import torch or raise a UserInputError explaining how to install it."""
     try:
         import torch

@@ -48,7 +48,7 @@ HALF_DIM_BOUNDS = (0.0, 16384.0)
 LATENCY_BOUNDS = (1e-8, 1e-2)
 #: Grid points per parameter and zoom rounds of the grid search.
 GRID_POINTS = 48
-ZOOM_ROUNDS = 6
+ZOOM_ROUNDS = 12
 #: Collective messages at or above this size define the bus-bandwidth fraction reported
 #: alongside the fit (nccl-tests' "large message" regime).
 LARGE_MESSAGE_BYTES = 64 * 2**20
@@ -103,8 +103,8 @@ def grid_minimise(loss: Callable[..., np.ndarray], bounds: Sequence[tuple[float,
     """Minimise ``loss(*params)`` (vectorised over broadcast parameter arrays) within ``bounds``.
 
     ``bounds`` holds (low, high, log_scale) per parameter; log-scaled parameters are searched on
-    a log grid (a low bound of 0 is searched as log(1 + x)). Each round zooms to the two grid
-    cells around the best point.
+    a log grid (a low bound of 0 is searched as log(1 + x)). Each round zooms to the four grid
+    cells around the best point, or slides the window when the best point lies on its edge.
     """
     def to_u(v: float, lo: float, log: bool) -> float:
         if not log:
@@ -117,6 +117,7 @@ def grid_minimise(loss: Callable[..., np.ndarray], bounds: Sequence[tuple[float,
         return np.exp(u) if lo > 0 else np.expm1(u)
 
     spans = [(to_u(lo, lo, log), to_u(hi, lo, log)) for lo, hi, log in bounds]
+    limits = list(spans)
     best_u = [0.5 * (a + b) for a, b in spans]
     best_loss = math.inf
     for _ in range(rounds):
@@ -129,10 +130,13 @@ def grid_minimise(loss: Callable[..., np.ndarray], bounds: Sequence[tuple[float,
             best_loss = float(total[idx])
             best_u = [float(g[idx]) for g in grids]
         new_spans = []
-        for (a, b), u, (lo, hi, log) in zip(spans, best_u, bounds, strict=True):
-            step = (b - a) / (points - 1)
-            lo_u, hi_u = to_u(lo, lo, log), to_u(hi, lo, log)
-            new_spans.append((max(lo_u, u - 2 * step), min(hi_u, u + 2 * step)))
+        for axis, ((a, b), u, (lo_u, hi_u)) in enumerate(zip(spans, best_u, limits, strict=True)):
+            width = b - a
+            at_edge = idx[axis] in (0, points - 1) and not (u <= lo_u or u >= hi_u)
+            # shrink around the best point, or slide the window along when the best lies on its
+            # edge (a long valley, e.g. fraction and half-dimension trading off)
+            half = width / 2 if at_edge else 4 * width / (points - 1)
+            new_spans.append((max(lo_u, u - half), min(hi_u, u + half)))
         spans = new_spans
     values = [float(from_u(np.asarray(u), lo, log)) for u, (lo, _hi, log) in zip(best_u, bounds, strict=True)]
     return values, best_loss
@@ -333,7 +337,7 @@ def collective_time_multinode(op: str, n_bytes: Any, local: Any, nodes: Any, int
 FITTED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 
 
-def _predict_collectives(fr: Any, lat: Any, *, groups: list, n_points: int, link: float, scope: str,
+def _predict_collectives(fr: Any, lat: Any, *, groups: list[Any], n_points: int, link: float, scope: str,
                          intra_bw: float, intra_lat: float) -> np.ndarray:
     fr_a, lat_a = np.asarray(fr, dtype=float), np.asarray(lat, dtype=float)
     out = np.zeros(fr_a.shape + (n_points,))

@@ -15,7 +15,7 @@ from typing import Any
 from xpuplan.bench.detect import Backend, detect_backend
 from xpuplan.bench.micro import BenchCase, default_sweep, micro_cases
 from xpuplan.bench.model import SmallTransformerConfig, default_config, linear_shapes, model_cases
-from xpuplan.bench.timing import FULL, QUICK
+from xpuplan.bench.timing import FULL, MODEL_FULL, MODEL_QUICK, QUICK
 from xpuplan.errors import UserInputError
 from xpuplan.store.engine import Store
 from xpuplan.store.records import Record, RunInfo, add_measurement, finish_run, start_run
@@ -76,7 +76,7 @@ def plan_cases(backend: Backend, opts: BenchOptions, dtype: str) -> tuple[list[B
     sweep = default_sweep(backend, quick=opts.quick, bench_model_gemms=shapes, bench_model_attention=attention)
     cases = micro_cases(backend, sweep, plan, primary_dtype=dtype, only=only)
     if only is None or "model" in only:
-        cases += model_cases(backend, cfg, dtype, plan)
+        cases += model_cases(backend, cfg, dtype, MODEL_QUICK if opts.quick else MODEL_FULL)
     return cases, cfg
 
 

@@ -29,8 +29,11 @@ class TimingPlan:
 
 #: ``--quick``: enough for a 2-core CI machine to finish in seconds; noisier figures.
 QUICK = TimingPlan(target_s=0.01, repeats=5, warmup=1)
-#: Default: steadier medians.
+#: Default: steadier figures.
 FULL = TimingPlan(target_s=0.1, repeats=5, warmup=3)
+#: The model steps are what ``validate --local`` compares with: more repeats, even when quick.
+MODEL_QUICK = TimingPlan(target_s=0.05, repeats=7, warmup=1)
+MODEL_FULL = TimingPlan(target_s=0.2, repeats=9, warmup=2)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from xpuplan.datafile import format_loc
@@ -55,7 +56,7 @@ def print_json(obj: Any) -> None:
 
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -69,9 +70,9 @@ def cli_command(func: F) -> F:
         except typer.Exit:
             raise
         except InfeasibleError as exc:
-            err_console.print(f"[bold red]infeasible:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]infeasible:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             for r in exc.reasons:
-                err_console.print(f"  - {r}", highlight=False, soft_wrap=True)
+                err_console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_INFEASIBLE) from None
         except UserInputError as exc:
             raise fail(exc.render()) from None

@@ -42,11 +42,20 @@ def profile_source(cal_id: int, device_id: str, created: str, run_ids: list[Any]
     return f"calibration #{cal_id} for {device_id} ({created[:19]}, runs {runs})"
 
 
+#: Seconds a planner waits for a database server before going on without a profile.
+CONNECT_TIMEOUT_S = 3
+#: Stores that failed in this process: not retried (a planner may ask for many devices).
+_FAILED: set[str] = set()
+
+
 @lru_cache(maxsize=8)
 def _engine(url: str) -> Engine:
     from sqlalchemy import create_engine
 
-    return create_engine(url)
+    connect_args: dict[str, Any] = {}
+    if url.startswith(("postgresql", "mysql", "mariadb")):
+        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    return create_engine(url, connect_args=connect_args)
 
 
 def latest_profile(device_id: str, db_url: str | None = None) -> Efficiency | None:
@@ -57,6 +66,8 @@ def latest_profile(device_id: str, db_url: str | None = None) -> Efficiency | No
     calibration database is unreadable).
     """
     url = db_url_or_default(db_url)
+    if url in _FAILED:
+        return None
     if is_sqlite(url):
         path = sqlite_file(url)
         if path is None or not path.is_file():
@@ -80,7 +91,9 @@ def latest_profile(device_id: str, db_url: str | None = None) -> Efficiency | No
         run_ids = row[3] if isinstance(row[3], list) else json.loads(row[3] or "[]")
         return profile_from_stored(device_id, eff, profile_source(int(row[0]), device_id, str(row[2]), run_ids))
     except Exception as exc:  # noqa: BLE001 - a broken store must never break a planner
-        log.warning("ignoring calibration store %s: %s", url, exc)
+        _FAILED.add(url)
+        log.warning("ignoring the calibration store %s (%s); planners use default efficiencies",
+                    url, str(exc).splitlines()[0][:200])
         return None
 
 

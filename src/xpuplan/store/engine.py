@@ -46,7 +46,11 @@ def make_engine(url: str) -> Engine:
         if is_sqlite(url):
             path = sqlite_file(url)
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise UserInputError(f"cannot create the database directory {path.parent}: {exc.strerror}",
+                                         field="db") from None
             engine = create_engine(url)
             event.listen(engine, "connect", _sqlite_pragmas)
             return engine

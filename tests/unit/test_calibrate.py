@@ -1,0 +1,201 @@
+"""Calibration fitting (numpy only): recovers known parameters from synthetic measurements made
+with perf's own roofline, is robust to disturbed timings, and works end to end from the store."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from xpuplan.bench.calibrate import (
+    Point,
+    calibrate_from_store,
+    collective_time,
+    fit_efficiency,
+    grid_minimise,
+    roofline_time,
+)
+from xpuplan.catalog import load_catalog
+from xpuplan.cli.main import app
+from xpuplan.errors import UserInputError
+from xpuplan.perf.efficiency import efficiency_for
+from xpuplan.perf.roofline import compute_peak, cost_attention, cost_gemm, op_time
+from xpuplan.store import paths
+from xpuplan.store.engine import open_store
+from xpuplan.store.records import Record, RunInfo, add_measurement, finish_run, start_run
+
+runner = CliRunner()
+H100 = "nvidia-h100-sxm-80gb"
+
+
+@pytest.fixture
+def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'cal.db'}"
+    monkeypatch.setenv(paths.ENV_DB_URL, url)
+    return url
+
+
+def _truth(device_id: str = H100):
+    dev = load_catalog().get(device_id)
+    eff = efficiency_for(dev).merged({"gemm_peak_fraction": 0.62, "gemm_half_dim": 90.0, "memory_bw_fraction": 0.81,
+                                      "attention_peak_fraction": 0.41, "kernel_overhead_s": 6e-6,
+                                      "scale_up_bw_fraction": 0.77, "scale_up_latency_s": 4e-6}, "truth")
+    return dev, eff
+
+
+def synthetic_points(device_id: str = H100, dtype: str = "bf16") -> list[Point]:
+    """Measurements as perf's roofline with known parameters would time them."""
+    dev, eff = _truth(device_id)
+    pts: list[Point] = [Point("overhead", f"tiny {i}", "fp32", eff.kernel_overhead_s) for i in range(3)]
+    shapes = [(s, s, s) for s in (128, 256, 512, 1024, 4096, 8192)] + [(16, 6144, 4096), (4096, 28672, 4096), (1, 4096, 4096)]
+    for m, n, k in shapes:
+        c = cost_gemm(m, n, k, dtype)
+        t = op_time(c, dev, dtype, eff).time_s
+        pts.append(Point("gemm", f"gemm {m}x{n}x{k}", dtype, t, c.flops, c.bytes, float(min(m, n, k)), {"m": m, "n": n, "k": k}))
+    for kernel, arrays in (("copy", 2), ("triad", 3)):
+        nbytes = arrays * 4.0 * 2**28
+        pts.append(Point("membw", f"stream {kernel}", "fp32", nbytes / (dev.memory_bandwidth * eff.memory_bw_fraction),
+                         0.0, nbytes, math.inf, {"kernel": kernel}))
+    for s in (2048, 8192):
+        c = cost_attention(1, 32, s, s, 128, causal=True, dtype=dtype)
+        pts.append(Point("attention", f"prefill {s}", dtype, op_time(c, dev, dtype, eff).time_s, c.flops, c.bytes, float(s),
+                         {"phase": "prefill"}))
+    link = dev.scale_up_bandwidth
+    assert link
+    for op in ("all_reduce", "all_gather"):
+        for size in (2**12, 2**16, 2**20, 2**24, 2**28):
+            t = float(collective_time(op, size, 8, link * eff.scale_up_bw_fraction, eff.scale_up_latency_s))
+            pts.append(Point("collective", f"{op} {size}", "bf16", t, 0.0, float(size), math.inf,
+                             {"op": op, "size_bytes": size, "n_ranks": 8, "local_ranks": 8, "nodes": 1, "scope": "scale_up"}))
+    return pts
+
+
+def test_grid_minimise_finds_a_known_minimum() -> None:
+    (x, y), loss = grid_minimise(lambda a, b: (np.log(a) - math.log(0.3)) ** 2 + (b - 700.0) ** 2 / 1e4,
+                                 [(1e-4, 1.0, True), (0.0, 4096.0, True)])
+    assert x == pytest.approx(0.3, rel=1e-3) and y == pytest.approx(700.0, rel=1e-3) and loss < 1e-6
+
+
+def test_vectorised_roofline_matches_op_time() -> None:
+    dev, eff = _truth()
+    c = cost_gemm(512, 1024, 2048, "bf16")
+    frac = eff.gemm_peak_fraction / (1 + eff.gemm_half_dim / 512)
+    t = roofline_time(np.array([c.flops]), np.array([c.bytes]), np.array([compute_peak(dev, "bf16")]), frac,
+                      dev.memory_bandwidth * eff.memory_bw_fraction, eff.kernel_overhead_s)
+    assert t[0] == pytest.approx(op_time(c, dev, "bf16", eff).time_s, rel=1e-12)
+
+
+def test_fit_recovers_known_parameters() -> None:
+    dev, truth = _truth()
+    fit = fit_efficiency(dev, synthetic_points(), main_dtype="bf16")
+    e = fit.efficiency
+    assert e.kernel_overhead_s == pytest.approx(truth.kernel_overhead_s)
+    assert e.memory_bw_fraction == pytest.approx(truth.memory_bw_fraction, rel=1e-6)
+    assert e.gemm_peak_fraction == pytest.approx(truth.gemm_peak_fraction, rel=0.01)
+    assert e.gemm_half_dim == pytest.approx(truth.gemm_half_dim, rel=0.03)
+    assert e.attention_peak_fraction == pytest.approx(truth.attention_peak_fraction, rel=0.01)
+    assert e.scale_up_bw_fraction == pytest.approx(truth.scale_up_bw_fraction, rel=0.02)
+    assert e.scale_up_latency_s == pytest.approx(truth.scale_up_latency_s, rel=0.05)
+    assert "low_precision_factor" in fit.skipped and "scale_out_bw_fraction" in fit.skipped
+    assert max(abs(c["error"]) for c in fit.checks) < 0.02
+    assert not fit.warnings
+
+
+def test_fit_is_robust_to_a_disturbed_timing() -> None:
+    dev, truth = _truth()
+    pts = synthetic_points()
+    i = next(i for i, p in enumerate(pts) if p.name == "gemm 1024x1024x1024")
+    p = pts[i]
+    pts[i] = Point(p.kind, p.name, p.dtype, p.time_s * 5, p.flops, p.bytes, p.min_dim, p.params)  # another job ran
+    fit = fit_efficiency(dev, pts, main_dtype="bf16")
+    assert fit.efficiency.gemm_peak_fraction == pytest.approx(truth.gemm_peak_fraction, rel=0.05)
+
+
+def test_rates_above_the_catalog_peak_are_capped_with_a_warning() -> None:
+    dev, _ = _truth()
+    nbytes = 3 * 4.0 * 2**28
+    pts = [Point("membw", "stream triad", "fp32", nbytes / (dev.memory_bandwidth * 1.3), 0.0, nbytes)]
+    fit = fit_efficiency(dev, pts, main_dtype="bf16")
+    assert fit.efficiency.memory_bw_fraction == 1.0
+    assert any("exceeds the catalog peak" in w for w in fit.warnings)
+
+
+def test_device_without_link_figures_keeps_collective_defaults() -> None:
+    dev = load_catalog().get("generic-cpu")
+    pts = [Point("collective", "all_reduce 1M", "fp32", 1e-3, 0.0, 2.0**20, math.inf,
+                 {"op": "all_reduce", "size_bytes": 2**20, "n_ranks": 2, "scope": "scale_up"})]
+    fit = fit_efficiency(dev, pts, main_dtype="fp32")
+    assert "no scale-up link bandwidth" in fit.skipped["scale_up_bw_fraction"]
+    assert fit.efficiency.scale_up_bw_fraction == efficiency_for(dev).scale_up_bw_fraction
+
+
+def _store_points(store, device_id: str, pts: list[Point]) -> int:
+    rid = start_run(store, RunInfo(kind="bench", device_id=device_id, device_name="synthetic", config={"dtype": "bf16"}))
+    for p in pts:
+        if p.kind == "collective":
+            continue
+        add_measurement(store, rid, Record(kind=p.kind, name=p.name, dtype=p.dtype, metric="time_s", value=p.time_s,
+                                           unit="s", time_s=p.time_s, flops=p.flops or None, bytes=p.bytes or None,
+                                           params=p.params))
+    finish_run(store, rid)
+    return rid
+
+
+def test_calibrate_from_store_and_cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store()
+    rid = _store_points(store, H100, synthetic_points())
+    res = calibrate_from_store(store, "H100", save=False)
+    assert res.run_ids == [rid] and res.calibration_id == 0
+    out = runner.invoke(app, ["calibrate", "--device", "H100", "--json"])
+    assert out.exit_code == 0, out.output
+    assert '"gemm_peak_fraction"' in out.stdout and '"saved": true' in out.stdout
+    from xpuplan.calibration import resolve_efficiency
+
+    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "1")
+    eff = resolve_efficiency(load_catalog().get(H100))
+    assert eff.source.startswith("calibration #1 for nvidia-h100-sxm-80gb")
+    assert eff.gemm_peak_fraction == pytest.approx(0.62, rel=0.01)
+    table = runner.invoke(app, ["calibrate", "--from", str(rid), "--dry-run"])
+    assert table.exit_code == 0 and "dry run" in table.stdout
+
+
+def test_calibrate_errors_are_user_errors(db_url: str) -> None:
+    store = open_store()
+    for args, needle in ((["calibrate", "--device", "no-such-gpu"], "unknown hardware"),
+                         (["calibrate", "--device", "H100"], "no stored measurements"),
+                         (["calibrate", "--from", "7"], "unknown run 7"),
+                         (["calibrate"], "give --device")):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert needle in res.output and "Traceback" not in res.output
+    rid = _store_points(store, H100, synthetic_points())
+    with pytest.raises(UserInputError, match="measured nvidia-h100-sxm-80gb, not generic-cpu"):
+        calibrate_from_store(store, "generic-cpu", [str(rid)])
+
+
+def test_core_and_measurement_modules_import_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, xpuplan, xpuplan.cli.main, xpuplan.bench.calibrate, xpuplan.bench.imports, "
+            "xpuplan.bench.local_validation, xpuplan.bench.runner, xpuplan.store.calibrations; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_bench_without_torch_explains(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from xpuplan.cli.main import run\n"
+            "sys.argv = ['xpuplan', 'bench', 'run', '--quick']\n"
+            "run()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, XPUPLAN_DB_URL=f"sqlite:///{tmp_path / 'x.db'}"))
+    assert proc.returncode == 2
+    assert "PyTorch is needed" in proc.stderr and "torch>=2.3" in proc.stderr and "Traceback" not in proc.stderr
