@@ -8,7 +8,7 @@ tail), so the value in ``xpuplan/serve/constants.py`` can be checked and re-chos
     python benchmarks/infer_fit.py [../shared/validation/inference_public.csv]
 
 Nothing is written; the chosen values are copied into ``serve/constants.py`` by hand with the
-grid printed here recorded in docs/validation-inference.md.
+grid printed here recorded in docs/validation.md.
 """
 
 from __future__ import annotations

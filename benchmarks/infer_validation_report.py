@@ -1,4 +1,4 @@
-"""Markdown per-row table and summary of the inference validation (for docs/validation-inference.md).
+"""Markdown per-row table and summary of the inference validation (for docs/validation.md).
 
     python benchmarks/infer_validation_report.py [../shared/validation/inference_public.csv]
 

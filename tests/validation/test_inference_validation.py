@@ -1,7 +1,7 @@
 """The inference planner against published serving measurements (shared/validation/inference_public.csv).
 
 Targets (issue 4): predictions for >= 90% of the trust A/B rows, median absolute error <= 15% and
-P90 <= 35% over them. The full per-row table is in docs/validation-inference.md.
+P90 <= 35% over them. The full per-row table is in docs/validation.md.
 """
 
 from __future__ import annotations

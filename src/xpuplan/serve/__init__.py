@@ -11,7 +11,7 @@ Typical use::
     plan = size_for_qps(get_model("llama2-70b"), [load_catalog().get("H100")], qps=20, input_len=512,
                         output_len=256, slo=SLO(ttft_s=2.0, tpot_s=0.05))
 
-The model is described in docs/inference.md; its validation in docs/validation-inference.md.
+The model is described in docs/inference.md; its validation in docs/validation.md.
 """
 
 from xpuplan.serve.capacity import CapacityOption, CapacityPlan, size_for_qps

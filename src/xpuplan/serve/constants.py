@@ -1,7 +1,7 @@
 """Serving-specific constants: engine families and the few assumptions of the serving model.
 
 Every number here is an assumption with a stated reason; the fitted ones say how they were chosen
-(docs/validation-inference.md reports the error on every published row they were checked against).
+(docs/validation.md reports the error on every published row they were checked against).
 Hardware efficiencies (achievable fraction of peak FLOP/s and bandwidth, kernel overheads,
 collective bandwidth) are *not* here: they come from ``xpuplan.calibration.resolve_efficiency``
 (``perf/data/efficiency.yaml`` or a calibration profile), shared with the training planner.
