@@ -49,9 +49,10 @@ class UnknownIdError(UserInputError, KeyError):
     """An id (hardware, model, preset) that is not in the catalog."""
 
     def __init__(self, kind: str, given: str, known: Iterable[str], *, field: str | None = None) -> None:
-        known = list(known)
-        close = difflib.get_close_matches(given.lower(), [k.lower() for k in known], n=3, cutoff=0.5)
-        by_lower = {k.lower(): k for k in known}
+        by_lower: dict[str, str] = {}
+        for k in known:  # first spelling of each name wins; case variants are one suggestion
+            by_lower.setdefault(k.lower(), k)
+        close = difflib.get_close_matches(given.lower(), list(by_lower), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
         self.suggestions = [by_lower[c] for c in close]
         super().__init__(f"unknown {kind} {given!r}{hint}", field=field or kind)

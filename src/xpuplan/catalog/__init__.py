@@ -7,8 +7,8 @@ from xpuplan.catalog.loader import (
     get_device,
     load_catalog,
     load_hardware_file,
-    normalise_alias,
 )
+from xpuplan.registry import normalise_alias
 
 __all__ = [
     "Catalog",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -14,16 +13,12 @@ from pydantic import BaseModel
 from xpuplan.catalog.device import Device, Ecosystem, Figure, Source, unit_for_key
 from xpuplan.catalog.schema import DeviceIn, FigureIn, HardwareFileIn
 from xpuplan.datafile import line_for, load_model, parse_text, read_text
-from xpuplan.errors import UnknownIdError, UserInputError
+from xpuplan.errors import UserInputError
+from xpuplan.registry import AliasIndex, data_files
 
 DATA_DIR = Path(__file__).parent / "data" / "hardware"
 #: Extra catalog directory or file(s) (os.pathsep-separated) layered over the built-in data.
 ENV_EXTRA = "XPUPLAN_HARDWARE_PATH"
-
-
-def normalise_alias(name: str) -> str:
-    """Key used for alias lookup: case-folded, without spaces, '_' and '-'."""
-    return re.sub(r"[\s_\-]+", "", name.strip().casefold())
 
 
 def _iter_figures(obj: BaseModel, prefix: str) -> Iterator[tuple[str, FigureIn]]:
@@ -128,24 +123,19 @@ class Catalog:
     """All devices, indexed by id and by normalised alias."""
 
     devices: dict[str, Device]
-    _alias: dict[str, str]
+    index: AliasIndex
 
     def get(self, name: str) -> Device:
         """Device by id or alias (``"H100"``, ``"910B"``, ``"MLU590"``); unknown -> UnknownIdError."""
         if name in self.devices:
             return self.devices[name]
-        key = normalise_alias(name)
-        if key in self._alias:
-            return self.devices[self._alias[key]]
-        raise UnknownIdError("hardware", name, list(self.devices) + [a for d in self.devices.values() for a in d.aliases])
+        return self.devices[self.index.resolve(name)]
 
     def resolve(self, name: str) -> str:
         return self.get(name).id
 
     def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        return name in self.devices or normalise_alias(name) in self._alias
+        return name in self.index
 
     def __iter__(self) -> Iterator[Device]:
         return iter(self.devices.values())
@@ -169,35 +159,13 @@ class Catalog:
 
 
 def build_catalog(devices: Iterable[Device]) -> Catalog:
-    by_id: dict[str, Device] = {}
-    alias: dict[str, str] = {}
-    for d in devices:
-        if d.id in by_id:
-            raise UserInputError(
-                f"duplicate hardware id {d.id!r} (also in {by_id[d.id].file})", field="id", file=d.file
-            )
-        by_id[d.id] = d
-    for d in by_id.values():
-        for name in (d.id, *d.aliases):
-            key = normalise_alias(name)
-            other = alias.get(key)
-            if other is not None and other != d.id:
-                raise UserInputError(
-                    f"alias {name!r} names both {other} and {d.id}", field=f"{d.id}.aliases", file=d.file
-                )
-            alias[key] = d.id
-    return Catalog(devices=by_id, _alias=alias)
+    devs = list(devices)
+    index = AliasIndex.build("hardware", [(d.id, d.aliases, d.file) for d in devs])
+    return Catalog(devices={d.id: d for d in devs}, index=index)
 
 
 def catalog_files(extra: Iterable[str | Path] = ()) -> list[Path]:
-    files = sorted(DATA_DIR.glob("*.yaml"))
-    extra_paths = [Path(p) for p in extra]
-    env = os.environ.get(ENV_EXTRA)
-    if env:
-        extra_paths += [Path(p) for p in env.split(os.pathsep) if p]
-    for p in extra_paths:
-        files += sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
-    return files
+    return data_files(DATA_DIR, ENV_EXTRA, extra)
 
 
 def load_catalog(extra: Iterable[str | Path] = ()) -> Catalog:

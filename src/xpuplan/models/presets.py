@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from xpuplan.catalog.loader import normalise_alias
 from xpuplan.datafile import Path_t, line_for, load_model, parse_text, read_text
-from xpuplan.errors import UnknownIdError, UserInputError
+from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
+from xpuplan.registry import AliasIndex, data_files
 
 DATA_DIR = Path(__file__).parent / "data"
 #: Extra preset directory or file(s) (os.pathsep-separated) layered over the built-in presets.
@@ -87,29 +87,16 @@ class ModelCatalog:
 
     models: dict[str, ModelArch]
     files: dict[str, str]
-    _alias: dict[str, str]
+    index: AliasIndex
 
     def get(self, name: str) -> ModelArch:
         """Preset by id or alias (case, space, '-' and '_' insensitive); unknown -> UnknownIdError."""
         if name in self.models:
             return self.models[name]
-        key = normalise_alias(name)
-        if key in self._alias:
-            return self.models[self._alias[key]]
-        raise UnknownIdError("model", name, self.known_names)
-
-    @property
-    def known_names(self) -> list[str]:
-        """Ids, then aliases that differ from them in more than case (what suggestions come from)."""
-        seen: dict[str, str] = {}
-        for name in [*self.models, *(a for m in self.models.values() for a in m.aliases)]:
-            seen.setdefault(name.casefold(), name)
-        return list(seen.values())
+        return self.models[self.index.resolve(name)]
 
     def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        return name in self.models or normalise_alias(name) in self._alias
+        return name in self.index
 
     def __iter__(self) -> Iterator[ModelArch]:
         return iter(self.models.values())
@@ -120,39 +107,14 @@ class ModelCatalog:
 
 def build_model_catalog(entries: Iterable[tuple[ModelArch, str]]) -> ModelCatalog:
     """Index ``(model, file)`` pairs; a duplicate id or alias raises UserInputError naming the file."""
-    by_id: dict[str, ModelArch] = {}
-    files: dict[str, str] = {}
-    alias: dict[str, str] = {}
-    for m, file in entries:
-        if m.id in by_id:
-            raise UserInputError(
-                f"duplicate model id {m.id!r} (also in {files[m.id]})", field="id", file=file
-            )
-        by_id[m.id] = m
-        files[m.id] = file
-        for name in (m.id, *m.aliases):
-            key = normalise_alias(name)
-            other = alias.get(key)
-            if other is not None and other != m.id:
-                raise UserInputError(
-                    f"alias {name!r} names both {other} ({files[other]}) and {m.id}",
-                    field=f"{m.id}.aliases",
-                    file=file,
-                )
-            alias[key] = m.id
-    return ModelCatalog(models=by_id, files=files, _alias=alias)
+    items = list(entries)
+    index = AliasIndex.build("model", [(m.id, m.aliases, file) for m, file in items])
+    return ModelCatalog(models={m.id: m for m, _ in items}, files={m.id: f for m, f in items}, index=index)
 
 
 def model_files(extra: Iterable[str | Path] = ()) -> list[Path]:
     """Built-in preset files, then ``extra`` and ``$XPUPLAN_MODEL_PATH`` entries (dirs or files)."""
-    files = sorted(DATA_DIR.glob("*.yaml"))
-    extra_paths = [Path(p) for p in extra]
-    env = os.environ.get(ENV_EXTRA)
-    if env:
-        extra_paths += [Path(p) for p in env.split(os.pathsep) if p]
-    for p in extra_paths:
-        files += sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
-    return files
+    return data_files(DATA_DIR, ENV_EXTRA, extra)
 
 
 def _load(files: Iterable[Path]) -> ModelCatalog:
@@ -226,4 +188,4 @@ def get_model(name: str) -> ModelArch:
         return catalog.get(name)
     if _looks_like_path(name):
         return load_model_path(name)
-    raise UnknownIdError("model", name, catalog.known_names)
+    return catalog.get(name)  # raises UnknownIdError with suggestions
