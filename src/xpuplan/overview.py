@@ -16,6 +16,7 @@ from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.models import ModelArch, get_model
 from xpuplan.perf.memory import inference_weight_bytes, kv_cache_bytes_per_token
 from xpuplan.perf.params import param_breakdown
+from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 
 #: Default comparison set: the guide's main GPU and NPU options, one per family and generation.
 DEFAULT_HARDWARE = (
@@ -131,8 +132,8 @@ def overview(
     hardware: list[str] | tuple[str, ...] = DEFAULT_HARDWARE,
     *,
     qps: float = 10.0,
-    input_len: int = 2048,
-    output_len: int = 256,
+    input_len: int = DEFAULT_INPUT_LEN,
+    output_len: int = DEFAULT_OUTPUT_LEN,
     ttft_ms: float = 2000.0,
     tpot_ms: float = 50.0,
     train_tokens: float = 1e12,

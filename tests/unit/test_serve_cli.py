@@ -198,3 +198,14 @@ def _doc_commands() -> list[str]:
 def test_documented_commands_run(command):
     r = run(*shlex.split(command)[1:])
     assert r.exit_code == 0, r.output
+
+
+def test_capacity_defaults_request_shape_as_in_the_issue():
+    # `xpuplan infer capacity --model M --hw H --qps Q --ttft-ms X --tpot-ms Y` works without --in/--out
+    from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
+
+    r = runner.invoke(app, ["infer", "capacity", "--model", "llama3-8b", "--hw", "H100", "--qps", "5",
+                            "--ttft-ms", "2000", "--tpot-ms", "50", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert (d["input_len"], d["output_len"]) == (DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN)

@@ -29,7 +29,7 @@ from xpuplan.serve import (
 from xpuplan.serve.estimate import Mode, kv_tokens_per_sequence
 from xpuplan.serve.kv import max_concurrent_sequences
 from xpuplan.units import GB, MS
-from xpuplan.workload.serving import ServingScenario, load_serving_scenario
+from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, ServingScenario, load_serving_scenario
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
 
@@ -278,8 +278,11 @@ def capacity_cmd(
     devices = _devices(hw, sc)
     target = _positive_len("--qps", _pick(qps, sc.traffic.qps if sc else None, None))
     traffic = sc.traffic if sc else None
-    in_len = _positive_len("--in", _pick(input_len, traffic.input.average if traffic else None, None))
-    out_len = _positive_len("--out", _pick(output_len, traffic.output.average if traffic else None, None))
+    in_len = _positive_len("--in", _pick(input_len, traffic.input.average if traffic else None, DEFAULT_INPUT_LEN))
+    out_len = _positive_len("--out", _pick(output_len, traffic.output.average if traffic else None, DEFAULT_OUTPUT_LEN))
+    if input_len is None and output_len is None and traffic is None and not json_:
+        console.print(f"[dim]assuming {DEFAULT_INPUT_LEN} prompt and {DEFAULT_OUTPUT_LEN} output tokens per request "
+                      "(--in/--out or --scenario to change)[/]")
     slo = SLO(ttft_s=_ms(_pick(ttft_ms, sc.slo.ttft_ms if sc else None, None)),
               tpot_s=_ms(_pick(tpot_ms, sc.slo.tpot_ms if sc else None, None)),
               percentile=_pick(percentile, sc.slo.percentile if sc else None, 99.0))
