@@ -29,7 +29,12 @@ from xpuplan.serve import (
 from xpuplan.serve.estimate import Mode, kv_tokens_per_sequence
 from xpuplan.serve.kv import max_concurrent_sequences
 from xpuplan.units import GB, MS
-from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, ServingScenario, load_serving_scenario
+from xpuplan.workload.serving import (
+    DEFAULT_INPUT_LEN,
+    DEFAULT_OUTPUT_LEN,
+    ServingScenario,
+    load_serving_scenario,
+)
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
 

@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xpuplan.datafile import load_file
 
-
 #: Request shape assumed when none is given (CLI and overview): a chat turn with some context.
 #: An assumption, printed whenever it is used; pass --in/--out or a scenario file for your traffic.
 DEFAULT_INPUT_LEN = 2048
