@@ -41,3 +41,17 @@ def test_readme_python_example():
     assert xp.kv_cache_bytes_per_token(llama) == 327_680
     mem = xp.training_memory(llama, seq_len=8192, tp=8, pp=4, dp=8, zero_stage=1, recompute="selective")
     assert 10 < mem.total / 1e9 < 80
+
+
+def test_readme_python_block_runs_as_written():
+    """The README's Python API block is executed, so it cannot drift from the code."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Python API.*?```python\n(.*?)```", text, re.S)
+    assert block, "README has no Python API block"
+    namespace: dict[str, object] = {}
+    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    assert namespace["best"].tokens_per_s > 0
+    assert namespace["plan"].options
