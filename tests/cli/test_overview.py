@@ -37,3 +37,10 @@ def test_overview_reports_missing_figures_as_reasons():
     d = ov.devices[0]
     assert d.serving is None and d.training is None
     assert d.reasons
+
+
+def test_search_hints_uneven_pipeline_when_layers_restrict_pp():
+    r = runner.invoke(app, ["train", "search", "--model", "llama3.1-405b", "--hw", "H100", "--devices", "16384",
+                            "--top", "1"])
+    assert r.exit_code == 0, r.output
+    assert "--uneven-pipeline" in r.stdout and "pp16" in r.stdout

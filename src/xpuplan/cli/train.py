@@ -7,6 +7,7 @@ would take.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import typer
@@ -319,6 +320,8 @@ def search_cmd(
         print_json(out)
     else:
         _render_search(res, job)
+        if not uneven_pipeline and res.best is not None:
+            _uneven_hint(res, m, cluster, job, counts, space, sm)
         if launch is not None:
             console.print(launch.to_text(), highlight=False, markup=False, soft_wrap=True)
     if res.best is None:
@@ -328,6 +331,22 @@ def search_cmd(
                                            same_count=space.uneven_pipeline is False)
         raise InfeasibleError(f"no plan of {m.id} fits on {', '.join(map(str, counts))} x {cluster.device.id}",
                               reasons=reasons)
+
+
+#: Throughput gain above which the search suggests --uneven-pipeline.
+UNEVEN_HINT_GAIN = 1.10
+
+
+def _uneven_hint(res: Any, m: Any, cluster: Any, job: TrainingJob, counts: Any, space: SearchSpace, sm: Any) -> None:
+    """When the layer count leaves few pipeline sizes (Llama-3.1-405B's 126 layers allow pp 1 or 2 on
+    power-of-two clusters), say what uneven stages would give (Meta trains 405B with pp16)."""
+    alt = search(m, cluster, job, device_counts=counts, space=dataclasses.replace(space, uneven_pipeline=True),
+                 top=1, step_model=sm)
+    if alt.best is not None and alt.best.tokens_per_s > UNEVEN_HINT_GAIN * res.best.tokens_per_s:
+        gain = alt.best.tokens_per_s / res.best.tokens_per_s - 1
+        console.print(f"hint: {m.n_layers} layers leave few pipeline sizes; with --uneven-pipeline "
+                      f"{alt.best.key} reaches {alt.best.tokens_per_s:,.0f} tokens/s (+{gain:.0%}, MFU {alt.best.mfu:.1%})",
+                      highlight=False)
 
 
 def _render_search(res: Any, job: TrainingJob) -> None:
