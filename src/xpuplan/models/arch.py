@@ -93,6 +93,8 @@ class ModelArch(_Strict):
     moe: MoEConfig | None = None
     mla: MLAConfig | None = None
     mtp_layers: int = Field(default=0, ge=0, description="multi-token-prediction modules (DeepSeek-V3), not in totals")
+    embedding_norm: bool = Field(default=False, description="norm right after the token embedding (BLOOM)")
+    head_bias: bool = Field(default=False, description="bias on the output head (GPT-J)")
     type_vocab_size: int = Field(default=0, ge=0, description="token-type embeddings (BERT)")
     pooler: bool = Field(default=False, description="BERT pooler dense layer")
     published: Published | None = None

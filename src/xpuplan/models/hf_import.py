@@ -201,6 +201,7 @@ def _gptj(c: _Config) -> dict[str, Any]:
         "position": "rope",
         "max_seq_len": c.integer("n_positions", 2048),
         "parallel_attn_mlp": True,
+        "head_bias": True,  # GPTJForCausalLM's lm_head has a bias
     }
 
 

@@ -24,16 +24,17 @@ def params_embedding(model: ModelArch) -> int:
     if model.position == "learned":
         n += model.max_seq_len * model.d_model
     n += model.type_vocab_size * model.d_model
-    if model.type == "encoder":
+    if model.type == "encoder" or model.embedding_norm:
         n += _norm_params(model, model.d_model)
     return n
 
 
 def params_output_head(model: ModelArch) -> int:
     """Output projection to the vocabulary (0 when tied to the embedding; 0 for encoders)."""
-    if model.type == "encoder" or model.tied_embeddings:
+    if model.type == "encoder":
         return 0
-    return model.vocab_size * model.d_model
+    bias = model.vocab_size if model.head_bias else 0
+    return bias if model.tied_embeddings else model.vocab_size * model.d_model + bias
 
 
 def params_attention_per_layer(model: ModelArch) -> int:
