@@ -26,6 +26,7 @@ devices:
       name: XLink
       bandwidth_gb_per_s_per_direction: {value: 400, source: ds, trust: A}
       domain_size: 8
+      topology: "switch, all-to-all"
     scale_out:
       nic_gbit_per_s_per_device: {value: 400, source: ds, trust: B}
     power:

@@ -40,6 +40,7 @@ import numpy as np
 
 from xpuplan.catalog.device import Device
 from xpuplan.perf.efficiency import Efficiency, efficiency_for
+from xpuplan.perf.links import device_links
 from xpuplan.perf.roofline import LOW_PRECISION, OpCost, compute_peak, op_time
 
 #: Bounds of the fitted parameters.
@@ -378,8 +379,9 @@ def _fit_collectives(device: Device, points: list[Point], base: Efficiency, valu
             local = np.array([float(pts[i].params.get("local_ranks") or pts[i].params["n_ranks"]) for i in idx])
             nodes = np.array([float(pts[i].params.get("nodes") or 1) for i in idx])
             groups.append((op, idx, S, N, local, nodes))
-        intra_bw = (up_link or link) * values.get("scale_up_bw_fraction", base.scale_up_bw_fraction)
-        intra_lat = values.get("scale_up_latency_s", base.scale_up_latency_s)
+        defaults = device_links(device, base).scale_up
+        intra_bw = (up_link or link) * values.get("scale_up_bw_fraction", defaults.bus_bw_fraction)
+        intra_lat = values.get("scale_up_latency_s", defaults.latency_s)
 
         predict = functools.partial(_predict_collectives, groups=groups, n_points=len(pts), link=link, scope=scope,
                                     intra_bw=intra_bw, intra_lat=intra_lat)

@@ -34,10 +34,20 @@ class Efficiency(BaseModel):
     attention_peak_fraction: float = Field(gt=0, le=1, description="fused attention kernels vs dense peak")
     memory_bw_fraction: float = Field(gt=0, le=1, description="achievable fraction of peak memory bandwidth")
     kernel_overhead_s: float = Field(ge=0, description="fixed launch/dispatch cost per kernel, seconds")
-    scale_up_bw_fraction: float = Field(gt=0, le=1, description="collective bus bandwidth vs scale-up link peak")
-    scale_out_bw_fraction: float = Field(gt=0, le=1, description="collective bus bandwidth vs NIC peak")
-    scale_up_latency_s: float = Field(ge=0, description="per-hop latency (alpha) on the scale-up link")
-    scale_out_latency_s: float = Field(ge=0, description="per-hop latency (alpha) on the scale-out network")
+    # Links: None means the link type's default (perf.collectives.LINK_TYPES, via perf.links);
+    # a calibration profile sets them from this device's own collective measurements.
+    scale_up_bw_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="collective bus bandwidth vs scale-up link peak (None: link-type default)"
+    )
+    scale_out_bw_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="collective bus bandwidth vs NIC peak (None: link-type default)"
+    )
+    scale_up_latency_s: float | None = Field(
+        default=None, ge=0, description="per-hop latency (alpha) on the scale-up link (None: link-type default)"
+    )
+    scale_out_latency_s: float | None = Field(
+        default=None, ge=0, description="per-hop latency (alpha) on the scale-out network (None: link-type default)"
+    )
     source: str = Field(default="defaults", description="where these values came from")
 
     def merged(self, overrides: dict[str, Any], source: str) -> Efficiency:

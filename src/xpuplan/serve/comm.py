@@ -1,11 +1,13 @@
 """Communication inside a serving replica: tensor-parallel all-reduce, pipeline hand-off, MoE all-to-all.
 
-Alpha-beta model (Hockney): ``time = steps · alpha + volume / bus bandwidth``. Link bandwidth and
-latency come from the catalog (scale-up link, else PCIe, else the scale-out NIC) and the device's
-efficiency parameters (``scale_up_bw_fraction``, ``scale_up_latency_s``...). Inside a switched
-scale-up domain (NVSwitch, full mesh) small all-reduces use the two-shot algorithm serving engines
-ship (TensorRT-LLM/vLLM custom all-reduce): two latency steps whatever the group size; on a ring
-(PCIe) they take 2·(n-1) steps. The bandwidth term is the ring's 2·(n-1)/n · bytes.
+Alpha-beta model (Hockney): ``time = steps · alpha + volume / bus bandwidth``. Links, their
+achievable bus bandwidth and latency are the same as the training planner's (``perf.links``: link
+type defaults, or the device's calibration): the scale-up link inside the domain (a subgroup of a
+point-to-point mesh such as HCCS gets (g-1)/(domain-1) of it), PCIe inside a server of PCIe-only
+cards, the scale-out NIC beyond. Inside a single-hop domain (NVSwitch, torus slice) small
+all-reduces use the two-shot algorithm serving engines ship (TensorRT-LLM/vLLM custom all-reduce):
+two latency steps whatever the group size; otherwise NCCL's ring takes 2·(n-1) steps. The bandwidth
+term is the ring's 2·(n-1)/n · bytes.
 """
 
 from __future__ import annotations
@@ -14,15 +16,13 @@ from dataclasses import dataclass
 
 from xpuplan.catalog.device import Device
 from xpuplan.perf.efficiency import Efficiency
-
-#: Words in a scale-up topology description that mean every device reaches every other in one hop.
-_SWITCHED_WORDS = ("switch", "all-to-all", "full mesh", "fully connected", "crossbar")
+from xpuplan.perf.links import device_links
 
 
 @dataclass(frozen=True)
 class Link:
     """The link a collective over ``n`` devices uses: bandwidth (bytes/s per direction, achievable),
-    per-step latency (s), and whether it is switched (one hop between any two devices)."""
+    per-step latency (s), and whether it is single-hop (any two devices one hop apart)."""
 
     name: str
     bandwidth_bytes_per_s: float
@@ -31,19 +31,14 @@ class Link:
 
 
 def link_for(device: Device, eff: Efficiency, n: int) -> Link:
-    """Scale-up link when the group fits the scale-up domain, else PCIe (single node), else scale-out."""
-    topo = (device.scale_up_topology or "").casefold()
-    if device.scale_up_bandwidth and n <= device.scale_up_domain:
-        return Link(device.scale_up_name or "scale-up", device.scale_up_bandwidth * eff.scale_up_bw_fraction,
-                    eff.scale_up_latency_s, any(w in topo for w in _SWITCHED_WORDS))
-    if n > max(device.scale_up_domain, 1) and device.scale_out_bandwidth:
-        return Link("scale-out", device.scale_out_bandwidth * eff.scale_out_bw_fraction, eff.scale_out_latency_s, False)
-    if device.pcie_bandwidth:
-        return Link("PCIe", device.pcie_bandwidth * eff.scale_up_bw_fraction, eff.scale_up_latency_s, False)
-    if device.scale_out_bandwidth:
-        return Link("scale-out", device.scale_out_bandwidth * eff.scale_out_bw_fraction, eff.scale_out_latency_s, False)
-    # no link figure in the catalog: assume PCIe Gen4 x16 (32 GB/s per direction)
-    return Link("PCIe (assumed 32 GB/s)", 32e9 * eff.scale_up_bw_fraction, eff.scale_up_latency_s, False)
+    """Scale-up link when the group fits the domain (PCIe for PCIe-only cards), else scale-out."""
+    links = device_links(device, eff)
+    if n <= links.domain_size:
+        up = links.scale_up
+        name = device.scale_up_name if links.topology != "pcie" and device.scale_up_name else up.kind
+        return Link(name, links.scale_up_bus_bw(n), up.latency_s, links.single_hop)
+    out = links.scale_out
+    return Link("scale-out", out.bus_bw, out.latency_s, False)
 
 
 def time_allreduce_s(message_bytes: float, n: int, device: Device, eff: Efficiency, *, two_shot: bool = True) -> float:

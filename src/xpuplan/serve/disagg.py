@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpuplan.errors import InfeasibleError
+from xpuplan.perf.links import device_links
 from xpuplan.perf.memory import kv_cache_bytes_per_token
 from xpuplan.serve.comm import link_for
 from xpuplan.serve.constants import KV_TRANSFER_BW_FRACTION, MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
@@ -65,7 +66,8 @@ def time_kv_transfer_s(rep: Replica, input_len: float) -> float:
     each device's scale-out NIC in parallel, else (no NIC in the catalog) the device's host link."""
     total = kv_cache_bytes_per_token(rep.model, rep.precision.kv_dtype) * input_len
     if rep.device.scale_out_bandwidth:
-        bw, lat = rep.device.scale_out_bandwidth * KV_TRANSFER_BW_FRACTION, rep.eff.scale_out_latency_s
+        bw = rep.device.scale_out_bandwidth * KV_TRANSFER_BW_FRACTION
+        lat = device_links(rep.device, rep.eff).scale_out.latency_s
     else:
         link = link_for(rep.device, rep.eff, rep.device.scale_up_domain + 1)
         bw, lat = link.bandwidth_bytes_per_s, link.latency_s

@@ -10,59 +10,35 @@ a PCIe "scale-up" link inside a server of :data:`PCIE_SERVER_DEVICES` cards.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Final, Literal
 
 from xpuplan import units
 from xpuplan.calibration import resolve_efficiency
 from xpuplan.catalog import Device, load_catalog
 from xpuplan.errors import UserInputError
-from xpuplan.perf.collectives import LINK_TYPES, link_type
+from xpuplan.perf.collectives import LINK_TYPES
 from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.links import (
+    DEFAULT_PCIE_BYTES_PER_S,
+    DEFAULT_SCALE_OUT_BYTES_PER_S,
+    DEFAULT_SCALE_OUT_KIND,
+    PCIE_SERVER_DEVICES,
+    DeviceLinks,
+    Link,
+    Topology,
+    device_links,
+    scale_out_kind,
+    scale_up_kind,
+)
 
-Topology = Literal["switch", "mesh", "torus", "pcie"]
-
-#: Cards per server when a device has no scale-up link (PCIe-only cards): the common 8-GPU
-#: PCIe server (e.g. 8x L40S or 8x A100 PCIe). Their peer traffic goes through PCIe switches.
-PCIE_SERVER_DEVICES: Final = 8
-
-#: PCIe bandwidth per direction assumed when the catalog has no PCIe figure: Gen4 x16.
-DEFAULT_PCIE_BYTES_PER_S: Final = 32.0 * units.GB_PER_S
-
-#: Scale-out bandwidth per device assumed when the catalog lists no NIC: one 100 Gb/s RDMA port
-#: per device. Many PCIe servers have less (1-2 NICs per 8 cards); override with
-#: ``scale_out_gbit_per_s``.
-DEFAULT_SCALE_OUT_BYTES_PER_S: Final = 100.0 * units.GBIT
-
-#: Link type assumed for the scale-out network when the catalog does not name it.
-DEFAULT_SCALE_OUT_KIND: Final = "roce"
-
-
-@dataclass(frozen=True)
-class Link:
-    """One level of the network as one device sees it.
-
-    ``bandwidth``: peak bytes/s per direction per device; ``bus_bw_fraction``: achievable
-    collective bus bandwidth over that peak; ``latency_s``: per-step latency (alpha).
-    """
-
-    kind: str
-    bandwidth: float
-    bus_bw_fraction: float
-    latency_s: float
-
-    @property
-    def bus_bw(self) -> float:
-        """Achievable collective bus bandwidth, bytes/s."""
-        return self.bandwidth * self.bus_bw_fraction
-
-    def to_dict(self) -> dict[str, float | str]:
-        return {
-            "kind": self.kind,
-            "bandwidth_gb_per_s": self.bandwidth / units.GB_PER_S,
-            "bus_bw_fraction": self.bus_bw_fraction,
-            "bus_bw_gb_per_s": self.bus_bw / units.GB_PER_S,
-            "latency_us": self.latency_s / units.US,
-        }
+__all__ = [
+    "DEFAULT_PCIE_BYTES_PER_S",
+    "DEFAULT_SCALE_OUT_BYTES_PER_S",
+    "DEFAULT_SCALE_OUT_KIND",
+    "PCIE_SERVER_DEVICES",
+    "Cluster",
+    "Link",
+    "Topology",
+]
 
 
 @dataclass(frozen=True)
@@ -126,27 +102,16 @@ class Cluster:
         for field, kind in (("scale_up_kind", up_kind), ("scale_out_kind", out_kind)):
             if kind not in LINK_TYPES:
                 raise UserInputError(f"unknown link type {kind!r}; known: {', '.join(LINK_TYPES)}", field=field)
-        if dev.scale_up_bandwidth and up_kind != "pcie":
-            up_bw = dev.scale_up_bandwidth
-            dom = dev.scale_up_domain
-            topo: Topology = _topology(dev, up_kind)
-        else:
-            up_bw = dev.pcie_bandwidth or DEFAULT_PCIE_BYTES_PER_S
-            dom = max(dev.scale_up_domain, PCIE_SERVER_DEVICES)
-            topo = "pcie"
+        links = device_links(dev, eff, up_kind=up_kind, out_kind=out_kind)
+        up_kind = links.scale_up.kind
+        up_bw, dom, topo = links.scale_up.bandwidth, links.domain_size, links.topology
         if scale_up_gb_per_s is not None:
             up_bw = scale_up_gb_per_s * units.GB_PER_S
-        out_bw = dev.scale_out_bandwidth or DEFAULT_SCALE_OUT_BYTES_PER_S
+        out_bw = links.scale_out.bandwidth
         if scale_out_gbit_per_s is not None:
             out_bw = scale_out_gbit_per_s * units.GBIT
-        up_t, out_t = link_type(up_kind), link_type(out_kind)
-        up_frac, up_lat = up_t.bus_bw_fraction, up_t.latency_s
-        out_frac, out_lat = out_t.bus_bw_fraction, out_t.latency_s
-        if is_calibrated(eff):
-            # a calibration profile measured this device's own links: it wins over the link-type defaults
-            if topo != "pcie":
-                up_frac, up_lat = eff.scale_up_bw_fraction, eff.scale_up_latency_s
-            out_frac, out_lat = eff.scale_out_bw_fraction, eff.scale_out_latency_s
+        up_frac, up_lat = links.scale_up.bus_bw_fraction, links.scale_up.latency_s
+        out_frac, out_lat = links.scale_out.bus_bw_fraction, links.scale_out.latency_s
         if scale_up_latency_us is not None:
             up_lat = scale_up_latency_us * units.US
         if scale_out_latency_us is not None:
@@ -176,11 +141,8 @@ class Cluster:
 
     def scale_up_bus_bw(self, group_local: int) -> float:
         """Bus bandwidth (bytes/s) one device gets for a group with ``group_local`` members in its
-        domain: full on a switch/torus/PCIe, (g-1)/(domain-1) of it on a point-to-point mesh."""
-        if self.topology == "mesh" and self.domain_size > 1:
-            share = max(group_local - 1, 1) / (self.domain_size - 1)
-            return self.scale_up.bus_bw * min(share, 1.0)
-        return self.scale_up.bus_bw
+        domain (``perf.links.DeviceLinks.scale_up_bus_bw``: a share of it on a point-to-point mesh)."""
+        return DeviceLinks(self.scale_up, self.scale_out, self.domain_size, self.topology).scale_up_bus_bw(group_local)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -195,48 +157,8 @@ class Cluster:
         }
 
 
-def is_calibrated(eff: Efficiency) -> bool:
-    """True when ``eff`` is a stored calibration profile rather than the built-in defaults."""
-    return not (eff.source == "defaults" or eff.source.startswith(("family:", "device:")))
-
-
-def _scale_up_kind(dev: Device) -> str:
-    name = (dev.scale_up_name or "").casefold()
-    if not dev.scale_up_bandwidth or not name:
-        return "pcie"
-    if "nvlink" in name:
-        return "nvlink-bridge" if "bridge" in name else "nvlink"
-    if "hccs" in name or "unified bus" in name or name.startswith("ub"):
-        return "hccs"
-    if "infinity fabric" in name or "xgmi" in name:
-        return "xgmi"
-    if "ici" in name:
-        return "ici"
-    if "ethernet" in name or "roce" in name:
-        return "ethernet-scaleup"
-    return "mlu-link"
-
-
-def _scale_out_kind(dev: Device) -> str:
-    name = (dev.scale_out_name or "").casefold()
-    if "infiniband" in name:
-        return "infiniband"
-    if "roce" in name or "spectrum" in name:
-        return "roce"
-    if "ethernet" in name or "dcn" in name or "data-center network" in name:
-        return "ethernet"
-    return DEFAULT_SCALE_OUT_KIND
-
-
-def _topology(dev: Device, kind: str) -> Topology:
-    topo = (dev.scale_up_topology or "").casefold()
-    if any(w in topo for w in ("no switch", "point-to-point", "full mesh", "fully connected", "cube-mesh")):
-        return "mesh"
-    if "torus" in topo or kind == "ici":
-        return "torus"
-    if any(w in topo for w in ("switch", "all-to-all", "clos")):
-        return "switch"
-    return "mesh" if kind in ("hccs", "xgmi", "ethernet-scaleup", "mlu-link") else "switch"
+_scale_up_kind = scale_up_kind
+_scale_out_kind = scale_out_kind
 
 
 def _hint(dev: Device, domain: int, topo: Topology, kind: str) -> str:

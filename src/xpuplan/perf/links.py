@@ -1,0 +1,157 @@
+"""The links a device's collectives use: one derivation for every planner.
+
+From the catalog: the scale-up link (NVLink/NVSwitch, HCCS, xGMI, ICI, MLU-Link ...), its bandwidth
+per direction, domain size and wiring; the scale-out NIC; PCIe for cards without a peer link. The
+achievable bus-bandwidth fraction and latency of each link come from its link type
+(:data:`xpuplan.perf.collectives.LINK_TYPES`, named and explained there) unless a calibration
+profile measured this device's own links (``Efficiency.scale_up_bw_fraction`` etc. set), which wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from xpuplan import units
+from xpuplan.catalog.device import Device
+from xpuplan.perf.collectives import link_type
+from xpuplan.perf.efficiency import Efficiency
+
+Topology = Literal["switch", "mesh", "torus", "pcie"]
+
+#: Cards per server when a device has no scale-up link (PCIe-only cards): the common 8-GPU
+#: PCIe server (e.g. 8x L40S or 8x A100 PCIe). Their peer traffic goes through PCIe switches.
+PCIE_SERVER_DEVICES: Final = 8
+
+#: PCIe bandwidth per direction assumed when the catalog has no PCIe figure: Gen4 x16.
+DEFAULT_PCIE_BYTES_PER_S: Final = 32.0 * units.GB_PER_S
+
+#: Scale-out bandwidth per device assumed when the catalog lists no NIC: one 100 Gb/s RDMA port
+#: per device. Many PCIe servers have less (1-2 NICs per 8 cards); override where you know better.
+DEFAULT_SCALE_OUT_BYTES_PER_S: Final = 100.0 * units.GBIT
+
+#: Link type assumed for the scale-out network when the catalog does not name it.
+DEFAULT_SCALE_OUT_KIND: Final = "roce"
+
+
+@dataclass(frozen=True)
+class Link:
+    """One level of the network as one device sees it.
+
+    ``bandwidth``: peak bytes/s per direction per device; ``bus_bw_fraction``: achievable
+    collective bus bandwidth over that peak; ``latency_s``: per-step latency (alpha).
+    """
+
+    kind: str
+    bandwidth: float
+    bus_bw_fraction: float
+    latency_s: float
+
+    @property
+    def bus_bw(self) -> float:
+        """Achievable collective bus bandwidth, bytes/s."""
+        return self.bandwidth * self.bus_bw_fraction
+
+    def to_dict(self) -> dict[str, float | str]:
+        return {
+            "kind": self.kind,
+            "bandwidth_gb_per_s": self.bandwidth / units.GB_PER_S,
+            "bus_bw_fraction": self.bus_bw_fraction,
+            "bus_bw_gb_per_s": self.bus_bw / units.GB_PER_S,
+            "latency_us": self.latency_s / units.US,
+        }
+
+
+@dataclass(frozen=True)
+class DeviceLinks:
+    """Scale-up and scale-out links of a device, its scale-up domain and how the domain is wired.
+
+    ``topology``: ``switch`` (NVSwitch, UB Clos: any subgroup gets the full per-device bandwidth),
+    ``mesh`` (HCCS, xGMI, Gaudi: point-to-point links, a subgroup of g devices gets (g-1)/(domain-1)
+    of it), ``torus`` (TPU ICI, treated like a switch at the per-chip figure), ``pcie`` (no peer link).
+    """
+
+    scale_up: Link
+    scale_out: Link
+    domain_size: int
+    topology: Topology
+
+    def scale_up_bus_bw(self, group_local: int) -> float:
+        """Bus bandwidth (bytes/s) one device gets for a group with ``group_local`` members in its
+        domain: full on a switch/torus/PCIe, (g-1)/(domain-1) of it on a point-to-point mesh."""
+        if self.topology == "mesh" and self.domain_size > 1:
+            share = max(group_local - 1, 1) / (self.domain_size - 1)
+            return self.scale_up.bus_bw * min(share, 1.0)
+        return self.scale_up.bus_bw
+
+    @property
+    def single_hop(self) -> bool:
+        """Every device reaches every other in one hop inside the domain (switch or torus slice)."""
+        return self.topology in ("switch", "torus")
+
+
+def scale_up_kind(dev: Device) -> str:
+    """Link type of the device's scale-up link, from its catalog name ("pcie" when it has none)."""
+    name = (dev.scale_up_name or "").casefold()
+    if not dev.scale_up_bandwidth or not name:
+        return "pcie"
+    if "nvlink" in name:
+        return "nvlink-bridge" if "bridge" in name else "nvlink"
+    if "hccs" in name or "unified bus" in name or name.startswith("ub"):
+        return "hccs"
+    if "infinity fabric" in name or "xgmi" in name:
+        return "xgmi"
+    if "ici" in name:
+        return "ici"
+    if "ethernet" in name or "roce" in name:
+        return "ethernet-scaleup"
+    return "mlu-link"
+
+
+def scale_out_kind(dev: Device) -> str:
+    """Link type of the device's scale-out network, from its catalog name."""
+    name = (dev.scale_out_name or "").casefold()
+    if "infiniband" in name:
+        return "infiniband"
+    if "roce" in name or "spectrum" in name:
+        return "roce"
+    if "ethernet" in name or "dcn" in name or "data-center network" in name:
+        return "ethernet"
+    return DEFAULT_SCALE_OUT_KIND
+
+
+def topology_of(dev: Device, kind: str) -> Topology:
+    """How the scale-up domain is wired, from the catalog's topology text and the link type."""
+    topo = (dev.scale_up_topology or "").casefold()
+    if any(w in topo for w in ("no switch", "point-to-point", "full mesh", "fully connected", "cube-mesh")):
+        return "mesh"
+    if "torus" in topo or kind == "ici":
+        return "torus"
+    if any(w in topo for w in ("switch", "all-to-all", "clos")):
+        return "switch"
+    return "mesh" if kind in ("hccs", "xgmi", "ethernet-scaleup", "mlu-link") else "switch"
+
+
+def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, out_kind: str | None = None) -> DeviceLinks:
+    """The device's links with achievable fractions and latencies (link-type defaults, or the
+    calibrated values when ``eff`` carries them)."""
+    up_kind = up_kind or scale_up_kind(dev)
+    out_kind = out_kind or scale_out_kind(dev)
+    if dev.scale_up_bandwidth and up_kind != "pcie":
+        up_bw, domain, topo = dev.scale_up_bandwidth, dev.scale_up_domain, topology_of(dev, up_kind)
+    else:
+        up_bw = dev.pcie_bandwidth or DEFAULT_PCIE_BYTES_PER_S
+        domain, topo = max(dev.scale_up_domain, PCIE_SERVER_DEVICES), "pcie"
+    up_t, out_t = link_type(up_kind), link_type(out_kind)
+    up_frac, up_lat = up_t.bus_bw_fraction, up_t.latency_s
+    if topo != "pcie":  # a calibration of the scale-up link says nothing about PCIe
+        up_frac = eff.scale_up_bw_fraction if eff.scale_up_bw_fraction is not None else up_frac
+        up_lat = eff.scale_up_latency_s if eff.scale_up_latency_s is not None else up_lat
+    out_frac = eff.scale_out_bw_fraction if eff.scale_out_bw_fraction is not None else out_t.bus_bw_fraction
+    out_lat = eff.scale_out_latency_s if eff.scale_out_latency_s is not None else out_t.latency_s
+    return DeviceLinks(
+        scale_up=Link(up_kind, up_bw, up_frac, up_lat),
+        scale_out=Link(out_kind, dev.scale_out_bandwidth or DEFAULT_SCALE_OUT_BYTES_PER_S, out_frac, out_lat),
+        domain_size=domain,
+        topology=topo,
+    )
