@@ -223,7 +223,8 @@ class Device:
         return self.peak_flops("bf16") / self.memory_bandwidth
 
     def min_trust(self) -> str:
-        return max((f.trust for f in self.figures.values()), default="D")
+        """Worst trust grade among the technical figures (prices, always soft, excluded)."""
+        return max((f.trust for p, f in self.figures.items() if not p.startswith("price.")), default="D")
 
     def summary(self) -> dict[str, Any]:
         """Compact JSON-able view used by ``hw list --json``."""

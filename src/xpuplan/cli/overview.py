@@ -52,7 +52,7 @@ def overview_cmd(
         ["device", "kind", "mem GB", "bf16 TFLOP/s", "trust", "serving devices", "TTFT P99 / TPOT ms",
          "train tok/s", "MFU", "days", "energy MWh"],
         rows,
-        caption="dense peaks; trust = worst grade among the device's figures; details: "
+        caption="dense peaks; trust = worst grade among the device's technical figures (prices excluded); details: "
                 "`xpuplan infer capacity`, `xpuplan train search`, `xpuplan hw show`",
     ))
     for d in ov.devices:
