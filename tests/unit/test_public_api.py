@@ -26,7 +26,8 @@ def test_exported_members():
 
 
 def test_core_imports_without_torch():
-    code = "import sys, xpuplan; assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
+    code = ("import sys, xpuplan, xpuplan.cli.main; assert 'torch' not in sys.modules, 'torch imported'; "
+            "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
 

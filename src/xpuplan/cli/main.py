@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-
 import typer
 
 from xpuplan import __version__
-from xpuplan.cli import analyze, hw, model, validate
+from xpuplan.cli import analyze, bench, hw, infer, model, overview, train, validate
 
 app = typer.Typer(
     name="xpuplan",
-    help="Plan LLM training and inference on GPUs, TPUs and NPUs: catalog, models, FLOPs, memory, roofline.",
+    help="Which accelerators, how many, in what configuration: plan LLM training and inference on GPUs, TPUs "
+    "and NPUs from a sourced hardware catalog, analytic models and your own measurements. Start with "
+    "`xpuplan overview`.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -23,12 +22,9 @@ app.add_typer(analyze.memory_app, name="memory")
 app.command("flops")(analyze.flops)
 app.command("roofline")(analyze.roofline)
 app.command("validate")(validate.validate)
-
-#: Front ends of the planners; each module exposes ``register(app)``.
-PLUGIN_MODULES = ("xpuplan.cli.overview", "xpuplan.cli.train", "xpuplan.cli.infer", "xpuplan.cli.bench")
-for _name in PLUGIN_MODULES:
-    if importlib.util.find_spec(_name) is not None:
-        importlib.import_module(_name).register(app)
+# Planner and measurement front ends register their own commands (one edit here per front end).
+for _frontend in (overview, train, infer, bench):
+    _frontend.register(app)
 
 
 def _version(value: bool) -> None:
