@@ -136,6 +136,9 @@ def test_roofline_guide_examples():
     assert json.loads(r.stdout)["ops"][0]["bound"] == "memory"
     r = run("roofline", "--hw", "H100", "--model", "llama3-8b", "--batch", "1")
     assert r.exit_code == 0 and "memory" in r.stdout
+    r = run("roofline", "--hw", "H100", "--adam-params", "1e9", "--json")
+    op = json.loads(r.stdout)["ops"][0]
+    assert op["bound"] == "memory" and op["bytes"] == pytest.approx(30e9)
 
 
 def test_model_from_hf_config(tmp_path):

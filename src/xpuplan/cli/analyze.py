@@ -15,7 +15,7 @@ from xpuplan.perf.efficiency import efficiency_for
 from xpuplan.perf.flops import flops_summary, flops_training_total
 from xpuplan.perf.memory import STATE_RECIPES, inference_memory, training_memory
 from xpuplan.perf.ops import head_ops, layer_ops
-from xpuplan.perf.roofline import cost_elementwise, cost_gemm, op_time
+from xpuplan.perf.roofline import cost_adam_step, cost_elementwise, cost_gemm, op_time
 from xpuplan.units import format_bytes, format_count
 
 memory_app = typer.Typer(help="Memory per device for training/fine-tuning or inference.", no_args_is_help=True)
@@ -216,6 +216,7 @@ def roofline(
     n: Annotated[int | None, typer.Option(help="GEMM output features")] = None,
     k: Annotated[int | None, typer.Option(help="GEMM input features")] = None,
     elements: Annotated[int | None, typer.Option(help="elementwise op (e.g. ReLU) over this many elements")] = None,
+    adam_params: Annotated[float | None, typer.Option(help="fused Adam step over this many parameters (on this device)")] = None,
     dtype: str = "bf16",
     tp: int = 1,
     json_: Annotated[bool, typer.Option("--json")] = False,
@@ -234,11 +235,16 @@ def roofline(
     elif elements is not None:
         ops = [cost_elementwise(_positive("elements", elements), dtype=dtype, name="elementwise (e.g. ReLU)")]
         title = f"elementwise op on {dev.id}"
+    elif adam_params is not None:
+        if adam_params <= 0:
+            raise UserInputError("must be positive", field="adam_params")
+        ops = [cost_adam_step(adam_params)]
+        title = f"optimizer step on {dev.id} (fp32 master, moments and gradients)"
     elif m and n and k:
         ops = [cost_gemm(_positive("m", m), _positive("n", n), _positive("k", k), dtype, name=f"GEMM {m}x{k} @ {k}x{n}")]
         title = f"GEMM on {dev.id}, {dtype}"
     else:
-        raise fail("give --model, or --m/--n/--k for a GEMM, or --elements for an elementwise op")
+        raise fail("give --model, or --m/--n/--k for a GEMM, --elements for an elementwise op, or --adam-params")
     times = [op_time(op, dev, dtype, eff) for op in ops]
     if json_:
         print_json({"hardware": dev.id, "dtype": dtype, "efficiency": eff.model_dump(),
