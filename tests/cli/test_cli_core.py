@@ -161,3 +161,8 @@ def test_memory_infer_larger_batch_needs_more_tp():
     # 70.6 GB of weights per device at tp=2 leave too little for 8 x 4k tokens of KV on an 80 GB card
     r = run("memory", "infer", "--model", "llama3-70b", "--hw", "H100", "--batch", "8", "--json")
     assert json.loads(r.stdout)["tp"] == 4
+
+
+def test_range_syntax_shown_verbatim_in_errors():
+    r = run("infer", "estimate", "--model", "llama3-8b", "--hw", "H100", "--tp", "x", "--in", "5", "--out", "5")
+    assert r.exit_code == 2 and "'A:B:STEP'" in r.output

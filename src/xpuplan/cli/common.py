@@ -30,8 +30,8 @@ def _width() -> int | None:
     return None if sys.stdout.isatty() else NON_TTY_WIDTH
 
 
-console = Console(width=_width())
-err_console = Console(stderr=True, width=_width())
+console = Console(width=_width(), emoji=False)
+err_console = Console(stderr=True, width=_width(), emoji=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,23 +117,3 @@ def fmt(v: Any) -> str:
             return f"{v:.1f}"
         return f"{v:.3g}"
     return str(v)
-
-
-def parse_int_list(text: str, field: str) -> list[int]:
-    """'8' -> [8]; '8,16' -> [8, 16]; '8:64' -> powers of two from 8 to 64."""
-    try:
-        if ":" in text:
-            a, b = (int(x) for x in text.split(":", 1))
-            if a <= 0 or b < a:
-                raise ValueError
-            out, v = [], a
-            while v <= b:
-                out.append(v)
-                v *= 2
-            return out
-        vals = [int(x) for x in text.split(",") if x.strip()]
-        if not vals or any(v <= 0 for v in vals):
-            raise ValueError
-        return vals
-    except ValueError:
-        raise UserInputError(f"expected a positive integer, a list 'a,b' or a range 'a:b', got {text!r}", field=field) from None

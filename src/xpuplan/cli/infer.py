@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from xpuplan.catalog import Device, load_catalog
-from xpuplan.cli.common import cli_command, console, parse_int_list, print_json, table
+from xpuplan.cli.common import cli_command, console, print_json, table
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.models import get_model
 from xpuplan.serve import (
@@ -35,6 +35,7 @@ from xpuplan.workload.serving import (
     ServingScenario,
     load_serving_scenario,
 )
+from xpuplan.workload.training import parse_int_range
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
 
@@ -112,7 +113,7 @@ def estimate_cmd(
     rs = sc.replica if sc else None
     m = get_model(_pick(model, sc.model if sc else None, None) or _missing("--model"))
     devices = _devices(hw, sc)
-    tps = parse_int_list(tp, "tp") if tp else [_pick(None, rs.tp if rs else None, 1)]
+    tps = parse_int_range(tp, "tp") if tp else [_pick(None, rs.tp if rs else None, 1)]
     pp_ = _pick(pp, rs.pp if rs else None, 1)
     ep_ = _pick(ep, rs.ep if rs else None, 1)
     dt = _pick(dtype, rs.dtype if rs else None, "bf16")
@@ -234,7 +235,7 @@ def _batches(text: str, largest: Any) -> list[int]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     out: list[int] = []
     for part in parts:
-        out += [largest()] if part.casefold() == "max" else parse_int_list(part, "batch")
+        out += [largest()] if part.casefold() == "max" else parse_int_range(part, "batch")
     if not out:
         raise UserInputError("give --batch", field="batch")
     return out
@@ -295,7 +296,7 @@ def capacity_cmd(
         raise UserInputError("give --ttft-ms and/or --tpot-ms", field="ttft_ms")
     tail_len = traffic.input.quantile(slo.percentile) if traffic and input_len is None else None
     dtypes = [d.strip() for d in dtype.split(",") if d.strip()] if dtype else [rs.dtype if rs else "bf16"]
-    tps = parse_int_list(tp, "tp") if tp else ([rs.tp] if rs and rs.tp else None)
+    tps = parse_int_range(tp, "tp") if tp else ([rs.tp] if rs and rs.tp else None)
     plan = size_for_qps(m, devices, target, in_len, out_len, slo, dtypes=dtypes,
                         engine=_pick(engine, rs.engine if rs else None, None),
                         kv_dtype=_pick(kv_dtype, rs.kv_dtype if rs else None, None), tps=tps,

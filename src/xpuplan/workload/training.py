@@ -165,8 +165,9 @@ def load_training_scenario(path: str | Path) -> TrainingScenario:
     return load_file(TrainingScenario, path)
 
 
-def parse_device_range(text: str, field: str = "devices_range") -> list[int]:
-    """'A:B' -> A, 2A, 4A... <= B; 'A:B:STEP' -> A, A+STEP... <= B; 'a,b,c' -> the list."""
+def parse_int_range(text: str, field: str = "devices_range") -> list[int]:
+    """Positive integers from a flag: 'A:B' -> A, 2A, 4A... <= B; 'A:B:STEP' -> A, A+STEP... <= B;
+    'a,b,c' -> the list (sorted, unique). Used for device counts and for tp/batch lists."""
     try:
         if ":" in text:
             parts = [int(x) for x in text.split(":")]
@@ -194,3 +195,7 @@ def parse_device_range(text: str, field: str = "devices_range") -> list[int]:
             f"expected 'A:B' (doubling from A to B), 'A:B:STEP' or a list 'a,b,c' of positive integers, got {text!r}",
             field=field,
         ) from None
+
+
+#: Device-count ranges (``--devices-range``) use the same syntax.
+parse_device_range = parse_int_range
