@@ -20,7 +20,7 @@ os.environ.setdefault("XPUPLAN_USE_CALIBRATION", "0")
 import time  # noqa: E402
 
 from xpuplan.models import get_model  # noqa: E402
-from xpuplan.train import Cluster, SearchSpace, search  # noqa: E402
+from xpuplan.train import Cluster, SearchSpace, search_plans  # noqa: E402
 from xpuplan.workload.training import TrainingJob  # noqa: E402
 
 TARGET_PLANS_PER_S = 200_000
@@ -31,7 +31,7 @@ def timed_search(model_id: str, hw: str, counts: list[int], job: TrainingJob, sp
     model = get_model(model_id)
     cluster = Cluster.from_catalog(hw, counts[0])
     t0 = time.perf_counter()
-    res = search(model, cluster, job, device_counts=counts, space=space, top=10)
+    res = search_plans(model, cluster, job, device_counts=counts, space=space, top=10)
     return res.plans_evaluated, time.perf_counter() - t0
 
 

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,8 +12,15 @@ import pytest
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 VALIDATION_DIR = SHARED / "validation"
 
-# Never read or write the user's calibration store from tests.
-os.environ.setdefault("XPUPLAN_USE_CALIBRATION", "0")
+# Never read or write the user's store (calibration profiles, runs) or pick up their override
+# files: the data directory is a temporary one for the whole session. Planners do not read the
+# store or the environment at all; this keeps the jobs layer and the CLI hermetic too.
+_DATA_HOME = tempfile.mkdtemp(prefix="xpuplan-test-data-")
+atexit.register(shutil.rmtree, _DATA_HOME, ignore_errors=True)
+os.environ["XDG_DATA_HOME"] = _DATA_HOME
+os.environ["XPUPLAN_TEST_DATA_HOME"] = _DATA_HOME
+for _var in ("XPUPLAN_DB_URL", "XPUPLAN_ASSUMPTIONS_PATH", "XPUPLAN_HARDWARE_PATH", "XPUPLAN_MODEL_PATH"):
+    os.environ.pop(_var, None)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ and are not imported here.
 from xpuplan import serve, train
 from xpuplan.calibration import resolve_efficiency
 from xpuplan.catalog import Catalog, Device, Figure, Source, get_device, load_catalog
+from xpuplan.catalog.assumptions import Assumptions, default_assumptions, load_assumptions
 from xpuplan.errors import InfeasibleError, UnknownIdError, UserInputError, XpuplanError
 from xpuplan.models import MLAConfig, ModelArch, MoEConfig, get_model, list_models, load_hf_config
 from xpuplan.overview import Overview, overview
@@ -40,7 +41,9 @@ from xpuplan.serve import SLO, Replica, ServingEstimate, make_replica, size_for_
 from xpuplan.serve import estimate as estimate_serving
 from xpuplan.train import Cluster, ParallelPlan, SearchResult, TrainEstimate, make_plan
 from xpuplan.train import estimate as estimate_training
-from xpuplan.train import search as search_training
+from xpuplan.train import search_plans as search_training
+from xpuplan.cost import TcoResult
+from xpuplan.jobs.cost import serving_cost, tco, training_cost
 from xpuplan.validate import ValidationReport, validate_file
 from xpuplan.workload import ServingScenario, TrainingJob, TrainingScenario
 
@@ -49,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SLO",
     "STATE_RECIPES",
+    "Assumptions",
     "Catalog",
     "Cluster",
     "Device",
@@ -69,6 +73,7 @@ __all__ = [
     "ServingEstimate",
     "ServingScenario",
     "Source",
+    "TcoResult",
     "TrainEstimate",
     "TrainingJob",
     "TrainingMemory",
@@ -81,6 +86,7 @@ __all__ = [
     "cost_attention",
     "cost_elementwise",
     "cost_gemm",
+    "default_assumptions",
     "efficiency_for",
     "estimate_serving",
     "estimate_training",
@@ -94,6 +100,7 @@ __all__ = [
     "inference_weight_bytes",
     "kv_cache_bytes_per_token",
     "list_models",
+    "load_assumptions",
     "load_catalog",
     "load_hf_config",
     "make_plan",
@@ -104,8 +111,11 @@ __all__ = [
     "resolve_efficiency",
     "search_training",
     "serve",
+    "serving_cost",
     "size_for_qps",
+    "tco",
     "train",
+    "training_cost",
     "training_memory",
     "validate_file",
 ]

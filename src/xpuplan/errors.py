@@ -9,6 +9,19 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Final
+
+#: Characters of a user's value echoed back in a message; longer values are cut (a 100,000-character
+#: model name must not come back as a 100 KB error message).
+ECHO_LIMIT: Final = 80
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``repr`` of a user's value for a message, cut to about ``limit`` characters."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(str(value)):,} characters)"
 
 
 class XpuplanError(Exception):
@@ -25,11 +38,13 @@ class UserInputError(XpuplanError, ValueError):
         field: str | None = None,
         file: str | None = None,
         line: int | None = None,
+        hint: str | None = None,
     ) -> None:
         self.message = message
         self.field = field
         self.file = file
         self.line = line
+        self.hint = hint
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -42,7 +57,13 @@ class UserInputError(XpuplanError, ValueError):
         return f"{prefix}: {self.message}" if prefix else self.message
 
     def to_dict(self) -> dict[str, object]:
-        return {"error": self.message, "field": self.field, "file": self.file, "line": self.line}
+        """The error as front ends return it (``--json``, HTTP): ``error``, ``field``, ``hint``,
+        plus ``file``/``line`` for data files."""
+        out: dict[str, object] = {"error": self.message, "field": self.field, "hint": self.hint}
+        if self.file is not None:
+            out["file"] = self.file
+            out["line"] = self.line
+        return out
 
 
 class UnknownIdError(UserInputError, KeyError):
@@ -52,10 +73,13 @@ class UnknownIdError(UserInputError, KeyError):
         by_lower: dict[str, str] = {}
         for k in known:  # first spelling of each name wins; case variants are one suggestion
             by_lower.setdefault(k.lower(), k)
-        close = difflib.get_close_matches(given.lower(), list(by_lower), n=3, cutoff=0.5)
+        # a name far longer than any id cannot be a typo of one (and difflib is quadratic in it)
+        close = (difflib.get_close_matches(given.lower(), list(by_lower), n=3, cutoff=0.5)
+                 if len(given) <= 4 * ECHO_LIMIT else [])
         hint = f"; did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
         self.suggestions = [by_lower[c] for c in close]
-        super().__init__(f"unknown {kind} {given!r}{hint}", field=field or kind)
+        super().__init__(f"unknown {kind} {echo(given)}{hint}", field=field or kind,
+                         hint=f"did you mean {', '.join(self.suggestions)}?" if close else None)
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return self.render()
@@ -64,6 +88,14 @@ class UnknownIdError(UserInputError, KeyError):
 class InfeasibleError(XpuplanError):
     """A request that is well-formed but cannot be satisfied (e.g. the model does not fit)."""
 
-    def __init__(self, message: str, *, reasons: list[str] | None = None) -> None:
+    def __init__(self, message: str, *, reasons: list[str] | None = None, hint: str | None = None,
+                 result: object | None = None) -> None:
         self.reasons = reasons or []
+        self.hint = hint
+        #: The (typed) result computed before the plan was found infeasible, for front ends to render.
+        self.result = result
         super().__init__(message)
+
+    def to_dict(self) -> dict[str, object]:
+        """``error``, ``field`` (None: the request as a whole), ``hint`` and the ``reasons``."""
+        return {"error": str(self), "field": None, "hint": self.hint, "reasons": list(self.reasons)}

@@ -100,7 +100,7 @@ def test_quick_run_calibrate_and_validate_within_tolerance(db_url: str, monkeypa
     rows = {r["id"].split(":")[1]: r for r in json.loads(res.stdout)["rows"]}
     assert set(rows) == {"train_step", "decode_step"}
     for name, row in rows.items():
-        assert row["details"]["efficiency_source"].startswith("calibration #"), row
+        assert row["details"]["efficiency_source"].startswith("calibration:#"), row
         assert abs(row["error"]) < LOCAL_TOLERANCE, (name, row["measured"], row["predicted"], row["details"])
     # the same shape as `validate FILE.csv`
     assert set(rows["train_step"]) == {"id", "kind", "metric", "hardware", "trust", "source", "measured", "predicted",

@@ -1,5 +1,7 @@
-"""Calibration fitting (numpy only): recovers known parameters from synthetic measurements made
-with perf's own roofline, is robust to disturbed timings, and works end to end from the store."""
+"""Calibration (``xpuplan.calibrate``): fitting (numpy only) recovers known parameters from synthetic
+measurements made with perf's own roofline, is robust to disturbed timings and works end to end
+from the store; stored profiles are laid over the assumptions' defaults and reach the planners only
+through an explicit ``Assumptions``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from xpuplan.bench.calibrate import (
+from xpuplan.calibrate.fit import (
     Point,
     calibrate_from_store,
     collective_time,
@@ -144,7 +146,7 @@ def _store_points(store, device_id: str, pts: list[Point]) -> int:
     return rid
 
 
-def test_calibrate_from_store_and_cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibrate_from_store_and_cli(db_url: str) -> None:
     store = open_store()
     rid = _store_points(store, H100, synthetic_points())
     res = calibrate_from_store(store, "H100", save=False)
@@ -152,12 +154,20 @@ def test_calibrate_from_store_and_cli(db_url: str, monkeypatch: pytest.MonkeyPat
     out = runner.invoke(app, ["calibrate", "--device", "H100", "--json"])
     assert out.exit_code == 0, out.output
     assert '"gemm_peak_fraction"' in out.stdout and '"saved": true' in out.stdout
-    from xpuplan.calibration import resolve_efficiency
+    from xpuplan.calibrate import assumptions_with_profiles
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.train import Cluster
 
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "1")
-    eff = resolve_efficiency(load_catalog().get(H100))
-    assert eff.source.startswith("calibration #1 for nvidia-h100-sxm-80gb")
+    dev = load_catalog().get(H100)
+    a = assumptions_with_profiles(default_assumptions(), ["H100"])
+    eff = a.efficiency(dev)
+    assert eff.source.startswith("calibration:#1 for nvidia-h100-sxm-80gb")
     assert eff.gemm_peak_fraction == pytest.approx(0.62, rel=0.01)
+    assert set(a.efficiency_provenance(dev).values()) <= {eff.source, "link type"}
+    # planners see the profile only when it is handed to them; by default they never read the store
+    assert Cluster.from_catalog(H100, 8, assumptions=a).efficiency.source == eff.source
+    assert Cluster.from_catalog(H100, 8).efficiency.source == "device:nvidia-h100-sxm-80gb"
+    assert assumptions_with_profiles(None, ["generic-cpu"]) is default_assumptions()  # nothing stored for it
     table = runner.invoke(app, ["calibrate", "--from", str(rid), "--dry-run"])
     assert table.exit_code == 0 and "dry run" in table.stdout
 
@@ -176,11 +186,47 @@ def test_calibrate_errors_are_user_errors(db_url: str) -> None:
         calibrate_from_store(store, "generic-cpu", [str(rid)])
 
 
+def test_stored_values_are_laid_over_the_assumptions_defaults() -> None:
+    from xpuplan.calibrate import profile_from_values
+    from xpuplan.catalog.assumptions import default_assumptions
+
+    dev = load_catalog().get(H100)
+    stored = {"memory_bw_fraction": 0.5, "a_parameter_from_the_future": 3.0, "source": "ignored"}
+    prof = profile_from_values(dev, stored, "calibration:#9 for x")
+    assert prof.memory_bw_fraction == 0.5 and prof.source == "calibration:#9 for x"
+    # fields the profile does not have come from the device's values under the given assumptions
+    assert prof.gemm_peak_fraction == default_assumptions().efficiency(dev).gemm_peak_fraction == 0.62
+    bumped = default_assumptions().with_overrides({"efficiency": {"defaults": {"gemm_half_dim": 99.0}}})
+    assert profile_from_values(dev, stored, "cal", bumped).gemm_half_dim == 99.0
+    with pytest.raises(UserInputError, match="invalid") as err:
+        profile_from_values(dev, {"memory_bw_fraction": 7.0}, "cal")
+    assert err.value.field == f"calibration.{H100}"
+
+
+def test_calibration_switch_is_read_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xpuplan.calibrate import calibration_enabled
+
+    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+    assert calibration_enabled() is False and calibration_enabled(True) is True
+    monkeypatch.delenv("XPUPLAN_USE_CALIBRATION")
+    assert calibration_enabled() is True and calibration_enabled(False) is False
+
+
+def test_old_import_paths_still_work() -> None:
+    import xpuplan.bench.calibrate as old_fit
+    import xpuplan.calibrate.fit as new_fit
+    from xpuplan.calibration import resolve_efficiency
+
+    assert old_fit.fit_efficiency is new_fit.fit_efficiency and old_fit.bus_factor is new_fit.bus_factor
+    dev = load_catalog().get(H100)
+    assert resolve_efficiency(dev, use_calibration=False) == efficiency_for(dev)
+
+
 def test_core_and_measurement_modules_import_without_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, xpuplan, xpuplan.cli.main, xpuplan.bench.calibrate, xpuplan.bench.imports, "
+    code = ("import sys, xpuplan, xpuplan.cli.main, xpuplan.calibrate.fit, xpuplan.bench.calibrate, xpuplan.bench.imports, "
             "xpuplan.bench.local_validation, xpuplan.bench.runner, xpuplan.store.calibrations; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -129,7 +129,7 @@ def test_int4_group_overhead():
 def test_inference_memory_splits_over_tp():
     m1 = inference_memory(LLAMA3_70B, batch=8, context=4096, tp=1)
     m8 = inference_memory(LLAMA3_70B, batch=8, context=4096, tp=8)
-    assert m8.weights == pytest.approx(m1.weights / 8)
+    assert m8.weights == pytest.approx(m1.weights / 8, rel=1e-3)  # norms are replicated over TP
     assert m8.kv_cache == pytest.approx(m1.kv_cache / 8)
     with pytest.raises(UserInputError):
         inference_memory(LLAMA3_70B, batch=0)

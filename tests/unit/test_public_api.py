@@ -6,16 +6,18 @@ import sys
 import xpuplan
 
 EXPECTED = {
-    "SLO", "STATE_RECIPES", "Catalog", "Cluster", "Device", "Efficiency", "Figure", "InfeasibleError",
+    "SLO", "STATE_RECIPES", "Assumptions", "Catalog", "Cluster", "Device", "Efficiency", "Figure", "InfeasibleError",
     "InferenceMemory", "MLAConfig", "ModelArch", "MoEConfig", "OpCost", "OpTime", "Overview", "ParallelPlan",
     "ParamBreakdown", "Replica", "SearchResult", "ServingEstimate", "ServingScenario", "Source", "TrainEstimate",
     "TrainingJob", "TrainingMemory", "TrainingScenario", "UnknownIdError", "UserInputError", "ValidationReport",
-    "XpuplanError", "__version__", "cost_attention", "cost_elementwise", "cost_gemm", "efficiency_for",
+    "XpuplanError", "__version__", "cost_attention", "cost_elementwise", "cost_gemm", "default_assumptions", "efficiency_for",
     "estimate_serving", "estimate_training", "flops_decode_step", "flops_prefill", "flops_summary",
     "flops_training_per_token", "get_device", "get_model", "inference_memory", "inference_weight_bytes",
-    "kv_cache_bytes_per_token", "list_models", "load_catalog", "load_hf_config", "make_plan", "make_replica",
+    "kv_cache_bytes_per_token", "list_models", "load_assumptions", "load_catalog", "load_hf_config", "make_plan", "make_replica",
     "op_time", "overview", "param_breakdown", "resolve_efficiency", "search_training", "serve", "size_for_qps",
     "train", "training_memory", "validate_file",
+    # cost (helper D)
+    "TcoResult", "tco", "training_cost", "serving_cost",
 }
 
 

@@ -1,4 +1,4 @@
-"""Store: migrations, transactional records, run references, scenarios, the planners' profile look-up."""
+"""Store: migrations, transactional records, run references, scenarios, the raw calibration look-up."""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
 from xpuplan.perf.efficiency import Efficiency, efficiency_for
 from xpuplan.store import paths
-from xpuplan.store.calibrations import latest_profile, list_calibrations, save_calibration
+from xpuplan.store.calibrations import (
+    CalibrationRow,
+    latest_calibration_row,
+    list_calibrations,
+    save_calibration,
+)
 from xpuplan.store.engine import current_revision, head_revision, open_store
 from xpuplan.store.records import (
     Record,
@@ -121,23 +126,23 @@ def test_scenarios_round_trip(db_url: str) -> None:
         save_scenario(store, " ", "train", {})
 
 
-def test_latest_profile_without_database_is_none_and_creates_nothing(tmp_path: Path) -> None:
+def test_latest_calibration_without_database_is_none_and_creates_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "none" / "x.db"
-    assert latest_profile("generic-cpu", f"sqlite:///{missing}") is None
+    assert latest_calibration_row("generic-cpu", f"sqlite:///{missing}") is None
     assert not missing.exists() and not missing.parent.exists()
 
 
-def test_latest_profile_survives_broken_stores(tmp_path: Path) -> None:
+def test_latest_calibration_survives_broken_stores(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not a database")
-    assert latest_profile("generic-cpu", f"sqlite:///{junk}") is None
+    assert latest_calibration_row("generic-cpu", f"sqlite:///{junk}") is None
     empty = tmp_path / "empty.db"
     sqlite3.connect(empty).close()  # a valid SQLite file without our tables
-    assert latest_profile("generic-cpu", f"sqlite:///{empty}") is None
-    assert latest_profile("generic-cpu", "postgresql+nosuchdriver://u@localhost/x") is None
+    assert latest_calibration_row("generic-cpu", f"sqlite:///{empty}") is None
+    assert latest_calibration_row("generic-cpu", "postgresql+nosuchdriver://u@localhost/x") is None
 
 
-def test_latest_profile_returns_newest_with_source(db_url: str) -> None:
+def test_latest_calibration_row_is_raw_and_newest(db_url: str) -> None:
     from xpuplan.catalog import load_catalog
 
     store = open_store()
@@ -145,26 +150,14 @@ def test_latest_profile_returns_newest_with_source(db_url: str) -> None:
     save_calibration(store, "generic-cpu", base.merged({"gemm_peak_fraction": 0.1}, "fit"), run_ids=[1], report={})
     cal_id, eff = save_calibration(store, "generic-cpu", base.merged({"gemm_peak_fraction": 0.2}, "fit"), run_ids=[2],
                                    report={})
-    prof = latest_profile("generic-cpu", db_url)
-    assert isinstance(prof, Efficiency)
-    assert prof.gemm_peak_fraction == pytest.approx(0.2)
-    assert prof.source == eff.source and f"#{cal_id}" in prof.source and "runs 2" in prof.source
-    assert latest_profile("nvidia-h100-sxm-80gb", db_url) is None
+    assert isinstance(eff, Efficiency) and eff.source.startswith(f"calibration:#{cal_id} for generic-cpu")
+    row = latest_calibration_row("generic-cpu", db_url)
+    assert isinstance(row, CalibrationRow)
+    # the store returns what was saved: a plain mapping, no defaults laid over it
+    assert row.id == cal_id and row.run_ids == (2,) and isinstance(row.efficiency, dict)
+    assert row.efficiency["gemm_peak_fraction"] == pytest.approx(0.2)
+    assert latest_calibration_row("nvidia-h100-sxm-80gb", db_url) is None
     assert [c.id for c in list_calibrations(store, "generic-cpu")][0] == cal_id
-
-
-def test_resolve_efficiency_uses_profile(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from xpuplan.calibration import resolve_efficiency
-    from xpuplan.catalog import load_catalog
-
-    dev = load_catalog().get("generic-cpu")
-    store = open_store()
-    save_calibration(store, dev.id, efficiency_for(dev).merged({"memory_bw_fraction": 0.05}, "fit"), run_ids=[], report={})
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "1")
-    assert resolve_efficiency(dev).memory_bw_fraction == pytest.approx(0.05)
-    assert resolve_efficiency(dev).source.startswith("calibration #")
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
-    assert resolve_efficiency(dev).source != "calibration"
 
 
 def test_default_location_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -213,5 +206,7 @@ def test_bench_list_and_show_cli(db_url: str) -> None:
 
 
 def test_tests_never_touch_the_users_store() -> None:
-    # the suite's conftest disables profiles; this module always sets XPUPLAN_DB_URL to a temp file
-    assert os.environ.get("XPUPLAN_USE_CALIBRATION") == "0"
+    # the suite's conftest points the data directory at a temporary one and unsets XPUPLAN_DB_URL
+    home = os.environ["XPUPLAN_TEST_DATA_HOME"]
+    assert str(paths.data_dir()).startswith(home)
+    assert paths.default_db_url().startswith(f"sqlite:///{home}")

@@ -112,4 +112,14 @@ def test_public_api_is_exported():
 
     for name in train.__all__:
         assert hasattr(train, name), name
-    assert {"ParallelPlan", "Cluster", "estimate", "search", "emit_launch", "TrainEstimate"} <= set(train.__all__)
+    assert {"ParallelPlan", "Cluster", "estimate", "search_plans", "emit_launch", "TrainEstimate"} <= set(train.__all__)
+
+
+def test_no_function_shadows_its_module():
+    import types
+
+    import xpuplan
+    import xpuplan.train as train
+
+    assert isinstance(train.search, types.ModuleType)
+    assert xpuplan.search_training is train.search_plans

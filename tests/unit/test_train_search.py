@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from xpuplan.models import get_model
-from xpuplan.train import Cluster, SearchSpace, enumerate_plans, plan_issues, search
+from xpuplan.train import Cluster, SearchSpace, enumerate_plans, plan_issues
+from xpuplan.train import search_plans as search
 from xpuplan.workload.training import TrainingJob
 
 

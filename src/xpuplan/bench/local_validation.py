@@ -21,10 +21,12 @@ from typing import Any
 
 from xpuplan import units
 from xpuplan.bench.model import GRAD_BYTES, SmallTransformerConfig
+from xpuplan.calibrate.profile import assumptions_with_profiles
 from xpuplan.catalog import load_catalog
+from xpuplan.catalog.assumptions import Assumptions
 from xpuplan.catalog.device import Device
+from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.errors import UserInputError
-from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.ops import head_ops, layer_ops
 from xpuplan.perf.params import params_total
 from xpuplan.perf.roofline import cost_adam_step, op_time
@@ -68,12 +70,10 @@ def predict_train_step(cfg: SmallTransformerConfig, device: Device, dtype: str, 
     return StepPrediction(forward + backward + optimizer, {"forward_s": forward, "backward_s": backward, "optimizer_s": optimizer})
 
 
-def efficiency_for_run(device: Device, db_url: str | None) -> Efficiency:
-    """What the planners would use: the device's newest calibration profile in this store (unless
-    ``XPUPLAN_USE_CALIBRATION=0``), else the defaults."""
-    from xpuplan.calibration import resolve_efficiency
-
-    return resolve_efficiency(device, db_url=db_url)
+def efficiency_for_run(device: Device, db_url: str | None, assumptions: Assumptions | None = None) -> Efficiency:
+    """What a job would hand the planners: the device's newest calibration profile in this store
+    laid over ``assumptions`` (built-in when None), else those assumptions' values."""
+    return assumptions_with_profiles(assumptions, [device], db_url).efficiency(device)
 
 
 def _bench_rows(run: Run, meas: list[Measurement], db_url: str | None, eff: Efficiency | None) -> list[RowResult]:

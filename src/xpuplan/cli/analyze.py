@@ -7,37 +7,20 @@ from typing import Annotated, Literal
 import typer
 
 from xpuplan import units
-from xpuplan.catalog import load_catalog
-from xpuplan.cli.common import cli_command, console, fail, print_json, table
-from xpuplan.errors import UserInputError
-from xpuplan.models import get_model
-from xpuplan.perf.efficiency import efficiency_for
-from xpuplan.perf.flops import flops_summary, flops_training_total
-from xpuplan.perf.memory import STATE_RECIPES, inference_memory, training_memory
-from xpuplan.perf.ops import head_ops, layer_ops
-from xpuplan.perf.roofline import cost_adam_step, cost_elementwise, cost_gemm, op_time
+from xpuplan.cli.common import cli_command, console, print_json, render_infeasible, request, table
+from xpuplan.errors import InfeasibleError
+from xpuplan.jobs import catalog as jc
+from xpuplan.jobs.memory import (
+    MemoryInferRequest,
+    MemoryInferResult,
+    MemoryTrainRequest,
+    MemoryTrainResult,
+)
+from xpuplan.jobs.memory import memory_infer as memory_infer_job
+from xpuplan.jobs.memory import memory_train as memory_train_job
 from xpuplan.units import format_bytes, format_count
 
 memory_app = typer.Typer(help="Memory per device for training/fine-tuning or inference.", no_args_is_help=True)
-
-DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
-
-
-def _check_dtype(value: str, field: str, allowed: tuple[str, ...] = DTYPES) -> str:
-    if value not in allowed:
-        raise UserInputError(f"expected one of {', '.join(allowed)}, got {value!r}", field=field)
-    return value
-
-
-def _positive(field: str, value: int) -> int:
-    if value <= 0:
-        raise UserInputError(f"must be a positive integer, got {value}", field=field)
-    return value
-
-
-def _gb(x: float) -> float:
-    return x / units.GB
-
 
 @memory_app.command("train")
 @cli_command
@@ -54,48 +37,42 @@ def memory_train(
     vpp: int = 1,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)")] = 1,
     recompute: Annotated[str, typer.Option(help="none | selective | full")] = "selective",
-    recipe: Annotated[str, typer.Option(help=f"optimizer-state recipe: {', '.join(STATE_RECIPES)}")] = "bf16-adam",
+    recipe: Annotated[str, typer.Option(help="optimizer-state recipe (e.g. bf16-adam, fp32-adam, fp8-adam)")] = "bf16-adam",
     method: Annotated[str, typer.Option(help="full | lora | qlora")] = "full",
     lora_rank: int = 16,
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Weights, gradients, optimizer states and activations per device."""
-    for f, v in (("seq", seq), ("micro_batch", micro_batch), ("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp)):
-        _positive(f, v)
-    if recompute not in ("none", "selective", "full"):
-        raise UserInputError("expected none, selective or full", field="recompute")
-    if method not in ("full", "lora", "qlora"):
-        raise UserInputError("expected full, lora or qlora", field="method")
-    if not 0 <= reserve < 1:
-        raise UserInputError("must be in [0, 1)", field="reserve")
-    m = get_model(model)
-    if m.n_layers % pp:
-        raise UserInputError(f"pp ({pp}) must divide the model's {m.n_layers} layers", field="pp")
-    mem = training_memory(m, seq_len=seq, micro_batch=micro_batch, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp,
-                          zero_stage=zero, recompute=recompute, recipe=recipe, method=method,  # type: ignore[arg-type]
-                          lora_rank=lora_rank)
-    out: dict[str, object] = {"model": m.id, "method": method, "recipe": recipe,
-                              "plan": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero_stage": zero,
-                                       "recompute": recompute, "seq_len": seq, "micro_batch": micro_batch},
-                              "bytes_per_device": mem.to_dict()}
-    dev = load_catalog().get(hw) if hw else None
-    if dev:
-        usable = dev.memory_bytes * (1 - reserve)
-        out.update({"hardware": dev.id, "device_memory_bytes": dev.memory_bytes, "fits": mem.total <= usable,
-                    "headroom_bytes": usable - mem.total})
+    """Weights, gradients, optimizer states and activations per device (exit 3 when it does not fit --hw)."""
+    req = request(MemoryTrainRequest, **dict(locals()))
+    try:
+        res = memory_train_job(req)
+    except InfeasibleError as exc:
+        if json_ or not isinstance(exc.result, MemoryTrainResult):
+            raise
+        _render_train(exc.result)
+        render_infeasible(exc)
+        raise typer.Exit(3) from None
     if json_:
-        print_json(out)
+        print_json(res.to_dict())
         return
-    rows = [[k.replace("_", " "), format_bytes(v)] for k, v in mem.to_dict().items()
+    _render_train(res)
+
+
+def _render_train(res: MemoryTrainResult) -> None:
+    mem = res.bytes_per_device
+    p = res.plan
+    rows = [[k.replace("_", " "), format_bytes(v)] for k, v in mem.items()
             if k not in ("params_on_device", "trainable_params_on_device")]
-    rows.append(["params on device", format_count(mem.params_on_device)])
-    rows.append(["trainable params on device", format_count(mem.trainable_params_on_device)])
-    console.print(table(f"training memory per device — {m.id}, {method}, {recipe}, tp{tp} pp{pp} dp{dp} cp{cp} ep{ep} zero{zero}, "
-                        f"recompute {recompute}, seq {seq} x mb {micro_batch}", ["part", "bytes"], rows))
-    if dev:
-        verdict = "[green]fits[/]" if out["fits"] else "[red]does not fit[/]"
-        console.print(f"{dev.id}: {format_bytes(dev.memory_bytes)} per device ({reserve:.0%} reserve) -> {verdict}")
+    rows.append(["params on device", format_count(mem["params_on_device"])])
+    rows.append(["trainable params on device", format_count(mem["trainable_params_on_device"])])
+    console.print(table(f"training memory per device — {res.model}, {res.method}, {res.recipe}, tp{p['tp']} pp{p['pp']} "
+                        f"dp{p['dp']} cp{p['cp']} ep{p['ep']} zero{p['zero_stage']}, recompute {p['recompute']}, "
+                        f"seq {p['seq_len']} x mb {p['micro_batch']}", ["part", "bytes"], rows))
+    if res.hardware:
+        verdict = "[green]fits[/]" if res.fits else "[red]does not fit[/]"
+        console.print(f"{res.hardware}: {format_bytes(res.device_memory_bytes or 0)} per device, "
+                      f"{format_bytes(res.usable_bytes or 0)} usable -> {verdict}")
 
 
 @memory_app.command("infer")
@@ -103,58 +80,46 @@ def memory_train(
 def memory_infer(
     model: Annotated[str, typer.Option(help="model id, alias or config.json path")],
     hw: Annotated[str | None, typer.Option(help="device to check the fit against (finds the smallest TP if --tp is not given)")] = None,
-    dtype: Annotated[str, typer.Option(help="weight dtype")] = "bf16",
+    dtype: Annotated[str, typer.Option(help="weight dtype: fp32, bf16, fp16, fp8, int8, int4, fp4")] = "bf16",
     kv_dtype: Annotated[str, typer.Option(help="KV-cache dtype")] = "bf16",
     batch: Annotated[int, typer.Option(help="concurrent sequences")] = 1,
     context: Annotated[int, typer.Option(help="tokens per sequence (prompt + output)")] = 4096,
     tp: Annotated[int | None, typer.Option(help="tensor-parallel devices per replica")] = None,
     pp: int = 1,
-    reserve: float = 0.05,
+    engine: Annotated[str | None, typer.Option(help="serving engine whose memory rules apply (with --hw)")] = None,
+    reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free (default: the engine's)")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Weights, KV cache and workspace per device for serving."""
-    _check_dtype(dtype, "dtype")
-    _check_dtype(kv_dtype, "kv_dtype", ("fp32", "bf16", "fp16", "fp8", "int8", "int4"))
-    _positive("batch", batch)
-    _positive("context", context)
-    _positive("pp", pp)
-    if tp is not None:
-        _positive("tp", tp)
-    m = get_model(model)
-    dev = load_catalog().get(hw) if hw else None
-    chosen_tp = tp or 1
-    if dev and tp is None:
-        usable = dev.memory_bytes * (1 - reserve)
-        chosen_tp = 0
-        t = 1
-        while t <= 1024:
-            if inference_memory(m, weight_dtype=dtype, kv_dtype=kv_dtype, batch=batch, context=context, tp=t, pp=pp).total <= usable:
-                chosen_tp = t
-                break
-            t *= 2
-        if not chosen_tp:
-            raise fail(f"{m.id} with batch {batch} x {context} tokens does not fit on up to 1024 {dev.id} per replica")
-    mem = inference_memory(m, weight_dtype=dtype, kv_dtype=kv_dtype, batch=batch, context=context, tp=chosen_tp, pp=pp)
-    out: dict[str, object] = {"model": m.id, "weight_dtype": dtype, "kv_dtype": kv_dtype, "batch": batch, "context": context,
-                              "tp": chosen_tp, "pp": pp, "bytes_per_device": mem.to_dict(),
-                              "bytes_per_replica": {"weights": mem.weights * chosen_tp * pp, "kv_cache_total": mem.kv_bytes_per_token * batch * context * chosen_tp * pp}}
-    if dev:
-        usable = dev.memory_bytes * (1 - reserve)
-        out.update({"hardware": dev.id, "fits": mem.total <= usable, "devices_per_replica": chosen_tp * pp,
-                    "headroom_bytes": usable - mem.total,
-                    "max_batch_at_context": int(max(0.0, (usable - mem.total + mem.kv_cache) // max(1.0, mem.kv_bytes_per_token * context)))})
+    """Weights, KV cache and workspace per device for serving; with --hw the serving planner's verdict
+    (the same check as `infer estimate`; exit 3 when it does not fit)."""
+    req = request(MemoryInferRequest, **dict(locals()))
+    try:
+        res = memory_infer_job(req)
+    except InfeasibleError as exc:
+        if json_ or not isinstance(exc.result, MemoryInferResult):
+            raise
+        _render_infer(exc.result)
+        render_infeasible(exc)
+        raise typer.Exit(3) from None
     if json_:
-        print_json(out)
+        print_json(res.to_dict())
         return
-    rows = [[k.replace("_", " "), format_bytes(v) if k != "kv_bytes_per_token" else f"{v / 1e3:,.1f} kB"] for k, v in mem.to_dict().items()]
-    console.print(table(f"inference memory per device — {m.id}, weights {dtype}, KV {kv_dtype}, batch {batch} x {context} tokens, "
-                        f"tp{chosen_tp} pp{pp}", ["part", "bytes"], rows))
-    console.print(f"weights per replica: {format_bytes(mem.weights * chosen_tp * pp)}; "
-                  f"KV cache for the batch: {format_bytes(mem.kv_cache * chosen_tp * pp)} ({units.to_gib(mem.kv_cache * chosen_tp * pp):.1f} GiB)")
-    if dev:
-        verdict = "[green]fits[/]" if out["fits"] else "[red]does not fit[/]"
-        console.print(f"{dev.id}: {format_bytes(dev.memory_bytes)} per device -> {verdict} with tp={chosen_tp}; "
-                      f"max batch at this context: {out['max_batch_at_context']}")
+    _render_infer(res)
+
+
+def _render_infer(res: MemoryInferResult) -> None:
+    mem = res.bytes_per_device
+    rows = [[k.replace("_", " "), format_bytes(v) if k != "kv_bytes_per_token" else f"{v / 1e3:,.1f} kB"]
+            for k, v in mem.items()]
+    console.print(table(f"inference memory per device — {res.model}, weights {res.weight_dtype}, KV {res.kv_dtype}, "
+                        f"batch {res.batch} x {res.context} tokens, tp{res.tp} pp{res.pp}", ["part", "bytes"], rows))
+    kv_total = mem["kv_cache"] * res.tp * res.pp
+    console.print(f"weights per replica: {format_bytes(res.bytes_per_replica['weights'])}; "
+                  f"KV cache for the batch: {format_bytes(kv_total)} ({units.to_gib(kv_total):.1f} GiB)")
+    if res.hardware:
+        verdict = "[green]fits[/]" if res.fits else "[red]does not fit[/]"
+        console.print(f"{res.hardware} ({res.engine}, {format_bytes(res.usable_bytes or 0)} usable per device) -> "
+                      f"{verdict} with tp={res.tp}; max batch at this context: {res.max_batch_at_context}")
 
 
 @cli_command
@@ -167,42 +132,29 @@ def flops(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """FLOPs per token (forward, training with and without recompute), prefill and decode."""
-    _positive("seq", seq)
-    if tokens is not None and tokens <= 0:
-        raise UserInputError("must be positive", field="tokens")
-    if not 0 < mfu <= 1:
-        raise UserInputError("must be in (0, 1]", field="mfu")
-    m = get_model(model)
-    s = flops_summary(m, seq)
-    out: dict[str, object] = dict(s.to_dict())
-    if tokens:
-        total = flops_training_total(m, tokens, seq)
-        out["training_tokens"] = tokens
-        out["training_flops_total"] = total
-        out["training_flops_6nd"] = 6.0 * s.params_active * tokens
-        out["petaflop_days"] = total / (units.PFLOPS * units.DAY)
-        if hw:
-            dev = load_catalog().get(hw)
-            out["hardware"] = dev.id
-            out["device_days_at_mfu"] = total / (dev.peak_flops("bf16") * mfu) / units.DAY
+    res = jc.flops(request(jc.FlopsRequest, **dict(locals())))
+    out = res.to_dict()
     if json_:
         print_json(out)
         return
+    s = res
+    m_id = res.model
     rows = [
-        ["parameters (total / active)", f"{format_count(s.params_total)} / {format_count(s.params_active)}"],
-        ["forward FLOP per token", f"{s.forward_per_token:.3e}"],
-        ["training FLOP per token (model, 3x fwd)", f"{s.training_per_token:.3e}"],
-        ["  with full recompute (hardware)", f"{s.training_per_token_full_recompute:.3e}"],
-        ["  6N approximation", f"{s.six_n_per_token:.3e} ({(s.six_n_per_token / s.training_per_token - 1) * 100:+.1f}%)"],
-        ["attention share of forward", f"{s.attention_share:.1%}"],
-        [f"prefill FLOP per {seq}-token prompt", f"{s.prefill_per_sequence:.3e}"],
-        [f"decode FLOP per token at context {seq}", f"{s.decode_per_token:.3e}"],
+        ["parameters (total / active)", f"{format_count(out['params_total'])} / {format_count(out['params_active'])}"],
+        ["forward FLOP per token", f"{out['forward_per_token']:.3e}"],
+        ["training FLOP per token (model, 3x fwd)", f"{out['training_per_token']:.3e}"],
+        ["  with full recompute (hardware)", f"{out['training_per_token_full_recompute']:.3e}"],
+        ["  6N approximation", f"{out['six_n_per_token']:.3e} "
+                               f"({(out['six_n_per_token'] / out['training_per_token'] - 1) * 100:+.1f}%)"],
+        ["attention share of forward", f"{out['attention_share']:.1%}"],
+        [f"prefill FLOP per {seq}-token prompt", f"{out['prefill_per_sequence']:.3e}"],
+        [f"decode FLOP per token at context {seq}", f"{out['decode_per_token']:.3e}"],
     ]
     if tokens:
         rows += [["training FLOP total", f"{out['training_flops_total']:.3e} ({out['petaflop_days']:,.0f} PF-days)"]]
         if "device_days_at_mfu" in out:
             rows += [[f"{out['hardware']} device-days at MFU {mfu:.0%}", f"{out['device_days_at_mfu']:,.0f}"]]
-    console.print(table(f"FLOPs — {m.id}, seq {seq} (causal attention counted exactly)", ["quantity", "value"], rows))
+    console.print(table(f"FLOPs — {m_id}, seq {seq} (causal attention counted exactly)", ["quantity", "value"], rows))
 
 
 @cli_command
@@ -222,41 +174,16 @@ def roofline(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Compute- vs memory-bound time of a GEMM, an elementwise op, or a model layer's ops."""
-    _check_dtype(dtype, "dtype")
-    dev = load_catalog().get(hw)
-    eff = efficiency_for(dev)
-    if model:
-        mm = get_model(model)
-        ops = layer_ops(mm, batch=_positive("batch", batch), q_len=_positive("q_len", q_len), kv_len=_positive("kv_len", kv_len),
-                        tp=_positive("tp", tp), dtype=dtype)
-        if q_len == 1 or q_len == kv_len:
-            ops += head_ops(mm, rows=batch, tp=tp, dtype=dtype)
-        title = f"one layer of {mm.id} on {dev.id}: batch {batch}, {q_len} new token(s), {kv_len} keys, {dtype}, tp{tp}"
-    elif elements is not None:
-        ops = [cost_elementwise(_positive("elements", elements), dtype=dtype, name="elementwise (e.g. ReLU)")]
-        title = f"elementwise op on {dev.id}"
-    elif adam_params is not None:
-        if adam_params <= 0:
-            raise UserInputError("must be positive", field="adam_params")
-        ops = [cost_adam_step(adam_params)]
-        title = f"optimizer step on {dev.id} (fp32 master, moments and gradients)"
-    elif m and n and k:
-        ops = [cost_gemm(_positive("m", m), _positive("n", n), _positive("k", k), dtype, name=f"GEMM {m}x{k} @ {k}x{n}")]
-        title = f"GEMM on {dev.id}, {dtype}"
-    else:
-        raise fail("give --model, or --m/--n/--k for a GEMM, --elements for an elementwise op, or --adam-params")
-    times = [op_time(op, dev, dtype, eff) for op in ops]
+    res = jc.roofline(request(jc.RooflineRequest, **dict(locals())))
     if json_:
-        print_json({"hardware": dev.id, "dtype": dtype, "efficiency": eff.model_dump(),
-                    "ops": [t.to_dict() | {"flops": o.flops, "bytes": o.bytes} for o, t in zip(ops, times, strict=True)],
-                    "total_time_s": sum(t.time_s for t in times)})
+        print_json(res.to_dict())
         return
-    rows = [[o.name, f"{o.flops:.3g}", format_bytes(o.bytes), f"{t.intensity_flop_per_byte:.3g}", t.bound,
-             f"{t.time_s * 1e6:,.1f}", f"{t.achieved_flops / 1e12:,.1f}"] for o, t in zip(ops, times, strict=True)]
-    total = sum(t.time_s for t in times)
-    console.print(table(title, ["op", "FLOP", "bytes", "FLOP/B", "bound", "time µs", "TFLOP/s"], rows,
-                        caption=f"ridge point {times[0].ridge_flop_per_byte:.0f} FLOP/B at achievable rates "
-                                f"(efficiency source: {eff.source}); total {total * 1e6:,.1f} µs"))
+    rows = [[o["name"], f"{o['flops']:.3g}", format_bytes(o["bytes"]), f"{o['intensity_flop_per_byte']:.3g}",
+             o["bound"], f"{o['time_s'] * 1e6:,.1f}", f"{o['achieved_flops'] / 1e12:,.1f}"] for o in res.ops]
+    console.print(table(res.title, ["op", "FLOP", "bytes", "FLOP/B", "bound", "time µs", "TFLOP/s"], rows,
+                        caption=f"ridge point {res.ops[0]['ridge_flop_per_byte']:.0f} FLOP/B at achievable rates "
+                                f"(efficiency source: {res.efficiency.get('source')}); total "
+                                f"{res.total_time_s * 1e6:,.1f} µs"))
 
 
 Kind = Literal["train", "infer"]

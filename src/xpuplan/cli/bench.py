@@ -215,7 +215,7 @@ def calibrate(
     """Fit the planner's efficiency parameters for a device to stored measurements and save a calibration profile.
 
     The planners use the newest profile of a device (and say so in their results)."""
-    from xpuplan.bench.calibrate import calibrate_from_store
+    from xpuplan.calibrate.fit import calibrate_from_store
 
     store = _store(db)
     res = calibrate_from_store(store, device, from_ or [], save=not dry_run)

@@ -34,6 +34,7 @@ console = Console(width=_width(), emoji=False)
 err_console = Console(stderr=True, width=_width(), emoji=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 EXIT_USER_ERROR = 2
 EXIT_INFEASIBLE = 3
@@ -60,40 +61,83 @@ def fail(message: str, code: int = EXIT_USER_ERROR) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _json_error(payload: dict[str, Any], code: int) -> typer.Exit:
+    """Under ``--json``: the error as a JSON object on stdout (``error``, ``field``, ``hint``)."""
+    print_json(payload)
+    return typer.Exit(code)
+
+
+def render_infeasible(exc: InfeasibleError) -> None:
+    err_console.print(f"[bold red]infeasible:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    for r in exc.reasons:
+        err_console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
+    if exc.hint:
+        err_console.print(f"hint: {escape(exc.hint)}", highlight=False, soft_wrap=True)
+
+
 def cli_command(func: F) -> F:
-    """Turn xpuplan's errors into one clear message and an exit status; no tracebacks."""
+    """Turn xpuplan's errors into one clear message and an exit status (2 user error, 3 infeasible,
+    1 internal); no tracebacks. With ``--json`` (a ``json_`` parameter) the error is a JSON object
+    ``{"error", "field", "hint"}`` on stdout (infeasible: plus ``reasons`` and the ``result``)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("json_"))
         try:
             return func(*args, **kwargs)
         except typer.Exit:
             raise
         except InfeasibleError as exc:
-            err_console.print(f"[bold red]infeasible:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            for r in exc.reasons:
-                err_console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
+            if as_json:
+                payload = exc.to_dict()
+                result = exc.result
+                if result is not None and hasattr(result, "to_dict"):
+                    payload["result"] = result.to_dict()
+                raise _json_error(payload, EXIT_INFEASIBLE) from None
+            render_infeasible(exc)
             raise typer.Exit(EXIT_INFEASIBLE) from None
         except UserInputError as exc:
-            raise fail(exc.render()) from None
+            if as_json:
+                raise _json_error(exc.to_dict(), EXIT_USER_ERROR) from None
+            text = exc.render()
+            raise fail(text + (f" (hint: {exc.hint})" if exc.hint and exc.hint not in text else "")) from None
         except ValidationError as exc:
             e = exc.errors()[0]
-            raise fail(f"field '{format_loc(tuple(e['loc']))}': {e['msg']}") from None
+            field = format_loc(tuple(e["loc"]))
+            if as_json:
+                raise _json_error({"error": e["msg"], "field": field, "hint": None}, EXIT_USER_ERROR) from None
+            raise fail(f"field '{field}': {e['msg']}") from None
         except XpuplanError as exc:
+            if as_json:
+                raise _json_error({"error": str(exc), "field": None, "hint": None}, EXIT_USER_ERROR) from None
             raise fail(str(exc)) from None
         except (ValueError, KeyError) as exc:
             if os.environ.get("XPUPLAN_DEBUG"):
                 raise
-            raise fail(str(exc).strip("'\"")) from None
+            msg = str(exc).strip("'\"")[:500]
+            if as_json:
+                raise _json_error({"error": msg, "field": None, "hint": None}, EXIT_USER_ERROR) from None
+            raise fail(msg) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
         except Exception as exc:  # pragma: no cover - last resort
             if os.environ.get("XPUPLAN_DEBUG"):
                 raise
-            raise fail(
-                f"internal error ({type(exc).__name__}: {exc}); set XPUPLAN_DEBUG=1 for the traceback and report it",
-                EXIT_INTERNAL,
-            ) from None
+            msg = (f"internal error ({type(exc).__name__}: {str(exc)[:200]}); set XPUPLAN_DEBUG=1 for the traceback "
+                   "and report it")
+            if as_json:
+                raise _json_error({"error": msg, "field": None, "hint": None}, EXIT_INTERNAL) from None
+            raise fail(msg, EXIT_INTERNAL) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def request(cls: type[R], **values: Any) -> R:  # type: ignore[misc]
+    """Validate CLI values as the job's request (errors name the flag)."""
+    from xpuplan.jobs.requests import parse_request
+
+    values.pop("json_", None)
+    return parse_request(cls, values)
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None) -> Table:

@@ -7,8 +7,10 @@ from typing import Annotated
 import typer
 
 from xpuplan import units
-from xpuplan.catalog import Device, Figure, load_catalog
-from xpuplan.cli.common import cli_command, console, fail, print_json, table
+from xpuplan.catalog import Device, Figure
+from xpuplan.cli.common import cli_command, console, print_json, request, table
+from xpuplan.jobs import catalog as jc
+from xpuplan.jobs.context import default_context
 
 app = typer.Typer(help="Hardware catalog: every figure with its source, date and trust.", no_args_is_help=True)
 
@@ -43,22 +45,16 @@ def list_(
     json_: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """List devices with headline dense figures."""
-    cat = load_catalog()
-    if kind and kind.upper() not in ("GPU", "NPU", "TPU", "CPU"):
-        raise fail(f"field 'kind': expected GPU, NPU, TPU or CPU, got {kind!r}")
-    if vendor and vendor.casefold() not in {v.casefold() for v in cat.vendors}:
-        raise fail(f"field 'vendor': unknown vendor {vendor!r}; known: {', '.join(cat.vendors)}")
-    devices = cat.filter(vendor=vendor, kind=kind, origin=origin)
+    res = jc.hw_list(request(jc.HwListRequest, **dict(locals())))
     if json_:
-        print_json([d.summary() for d in devices])
+        print_json(res.to_dict())
         return
     rows = []
-    for d in devices:
-        s = d.summary()
-        rows.append([d.id, d.vendor, d.kind, d.launch_year, s["dense_bf16_tflops"], s["dense_fp8_tflops"],
+    for s in res.devices:
+        rows.append([s["id"], s["vendor"], s["kind"], s.get("launch_year"), s["dense_bf16_tflops"], s["dense_fp8_tflops"],
                      s["dense_int8_tops"], s["memory_gb"], s["memory_bandwidth_gb_per_s"], s["tdp_w"], s["min_trust"]])
     console.print(table(
-        f"{len(devices)} devices",
+        f"{len(res.devices)} devices",
         ["id", "vendor", "kind", "year", "bf16 TFLOP/s", "fp8 TFLOP/s", "int8 TOP/s", "mem GB", "mem GB/s", "TDP W", "worst trust"],
         rows,
         caption="dense peaks only (sparse figures are never used); `xpuplan hw show ID` for sources and ranges",
@@ -72,10 +68,12 @@ def show(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Every figure of one device with its range, source and trust."""
-    d = load_catalog().get(device_id)
+    ctx = default_context()
+    res = jc.hw_show(device_id, ctx)
     if json_:
-        print_json(d.to_dict())
+        print_json(res.to_dict())
         return
+    d = ctx.device(res.device["id"])
     console.print(f"[bold]{d.name}[/] ({d.id}) — {d.vendor} {d.kind}, {d.architecture or ''} {d.launch_year or ''}")
     if d.aliases:
         console.print(f"aliases: {', '.join(d.aliases)}")
@@ -127,13 +125,12 @@ def compare(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Side-by-side figures (dense peaks, memory, links, power, price) with trust grades."""
-    if len(ids) < 2:
-        raise fail("field 'ID': give at least two devices to compare")
-    cat = load_catalog()
-    devs = [cat.get(i) for i in ids]
+    ctx = default_context()
+    res = jc.hw_compare(ids, ctx)
     if json_:
-        print_json([d.to_dict() for d in devs])
+        print_json(res.to_dict())
         return
+    devs = [ctx.device(d["id"]) for d in res.devices]
     rows = [[label] + [_compare_value(d, path) for d in devs] for path, label in _COMPARE_ROWS]
     rows.append(["ridge point (bf16)"] + [f"{d.ridge_point:.0f} FLOP/B" if d.figure("memory.bandwidth_gb_per_s") else "-" for d in devs])
     rows.append(["scale-up domain"] + [str(d.scale_up_domain) for d in devs])

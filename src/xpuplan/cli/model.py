@@ -7,9 +7,8 @@ from typing import Annotated
 import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, table
-from xpuplan.models import get_model, list_models
-from xpuplan.perf.memory import kv_cache_bytes_per_token
-from xpuplan.perf.params import param_breakdown
+from xpuplan.jobs import catalog as jc
+from xpuplan.jobs.context import default_context
 from xpuplan.units import format_count
 
 app = typer.Typer(help="Model architectures: presets and local config.json files.", no_args_is_help=True)
@@ -19,22 +18,17 @@ app = typer.Typer(help="Model architectures: presets and local config.json files
 @cli_command
 def list_(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """All preset models with total and active parameter counts."""
-    models = list_models()
+    res = jc.model_list()
     if json_:
-        out = []
-        for m in models:
-            b = param_breakdown(m)
-            out.append({"id": m.id, "name": m.name, "family": m.family, "type": m.type,
-                        "attention": m.attention_kind, "moe": m.is_moe,
-                        "total_params": b.total, "active_params": b.active})
-        print_json(out)
+        print_json(res.to_dict())
         return
     rows = []
-    for m in models:
-        b = param_breakdown(m)
-        rows.append([m.id, m.family, m.attention_kind, "MoE" if m.is_moe else ("encoder" if m.type == "encoder" else "dense"),
-                     m.n_layers, m.d_model, format_count(b.total), format_count(b.active)])
-    console.print(table(f"{len(models)} models", ["id", "family", "attention", "type", "layers", "d_model", "total", "active"], rows))
+    for m in res.models:
+        kind = "MoE" if m["moe"] else ("encoder" if m["type"] == "encoder" else "dense")
+        rows.append([m["id"], m["family"], m["attention"], kind, m["n_layers"], m["d_model"],
+                     format_count(m["total_params"]), format_count(m["active_params"])])
+    console.print(table(f"{len(res.models)} models", ["id", "family", "attention", "type", "layers", "d_model", "total",
+                                                       "active"], rows))
 
 
 @app.command("show")
@@ -44,17 +38,16 @@ def show(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Architecture and parameter breakdown of one model."""
-    m = get_model(name)
-    b = param_breakdown(m)
-    kv = kv_cache_bytes_per_token(m)
+    from xpuplan.perf.params import param_breakdown
+
+    ctx = default_context()
+    res = jc.model_show(name, ctx)
     if json_:
-        d = m.model_dump(mode="json")
-        d.update({"total_params": b.total, "active_params": b.active, "params": b.to_dict(),
-                  "attention_kind": m.attention_kind, "kv_cache_bytes_per_token_bf16": kv})
-        if m.published:
-            d["published_total_params"] = m.published.total_params.value_b * 1e9
-        print_json(d)
+        print_json(res.to_dict())
         return
+    m = ctx.model(res.id)
+    b = param_breakdown(m)
+    kv = res.kv_cache_bytes_per_token_bf16  # type: ignore[attr-defined]
     console.print(f"[bold]{m.name}[/] ({m.id}) — {m.type}, {m.attention_kind}, {'MoE' if m.is_moe else 'dense'}")
     shape: list[list[object]] = [["layers", m.n_layers], ["d_model", m.d_model], ["heads / kv heads", f"{m.n_heads} / {m.kv_heads}"],
              ["head dim (qk / v)", f"{m.qk_head_dim} / {m.v_head_dim}"], ["ffn", m.ffn_dim], ["vocab", m.vocab_size],

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, table
-from xpuplan.overview import DEFAULT_HARDWARE, DEFAULT_MODEL, overview
+from xpuplan.jobs.overview import DEFAULT_HARDWARE, DEFAULT_MODEL, overview
 from xpuplan.units import format_count
 
 
@@ -25,6 +25,10 @@ def overview_cmd(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """What it takes to serve and to train a model on each accelerator (built-in defaults: Llama-3-70B)."""
+    if len(hw) > 4096 or len(model) > 4096:
+        from xpuplan.errors import UserInputError
+
+        raise UserInputError("too long (ids are at most 200 characters)", field="--hw" if len(hw) > 4096 else "--model")
     ov = overview(model, [h.strip() for h in hw.split(",") if h.strip()], qps=qps, input_len=in_len,
                   output_len=out_len, ttft_ms=ttft_ms, tpot_ms=tpot_ms, train_tokens=train_tokens,
                   train_devices=train_devices)

@@ -32,94 +32,26 @@ two, and the latency terms add.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Mapping
+from typing import Final, Literal, Protocol
 
 import numpy as np
 
-from xpuplan import units
+from xpuplan.catalog.assumptions import LazyMapping, LinkType, default_assumptions
 
 ArrayLike = float | np.ndarray
 
 
-@dataclass(frozen=True)
-class LinkType:
-    """Achievable collective performance of one kind of link.
-
-    ``bus_bw_fraction``: nccl-tests bus bandwidth for large messages over the link's peak per
-    direction per device. ``latency_s``: per-step latency alpha (seconds).
-    """
-
-    name: str
-    bus_bw_fraction: float
-    latency_s: float
-    description: str
-
-
-#: Named assumptions, one per link type. Fractions are large-message bus bandwidth over the
-#: per-direction link peak, from public collective benchmarks; latencies are small-message
-#: per-step times.
-LINK_TYPES: Final[dict[str, LinkType]] = {
-    lt.name: lt
-    for lt in (
-        LinkType(
-            "nvlink", 0.80, 5.0 * units.US,
-            "NVLink through NVSwitch: nccl-tests all-reduce busbw ~230-240 GB/s on A100 (300 GB/s peak) "
-            "and ~360-370 GB/s on H100 (450 GB/s peak)",
-        ),
-        LinkType(
-            "nvlink-bridge", 0.80, 5.0 * units.US,
-            "NVLink bridge between card pairs: same link protocol as NVSwitch systems",
-        ),
-        LinkType(
-            "hccs", 0.70, 10.0 * units.US,
-            "Huawei HCCS full mesh (Ascend 910B: 7 x 28 GB/s); HCCL reaches ~70% of the aggregate in "
-            "public benchmarks; assumption pending calibration",
-        ),
-        LinkType(
-            "xgmi", 0.70, 8.0 * units.US,
-            "AMD Infinity Fabric (xGMI) full mesh: RCCL all-reduce busbw ~300-330 GB/s on 8x MI300X "
-            "(448 GB/s aggregate peak)",
-        ),
-        LinkType(
-            "ici", 0.80, 5.0 * units.US,
-            "Google TPU ICI torus: XLA collectives reach ~80% of link bandwidth for large messages",
-        ),
-        LinkType(
-            "ethernet-scaleup", 0.70, 10.0 * units.US,
-            "on-die RoCE ports used as a scale-up mesh (Intel Gaudi): ~70% of line rate",
-        ),
-        LinkType(
-            "mlu-link", 0.65, 10.0 * units.US,
-            "Cambricon MLU-Link / Enflame GCU-LARE bridges: little public data; conservative assumption",
-        ),
-        LinkType(
-            "pcie", 0.65, 10.0 * units.US,
-            "PCIe through the host's switches (no peer link): ~65% of the per-direction PCIe peak for "
-            "large peer-to-peer transfers",
-        ),
-        LinkType(
-            "infiniband", 0.80, 15.0 * units.US,
-            "InfiniBand HDR/NDR/XDR, rail-optimised: nccl-tests inter-node busbw ~80% of line rate",
-        ),
-        LinkType(
-            "roce", 0.75, 20.0 * units.US,
-            "RoCE v2 Ethernet fabric: slightly below InfiniBand because of congestion control",
-        ),
-        LinkType(
-            "ethernet", 0.60, 30.0 * units.US,
-            "TCP/generic Ethernet without RDMA (data-centre network, e.g. TPU DCN): ~60% of line rate",
-        ),
-    )
-}
+#: Named assumptions, one per link type: large-message bus bandwidth over the per-direction link
+#: peak, from public collective benchmarks, and small-message per-step latency. The table is data
+#: (``catalog/data/link_types.yaml``, each entry with its source); this is a read-only view of the
+#: built-in values. Planners take the link types of an ``Assumptions`` bundle instead.
+LINK_TYPES: Final[Mapping[str, LinkType]] = LazyMapping(lambda: default_assumptions().link_types)
 
 
 def link_type(name: str) -> LinkType:
-    """The :class:`LinkType` named ``name``; ``ValueError`` lists the known names."""
-    try:
-        return LINK_TYPES[name]
-    except KeyError:
-        raise ValueError(f"unknown link type {name!r}; known: {', '.join(LINK_TYPES)}") from None
+    """The built-in :class:`LinkType` named ``name``; ``ValueError`` lists the known names."""
+    return default_assumptions().link_type(name)
 
 
 # ---------------------------------------------------------------------------------------
@@ -237,3 +169,141 @@ def group_layout(size: ArrayLike, stride: ArrayLike, domain: ArrayLike) -> tuple
     if np.ndim(local) == 0:
         return int(local), int(nodes)
     return local, nodes
+
+
+# ---------------------------------------------------------------------------------------
+# Process groups on a network: the one model both planners call
+# ---------------------------------------------------------------------------------------
+#: Collectives a planner asks for by name.
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+
+#: All-reduce algorithms, as a collective library picks them (``time_group_s(algorithm=...)``):
+#:
+#: * ``nccl``: NCCL's choice between ring (2·(n-1) steps) and tree (2·2·ceil(log2 n) steps): the
+#:   cheaper latency term, the ring's bandwidth term (the model the training planner always used);
+#: * ``ring``: always the ring, 2·(n-1) latency steps;
+#: * ``two_shot``: the custom all-reduce serving engines ship for small messages on a single-hop
+#:   domain (TensorRT-LLM and vLLM custom all-reduce: reduce-scatter then all-gather through peer
+#:   memory), 2 latency steps whatever the group size; the bandwidth term stays the ring's;
+#: * ``one_shot``: every rank reads all peers' buffers at once, 1 latency step.
+#:
+#: ``two_shot``/``one_shot`` need every peer one hop away (switch or torus slice inside one
+#: domain); elsewhere the library falls back to ``nccl``.
+AllReduceAlgorithm = Literal["nccl", "ring", "two_shot", "one_shot"]
+
+#: All-to-all algorithms: ``pairwise`` (NCCL grouped send/recv, counted like an all-gather's
+#: latency steps) or ``direct`` (all peers' sends issued at once: one latency step on a
+#: single-hop domain, as serving engines' expert dispatch kernels do; ``pairwise`` elsewhere).
+AllToAllAlgorithm = Literal["pairwise", "direct"]
+
+ALL_REDUCE_ALGORITHMS: Final = ("nccl", "ring", "two_shot", "one_shot")
+ALL_TO_ALL_ALGORITHMS: Final = ("pairwise", "direct")
+
+
+class LinkLike(Protocol):
+    """What the group model needs of a link: achievable bus bandwidth (bytes/s) and latency (s)."""
+
+    @property
+    def bus_bw(self) -> float: ...
+
+    @property
+    def latency_s(self) -> float: ...
+
+
+class Network(Protocol):
+    """What the group model needs of the hardware: both links, the scale-up domain size and how it
+    is wired (``perf.links.DeviceLinks`` and ``train.cluster.Cluster`` both qualify)."""
+
+    @property
+    def scale_up(self) -> LinkLike: ...
+
+    @property
+    def scale_out(self) -> LinkLike: ...
+
+    @property
+    def domain_size(self) -> int: ...
+
+    @property
+    def topology(self) -> str: ...
+
+
+def single_hop(topology: str) -> bool:
+    """Every device reaches every other in one hop inside the domain (switch or torus slice)."""
+    return topology in ("switch", "torus")
+
+
+def scale_up_share(local: ArrayLike, domain_size: int, topology: str) -> ArrayLike:
+    """Fraction of the scale-up bus bandwidth a group with ``local`` members in one domain gets:
+    1 on a switch, torus or PCIe; (local-1)/(domain-1) on a point-to-point mesh (a member uses
+    only the links to the other members)."""
+    local_a = np.asarray(local, dtype=float)
+    if topology == "mesh" and domain_size > 1:
+        out = np.minimum(np.maximum(local_a - 1.0, 1.0) / (domain_size - 1), 1.0)
+    else:
+        out = np.ones_like(local_a)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def all_reduce_latency_steps(n_ranks: ArrayLike, algorithm: AllReduceAlgorithm = "nccl") -> ArrayLike:
+    """Latency steps (alphas) of an all-reduce over ``n_ranks`` (see :data:`AllReduceAlgorithm`)."""
+    n = np.maximum(np.asarray(n_ranks, dtype=float), 1.0)
+    if algorithm == "nccl":
+        out = 2.0 * np.asarray(latency_steps(n))
+    elif algorithm == "ring":
+        out = 2.0 * (n - 1.0)
+    elif algorithm == "two_shot":
+        out = np.where(n > 1.0, 2.0, 0.0)
+    elif algorithm == "one_shot":
+        out = np.where(n > 1.0, 1.0, 0.0)
+    else:
+        raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; known: {', '.join(ALL_REDUCE_ALGORITHMS)}")
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def time_group_s(
+    kind: CollectiveKind,
+    n_bytes: ArrayLike,
+    size: ArrayLike,
+    stride: ArrayLike,
+    net: Network,
+    *,
+    all_reduce: AllReduceAlgorithm = "nccl",
+    all_to_all: AllToAllAlgorithm = "pairwise",
+) -> ArrayLike:
+    """Seconds of one collective of a process group of ``size`` ranks spaced ``stride`` apart on
+    ``net`` (0 when size = 1); floats or arrays alike.
+
+    The group's layout (:func:`group_layout`) decides which part runs on the scale-up link (with a
+    mesh's share, :func:`scale_up_share`) and which crosses the scale-out network
+    (:func:`time_hierarchical_s`, :func:`time_hierarchical_all_to_all_s`). ``p2p`` is one send
+    between neighbours of the group: over the scale-out link when the group spans domains (its
+    slowest hop), else over the scale-up link. ``all_reduce``/``all_to_all`` name the library's
+    algorithm; the single-hop ones (``two_shot``, ``one_shot``, ``direct``) apply only to groups
+    inside one switched (or torus) domain and replace the intra-domain latency term.
+    """
+    local, nodes = group_layout(size, stride, net.domain_size)
+    local_f = np.asarray(local, dtype=float)
+    nodes_f = np.asarray(nodes, dtype=float)
+    ib = net.scale_up.bus_bw * np.asarray(scale_up_share(local_f, net.domain_size, net.topology))
+    il, ob, ol = net.scale_up.latency_s, net.scale_out.bus_bw, net.scale_out.latency_s
+    inside_hop = (nodes_f <= 1.0) & single_hop(net.topology)
+    if kind == "p2p":
+        t = np.where(nodes_f > 1.0, time_p2p_s(n_bytes, ob, ol), time_p2p_s(n_bytes, ib, il))
+    elif kind == "all_to_all":
+        t = np.asarray(time_hierarchical_all_to_all_s(n_bytes, local_f, nodes_f, ib, il, ob, ol))
+        if all_to_all == "direct":
+            direct = (local_f - 1.0) / local_f * n_bytes / ib + il
+            t = np.where(inside_hop, direct, t)
+        elif all_to_all != "pairwise":
+            raise ValueError(f"unknown all-to-all algorithm {all_to_all!r}; known: {', '.join(ALL_TO_ALL_ALGORITHMS)}")
+    elif kind in _BW_FACTOR:
+        t = np.asarray(time_hierarchical_s(kind, n_bytes, local_f, nodes_f, ib, il, ob, ol))
+        if kind == "all_reduce" and all_reduce != "nccl":
+            bw_term = 2.0 * np.asarray(_ring_fraction(local_f)) * n_bytes / ib
+            alt = bw_term + all_reduce_latency_steps(local_f, all_reduce) * il
+            usable = inside_hop if all_reduce in ("two_shot", "one_shot") else nodes_f <= 1.0
+            t = np.where(usable, alt, t)
+    else:
+        raise ValueError(f"unknown collective {kind!r}")
+    out = np.where(np.asarray(size) > 1, t, 0.0)
+    return float(out) if np.ndim(out) == 0 else out

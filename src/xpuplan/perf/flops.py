@@ -19,12 +19,10 @@ Conventions (documented in docs/perf.md):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import param_breakdown
-
-Recompute = Literal["none", "selective", "full"]
+from xpuplan.workload.vocabulary import Recompute
 
 
 def flops_attention_core_per_token(model: ModelArch, context: float, *, mla_absorbed: bool = False) -> float:

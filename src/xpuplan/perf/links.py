@@ -2,9 +2,10 @@
 
 From the catalog: the scale-up link (NVLink/NVSwitch, HCCS, xGMI, ICI, MLU-Link ...), its bandwidth
 per direction, domain size and wiring; the scale-out NIC; PCIe for cards without a peer link. The
-achievable bus-bandwidth fraction and latency of each link come from its link type
-(:data:`xpuplan.perf.collectives.LINK_TYPES`, named and explained there) unless a calibration
-profile measured this device's own links (``Efficiency.scale_up_bw_fraction`` etc. set), which wins.
+achievable bus-bandwidth fraction and latency of each link come from its link type (the
+``Assumptions``' link types, ``catalog/data/link_types.yaml``, each named and explained there)
+unless a calibration profile measured this device's own links (``Efficiency.scale_up_bw_fraction``
+etc. set), which wins.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from xpuplan import units
+from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
-from xpuplan.perf.collectives import link_type
-from xpuplan.perf.efficiency import Efficiency
+from xpuplan.catalog.efficiency import Efficiency
 
 Topology = Literal["switch", "mesh", "torus", "pcie"]
 
@@ -132,9 +133,11 @@ def topology_of(dev: Device, kind: str) -> Topology:
     return "mesh" if kind in ("hccs", "xgmi", "ethernet-scaleup", "mlu-link") else "switch"
 
 
-def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, out_kind: str | None = None) -> DeviceLinks:
-    """The device's links with achievable fractions and latencies (link-type defaults, or the
-    calibrated values when ``eff`` carries them)."""
+def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, out_kind: str | None = None,
+                 assumptions: Assumptions | None = None) -> DeviceLinks:
+    """The device's links with achievable fractions and latencies (the link types of
+    ``assumptions``, built-in when None, or the calibrated values when ``eff`` carries them)."""
+    a = assumptions or default_assumptions()
     up_kind = up_kind or scale_up_kind(dev)
     out_kind = out_kind or scale_out_kind(dev)
     if dev.scale_up_bandwidth and up_kind != "pcie":
@@ -142,7 +145,7 @@ def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, ou
     else:
         up_bw = dev.pcie_bandwidth or DEFAULT_PCIE_BYTES_PER_S
         domain, topo = max(dev.scale_up_domain, PCIE_SERVER_DEVICES), "pcie"
-    up_t, out_t = link_type(up_kind), link_type(out_kind)
+    up_t, out_t = a.link_type(up_kind, field="scale_up_kind"), a.link_type(out_kind, field="scale_out_kind")
     up_frac, up_lat = up_t.bus_bw_fraction, up_t.latency_s
     if topo != "pcie":  # a calibration of the scale-up link says nothing about PCIe
         up_frac = eff.scale_up_bw_fraction if eff.scale_up_bw_fraction is not None else up_frac

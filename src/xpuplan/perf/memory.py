@@ -11,9 +11,12 @@ and an activation workspace.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Literal
 
+import numpy as np
+
+from xpuplan.catalog.assumptions import Assumptions, LazyMapping, StateRecipe, default_assumptions
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import (
@@ -24,57 +27,23 @@ from xpuplan.perf.params import (
     params_norms_per_layer,
 )
 from xpuplan.units import GB, bytes_per_element
+from xpuplan.workload.vocabulary import Method, Recompute
 
-Recompute = Literal["none", "selective", "full"]
-FinetuneMethod = Literal["full", "lora", "qlora"]
+FinetuneMethod = Method  # the shared vocabulary (workload.vocabulary)
 
 
 # ---------------------------------------------------------------------------------------
 # Training-state recipes
 # ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StateRecipe:
-    """Bytes per parameter kept for training, by role."""
-
-    name: str
-    weights: float
-    grads: float
-    master: float
-    optimizer: float
-    description: str
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.grads + self.master + self.optimizer
+#: Named mixed-precision recipes (bytes per parameter by role; Adam keeps two fp32 moments,
+#: 8 B/param). The table is data (``catalog/data/state_recipes.yaml``); this is a read-only view
+#: of the built-in recipes. Planners may pass their ``Assumptions`` to :func:`state_recipe`.
+STATE_RECIPES: Mapping[str, StateRecipe] = LazyMapping(lambda: default_assumptions().state_recipes)
 
 
-#: Named mixed-precision recipes. Adam keeps two fp32 moments (8 B/param).
-STATE_RECIPES: dict[str, StateRecipe] = {
-    r.name: r
-    for r in (
-        StateRecipe("bf16-adam", 2, 2, 4, 8, "bf16 weights and grads, fp32 master + Adam m, v: 16 B/param"),
-        StateRecipe(
-            "bf16-adam-fp32-grads", 2, 4, 4, 8,
-            "Megatron default: bf16 weights, fp32 main grads, fp32 master + Adam: 18 B/param",
-        ),
-        StateRecipe(
-            "fp8-adam", 3, 2, 4, 8,
-            "FP8 GEMMs (Transformer Engine): bf16 weights plus cached fp8 copies, fp32 master + Adam: 17 B/param",
-        ),
-        StateRecipe("fp32-adam", 4, 4, 0, 8, "pure fp32 weights, grads and Adam moments: 16 B/param"),
-        StateRecipe("bf16-pure-adam", 2, 2, 0, 4, "bf16 weights, grads and moments, no master copy: 8 B/param"),
-        StateRecipe("bf16-adam8bit", 2, 2, 4, 2, "8-bit Adam moments (bitsandbytes), fp32 master: 10 B/param"),
-    )
-}
-
-
-def state_recipe(name: str) -> StateRecipe:
-    try:
-        return STATE_RECIPES[name]
-    except KeyError:
-        raise UserInputError(
-            f"unknown optimizer-state recipe {name!r}; choose one of {', '.join(STATE_RECIPES)}", field="recipe"
-        ) from None
+def state_recipe(name: str, assumptions: Assumptions | None = None) -> StateRecipe:
+    """The recipe named ``name`` in ``assumptions`` (built-in when None); UserInputError lists the known ones."""
+    return (assumptions or default_assumptions()).state_recipe(name)
 
 
 def default_recipe_for(precision: str) -> str:
@@ -323,66 +292,119 @@ def training_memory(
     sp = tp > 1 if sp is None else sp
     r = state_recipe(recipe)
     dev = params_per_device(model, tp=tp, pp=pp, ep=ep)
-    edp = max(1, dp * cp // ep)
-    shard_dense = dp * cp  # ZeRO shards over the data-parallel group, CP ranks included (Megatron)
+    per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
+                                           flash_attention=flash_attention, dropout=dropout)
+    rebuilt = 0.0
+    if recompute == "full":
+        rebuilt = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective",
+                                             flash_attention=flash_attention)
+    frozen_bpp = frozen_base_bytes_per_param(model, method) if method != "full" else 0.0
+    adapters = lora_params(model, lora_rank, lora_targets) if method != "full" else 0
 
-    def shard(n_dense: float, n_expert: float, per_param: float, sharded: bool) -> float:
-        if not sharded:
-            return (n_dense + n_expert) * per_param
-        return n_dense * per_param / shard_dense + n_expert * per_param / edp
+    def one(v: float) -> np.ndarray:
+        return np.asarray([v], dtype=float)
+
+    parts = training_memory_arrays(
+        model.n_layers, method=method, dense=one(dev.dense), expert=one(dev.expert),
+        recipe={k: one(getattr(r, k)) for k in ("weights", "grads", "master", "optimizer")},
+        tp=one(tp), pp=one(pp), dp=one(dp), cp=one(cp), ep=one(ep), vpp=one(vpp), zero=one(zero_stage),
+        n_microbatches=one(n_microbatches if n_microbatches is not None else pp), act_per_layer=one(per_layer),
+        act_rebuilt_layer=one(rebuilt), act_output=one(activation_bytes_output(model, seq_len, micro_batch, tp=tp, cp=cp)),
+        frozen_base_bytes_per_param=frozen_bpp, lora_params_total=adapters,
+    )
+    return TrainingMemory(
+        weights=float(parts["weights"][0]),
+        gradients=float(parts["grads"][0]),
+        master_weights=float(parts["master"][0]),
+        optimizer_states=float(parts["opt"][0]),
+        activations=float(parts["acts"][0]),
+        workspace=float(parts["workspace"][0]),
+        params_on_device=dev.total,
+        trainable_params_on_device=dev.total if method == "full" else adapters / (tp * pp),
+    )
+
+
+def frozen_base_bytes_per_param(model: ModelArch, method: Method) -> float:
+    """Bytes per frozen base weight: LoRA keeps a bf16 base (2 B); QLoRA stores the linear layers
+    in NF4 (0.5 B + the quantisation constants) and the embeddings and head in bf16."""
+    if method != "qlora":
+        return 2.0
+    b = param_breakdown(model)
+    linear_frac = 1.0 - (b.embedding + b.output_head) / b.total
+    return linear_frac * (0.5 + NF4_OVERHEAD_BYTES_PER_PARAM) + (1 - linear_frac) * 2.0
+
+
+def training_memory_arrays(
+    n_layers: int,
+    *,
+    method: Method,
+    dense: np.ndarray,
+    expert: np.ndarray,
+    recipe: Mapping[str, np.ndarray],
+    tp: np.ndarray,
+    pp: np.ndarray,
+    dp: np.ndarray,
+    cp: np.ndarray,
+    ep: np.ndarray,
+    vpp: np.ndarray,
+    zero: np.ndarray,
+    n_microbatches: np.ndarray,
+    act_per_layer: np.ndarray,
+    act_rebuilt_layer: np.ndarray,
+    act_output: np.ndarray,
+    frozen_base_bytes_per_param: float,
+    lora_params_total: float,
+) -> dict[str, np.ndarray]:
+    """Peak bytes per device of many training plans at once: THE training-memory model (the scalar
+    :func:`training_memory` and the step model's search both call it).
+
+    Inputs per plan (arrays): parameters on the busiest device (``dense``/``expert``, from
+    :func:`params_per_device`), bytes per parameter by role (``recipe``: weights, grads, master,
+    optimizer), the layout, the micro-batches per step, one layer's kept activations, the layer
+    rebuilt during a fully recomputed backward (0 otherwise) and the output logits.
+
+    ZeRO: stage 1 shards optimizer states and master weights over the data-parallel group dp·cp,
+    stage 2 also gradients, stage 3 (FSDP) also weights; expert parameters shard over dp·cp/ep.
+    LoRA/QLoRA freeze the base and keep gradients and optimizer states for the adapters only.
+    The first pipeline stage holds the activations of the micro-batches in flight
+    (:func:`pipeline_inflight_microbatches`); the last stage holds the logits. Returns a dict of
+    arrays: weights, grads, master, opt, acts, workspace, total.
+    """
+    dpcp = dp * cp
+    edp = np.maximum(np.floor_divide(dpcp, ep), 1.0)
+    total_dev = dense + expert
+
+    def shard(per_param: np.ndarray, sharded: np.ndarray) -> np.ndarray:
+        return np.where(sharded, dense * per_param / dpcp + expert * per_param / edp, total_dev * per_param)
 
     if method == "full":
-        weights = shard(dev.dense, dev.expert, r.weights, zero_stage >= 3)
-        grads = shard(dev.dense, dev.expert, r.grads, zero_stage >= 2)
-        master = shard(dev.dense, dev.expert, r.master, zero_stage >= 1)
-        opt = shard(dev.dense, dev.expert, r.optimizer, zero_stage >= 1)
-        trainable = dev.total
+        weights = shard(recipe["weights"], zero >= 3)
+        grads = shard(recipe["grads"], zero >= 2)
+        master = shard(recipe["master"], zero >= 1)
+        opt = shard(recipe["optimizer"], zero >= 1)
     else:
-        total = param_breakdown(model).total
-        linear_frac = 1.0 - (param_breakdown(model).embedding + param_breakdown(model).output_head) / total
-        if method == "qlora":
-            base_bytes = dev.total * (linear_frac * (0.5 + NF4_OVERHEAD_BYTES_PER_PARAM) + (1 - linear_frac) * 2.0)
-        else:
-            base_bytes = dev.total * 2.0
-        weights = base_bytes / (shard_dense if zero_stage >= 3 else 1)
-        adapters = lora_params(model, lora_rank, lora_targets) / (tp * pp)
-        weights += adapters * r.weights
-        grads = adapters * r.grads / (shard_dense if zero_stage >= 2 else 1)
-        master = adapters * r.master / (shard_dense if zero_stage >= 1 else 1)
-        opt = adapters * r.optimizer / (shard_dense if zero_stage >= 1 else 1)
-        trainable = adapters
-    n_mb = n_microbatches if n_microbatches is not None else pp
-    layers_per_stage = -(-model.n_layers // pp)
-    per_layer = activation_bytes_per_layer(
-        model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
-        flash_attention=flash_attention, dropout=dropout,
-    )
-    first_stage = per_layer * layers_per_stage * pipeline_inflight_microbatches(pp, n_mb, vpp)
-    last_stage = per_layer * layers_per_stage + activation_bytes_output(model, seq_len, micro_batch, tp=tp, cp=cp)
-    acts = max(first_stage, last_stage) if pp > 1 else first_stage + activation_bytes_output(
-        model, seq_len, micro_batch, tp=tp, cp=cp
-    )
-    if recompute == "full":
-        # one layer's activations are rebuilt during its backward
-        acts += activation_bytes_per_layer(
-            model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective", flash_attention=flash_attention
-        )
-    if zero_stage >= 3 and method == "full":
+        weights = total_dev * frozen_base_bytes_per_param / np.where(zero >= 3, dpcp, 1.0)
+        adapters = lora_params_total / (tp * pp)
+        weights = weights + adapters * recipe["weights"]
+        grads = adapters * recipe["grads"] / np.where(zero >= 2, dpcp, 1.0)
+        master = adapters * recipe["master"] / np.where(zero >= 1, dpcp, 1.0)
+        opt = adapters * recipe["optimizer"] / np.where(zero >= 1, dpcp, 1.0)
+    layers_stage = np.ceil(n_layers / pp)
+    multi = pp > 1
+    inflight = np.where(multi, np.minimum(pp, n_microbatches), 1.0)
+    inflight = np.where(multi & (vpp > 1), inflight * (1.0 + (pp - 1.0) / (pp * vpp)), inflight)
+    first = act_per_layer * layers_stage * inflight
+    last = act_per_layer * layers_stage + act_output
+    acts = np.where(multi, np.maximum(first, last), first + act_output) + act_rebuilt_layer
+    if method == "full":
         # FSDP gathers one layer's (unit's) full weights at a time, plus prefetch of the next
-        layer_weights = (dev.dense + dev.expert) / max(1, layers_per_stage) * r.weights
-        workspace_extra = 2 * layer_weights
+        layer_w = total_dev / np.maximum(1.0, layers_stage) * recipe["weights"]
+        workspace = RUNTIME_OVERHEAD_BYTES + np.where(zero >= 3, 2.0 * layer_w, 0.0)
     else:
-        workspace_extra = 0.0
-    return TrainingMemory(
-        weights=weights,
-        gradients=grads,
-        master_weights=master,
-        optimizer_states=opt,
-        activations=acts,
-        workspace=RUNTIME_OVERHEAD_BYTES + workspace_extra,
-        params_on_device=dev.total,
-        trainable_params_on_device=trainable,
-    )
+        workspace = np.full_like(weights, RUNTIME_OVERHEAD_BYTES)
+    total = weights + grads + master + opt + acts + workspace
+    return {"weights": weights, "grads": grads, "master": master, "opt": opt, "acts": acts,
+            "workspace": workspace, "total": total}
 
 
 # ---------------------------------------------------------------------------------------
@@ -437,6 +459,35 @@ def inference_activation_bytes(model: ModelArch, tokens_in_flight: int, act_byte
     return tokens_in_flight * width * act_bytes
 
 
+def inference_weight_bytes_per_device(model: ModelArch, weight_dtype: str = "bf16", *, tp: int = 1, pp: int = 1,
+                                      ep: int = 1) -> float:
+    """Weight bytes on the busiest device of a serving replica: the serving checkpoint's bytes
+    (:func:`inference_weight_bytes`: quantised body, 16-bit embeddings/head for 8/4-bit schemes)
+    times that device's share of the parameters (:func:`params_per_device`; with ep = 1 an MoE's
+    routed experts split over TP, with ep > 1 over ep·tp)."""
+    total_bytes = inference_weight_bytes(model, weight_dtype)
+    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=tp if ep > 1 else 1)
+    if ep == 1 and model.moe is not None:
+        share = (dev.dense + dev.expert / tp) / param_breakdown(model).total  # experts split over TP
+    else:
+        share = dev.total / param_breakdown(model).total
+    return total_bytes * share
+
+
+def kv_bytes_per_token_per_device(model: ModelArch, kv_dtype: str = "bf16", *, tp: int = 1, pp: int = 1) -> float:
+    """KV-cache bytes per token on one device: KV heads split over TP (replicated when TP exceeds
+    them: each device keeps at least one), layers over PP; MLA's latent is replicated over TP."""
+    split = pp if model.mla is not None else pp * min(tp, model.kv_heads)
+    return kv_cache_bytes_per_token(model, kv_dtype) / split
+
+
+def inference_activation_bytes_per_device(model: ModelArch, tokens_per_forward: int, *, tp: int = 1,
+                                          ep: int = 1) -> float:
+    """Activation workspace of one forward of ``tokens_per_forward`` tokens on one device: the
+    tokens split over the ep attention groups, the widths over TP."""
+    return inference_activation_bytes(model, max(1, -(-tokens_per_forward // ep))) / tp
+
+
 @dataclass(frozen=True)
 class InferenceMemory:
     """Bytes per device of a replica split over ``tp·pp`` devices."""
@@ -466,26 +517,24 @@ def inference_memory(
     context: int = 4096,
     tp: int = 1,
     pp: int = 1,
+    ep: int = 1,
     prefill_chunk: int = 8192,
-    group_size: int = INT4_GROUP_SIZE,
+    workspace_bytes: float = RUNTIME_OVERHEAD_BYTES,
 ) -> InferenceMemory:
-    """Memory per device to serve ``batch`` sequences of ``context`` tokens on tp·pp devices.
-
-    Weights and KV cache split evenly over tp·pp (KV heads fewer than TP are replicated:
-    each device holds at least one KV head).
+    """Memory per device to serve ``batch`` sequences of ``context`` tokens on tp·pp·ep devices: the
+    serving planner's model (``serve.kv.memory_plan`` uses the same three functions):
+    :func:`inference_weight_bytes_per_device`, :func:`kv_bytes_per_token_per_device` and
+    :func:`inference_activation_bytes_per_device` for a forward of ``prefill_chunk`` tokens, plus
+    ``workspace_bytes``. The KV cache here is the exact ``batch·context`` tokens; the serving
+    planner also rounds each sequence up to whole paged blocks (``serve.fit.replica_fit``).
     """
     if batch <= 0 or context <= 0:
         raise UserInputError("batch and context must be positive", field="batch" if batch <= 0 else "context")
-    if tp <= 0 or pp <= 0:
-        raise UserInputError("tp and pp must be positive", field="tp" if tp <= 0 else "pp")
-    w = inference_weight_bytes(model, weight_dtype, group_size=group_size) / (tp * pp)
-    kv_tok = kv_cache_bytes_per_token(model, kv_dtype)
-    if model.mla is not None:
-        kv_split = pp  # the latent is shared by all heads: replicated across TP
-    else:
-        kv_split = pp * min(tp, model.kv_heads)
-    kv = kv_tok * batch * context / kv_split
-    acts = inference_activation_bytes(model, min(batch * context, max(prefill_chunk, batch))) / tp
-    return InferenceMemory(
-        weights=w, kv_cache=kv, activations=acts, workspace=RUNTIME_OVERHEAD_BYTES, kv_bytes_per_token=kv_tok / kv_split
-    )
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
+        if v <= 0:
+            raise UserInputError(f"{name} must be positive", field=name)
+    w = inference_weight_bytes_per_device(model, weight_dtype, tp=tp, pp=pp, ep=ep)
+    kv_tok = kv_bytes_per_token_per_device(model, kv_dtype, tp=tp, pp=pp)
+    kv = kv_tok * batch * context / ep
+    acts = inference_activation_bytes_per_device(model, prefill_chunk, tp=tp, ep=ep)
+    return InferenceMemory(weights=w, kv_cache=kv, activations=acts, workspace=workspace_bytes, kv_bytes_per_token=kv_tok)

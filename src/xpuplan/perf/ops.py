@@ -9,6 +9,10 @@ KV heads too while there are at least as many as TP ranks.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import params_attention_per_layer
 from xpuplan.perf.roofline import OpCost, cost_attention, cost_elementwise, cost_linear
@@ -16,6 +20,20 @@ from xpuplan.perf.roofline import OpCost, cost_attention, cost_elementwise, cost
 #: FLOP per element of RMSNorm/LayerNorm (square, sum, scale, multiply): a convention; norms are
 #: memory-bound, so this does not change times.
 NORM_FLOPS_PER_ELEMENT = 5.0
+
+
+def round_at_least_1(x: Any) -> Any:
+    """``max(1, round(x))`` for a number or an array (both round halves to even)."""
+    if np.ndim(x):
+        return np.maximum(1.0, np.round(x))
+    return max(1, round(x))
+
+
+def routed_rows(n_local_experts: int, top_k: int, routed_tokens: Any) -> tuple[Any, Any]:
+    """(experts touched, token rows per touched expert) when ``routed_tokens`` tokens (after the
+    all-to-all) each pick ``top_k`` of ``n_local_experts`` local experts (numbers or arrays)."""
+    touched = expected_experts_touched(n_local_experts, min(top_k, n_local_experts), round_at_least_1(routed_tokens))
+    return touched, round_at_least_1(routed_tokens / np.maximum(touched, 1e-9))
 
 
 def expected_experts_touched(n_experts: int, top_k: int, tokens: int) -> float:
@@ -37,8 +55,9 @@ def layer_ops(
     kv_dtype: str | None = None,
     moe_layer: bool | None = None,
 ) -> list[OpCost]:
-    """Roofline costs of one layer on one device (see module docstring)."""
-    if min(batch, q_len, kv_len, tp, ep) <= 0:
+    """Roofline costs of one layer on one device (see module docstring). ``batch``, ``q_len`` and
+    ``kv_len`` may be arrays (many shapes at once); the costs' fields are then arrays."""
+    if any(np.any(np.asarray(v) <= 0) for v in (batch, q_len, kv_len, tp, ep)):
         raise ValueError("batch, q_len, kv_len, tp and ep must be positive")
     wd = weight_dtype or dtype
     tokens = batch * q_len
@@ -51,16 +70,7 @@ def layer_ops(
     o_params = model.n_heads * model.v_head_dim * d
     qkv_out = (params_attention_per_layer(model) - o_params) // d
     ops.append(_named(cost_linear(tokens, d, max(1, qkv_out // tp), dtype, wd), "qkv projection"))
-    if model.mla is not None and q_len == 1:
-        # absorbed MLA decode: scores over the latent (kv_lora + rope), values over the latent
-        m = model.mla
-        attn = cost_attention(batch, heads, 1, kv_len, m.kv_lora_rank + m.qk_rope_head_dim, causal=False,
-                              dtype=kv_dtype or act, kv_heads=1, v_head_dim=m.kv_lora_rank)
-    else:
-        attn = cost_attention(batch, heads, q_len, kv_len, model.qk_head_dim,
-                              causal=(q_len == kv_len and model.type != "encoder"),
-                              dtype=kv_dtype or act, kv_heads=kvh, v_head_dim=model.v_head_dim)
-    ops.append(attn)
+    ops.append(_attention(model, batch, q_len, kv_len, heads, kvh, kv_dtype or act))
     ops.append(_named(cost_linear(tokens, max(1, model.n_heads * model.v_head_dim // tp), d, dtype, wd), "output projection"))
     ops.append(cost_elementwise(tokens * d, reads=2, writes=1, dtype=act, name="residual add"))
     if not model.parallel_attn_mlp:
@@ -73,8 +83,7 @@ def layer_ops(
         ops.append(_named(cost_linear(tokens, d, moe.n_routed_experts, "bf16"), "router"))
         local_experts = max(1, moe.n_routed_experts // ep)
         routed_tokens = tokens * moe.top_k / ep  # tokens each EP rank processes after all-to-all
-        touched = expected_experts_touched(local_experts, min(moe.top_k, local_experts), max(1, round(routed_tokens)))
-        rows = max(1, round(routed_tokens / max(touched, 1e-9)))
+        touched, rows = routed_rows(local_experts, moe.top_k, routed_tokens)
         f = max(1, moe.expert_ffn_dim // tp)
         up = cost_linear(rows, d, n_in * f, dtype, wd)
         down = cost_linear(rows, f, d, dtype, wd)
@@ -102,6 +111,25 @@ def head_ops(model: ModelArch, *, rows: int, tp: int = 1, dtype: str = "bf16", w
         cost_elementwise(rows * model.d_model, flops_per_element=NORM_FLOPS_PER_ELEMENT, name="final norm"),
         _named(cost_linear(rows, model.d_model, max(1, model.vocab_size // tp), dtype, weight_dtype or "bf16"), "output head"),
     ]
+
+
+def _attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int, kvh: int, dtype: str) -> OpCost:
+    """The attention core: absorbed MLA decode when one query token (scores and values over the
+    latent kv_lora + rope), else fused attention, causal over a square block (decoders)."""
+    causal = (np.asarray(q_len) == kv_len) & (model.type != "encoder") if np.ndim(q_len) or np.ndim(kv_len) else (
+        q_len == kv_len and model.type != "encoder")
+    full = cost_attention(batch, heads, q_len, kv_len, model.qk_head_dim, causal=causal, dtype=dtype, kv_heads=kvh,
+                          v_head_dim=model.v_head_dim)
+    if model.mla is None or not np.any(np.asarray(q_len) == 1):
+        return full
+    m = model.mla
+    absorbed = cost_attention(batch, heads, 1, kv_len, m.kv_lora_rank + m.qk_rope_head_dim, causal=False,
+                              dtype=dtype, kv_heads=1, v_head_dim=m.kv_lora_rank)
+    if not np.ndim(q_len):
+        return absorbed
+    one = np.asarray(q_len) == 1
+    return OpCost("attention", "attention", np.where(one, absorbed.flops, full.flops),
+                  np.where(one, absorbed.bytes, full.bytes), np.where(one, absorbed.min_dim, full.min_dim))
 
 
 def _named(op: OpCost, name: str) -> OpCost:

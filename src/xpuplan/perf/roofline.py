@@ -8,10 +8,13 @@ reports the arithmetic intensity and which bound applies (Williams et al. 2009).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
+
+from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
-from xpuplan.perf.efficiency import Efficiency, efficiency_for
+from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.units import bytes_per_element
 
 OpClass = Literal["gemm", "attention", "elementwise", "optimizer"]
@@ -46,14 +49,15 @@ def cost_gemm(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None
 
 
 def cost_linear(tokens: int, d_in: int, d_out: int, dtype: str = "bf16", weight_dtype: str | None = None) -> OpCost:
-    """A linear layer over ``tokens`` rows: weights may be stored narrower than activations."""
-    if tokens <= 0 or d_in <= 0 or d_out <= 0:
+    """A linear layer over ``tokens`` rows: weights may be stored narrower than activations.
+    ``tokens`` may be an array (many batch sizes at once): the cost's fields are then arrays."""
+    if np.any(np.asarray(tokens) <= 0) or d_in <= 0 or d_out <= 0:
         raise ValueError("tokens, d_in and d_out must be positive")
     b_act = bytes_per_element(dtype if dtype not in LOW_PRECISION else "bf16")
     b_w = bytes_per_element(weight_dtype or dtype)
     flops = 2.0 * tokens * d_in * d_out
     bytes_ = tokens * d_in * b_act + d_in * d_out * b_w + tokens * d_out * b_act
-    return OpCost(f"linear {d_in}x{d_out}", "gemm", flops, bytes_, float(min(tokens, d_in, d_out)))
+    return OpCost(f"linear {d_in}x{d_out}", "gemm", flops, bytes_, _min_dim(tokens, d_in, d_out))
 
 
 def cost_attention(
@@ -61,14 +65,28 @@ def cost_attention(
     kv_heads: int | None = None, v_head_dim: int | None = None,
 ) -> OpCost:
     """Fused (flash) attention: 2·b·h·q·kv·(d_qk + d_v) FLOP (halved when causal over a square
-    block); bytes = Q, K, V read once and O written once (no s² matrix in memory)."""
+    block); bytes = Q, K, V read once and O written once (no s² matrix in memory). ``batch``,
+    ``q_len`` and ``kv_len`` may be arrays."""
     kvh = kv_heads or heads
     dv = v_head_dim or head_dim
-    frac = 0.5 if causal and q_len == kv_len and q_len > 1 else 1.0
+    if np.ndim(q_len) or np.ndim(kv_len):
+        frac = np.where(causal & (np.asarray(q_len) == kv_len) & (np.asarray(q_len) > 1), 0.5, 1.0)
+    else:
+        frac = 0.5 if causal and q_len == kv_len and q_len > 1 else 1.0
     flops = 2.0 * batch * heads * q_len * kv_len * (head_dim + dv) * frac
     e = bytes_per_element(dtype)
     bytes_ = e * batch * (heads * q_len * (head_dim + dv) + kvh * kv_len * (head_dim + dv))
-    return OpCost("attention", "attention", flops, bytes_, float(min(q_len, kv_len)))
+    return OpCost("attention", "attention", flops, bytes_, _min_dim(q_len, kv_len))
+
+
+def _min_dim(*dims: float) -> float:
+    """Smallest dimension (a float; an array when any dimension is one)."""
+    if any(np.ndim(d) for d in dims):
+        out = np.asarray(dims[0], dtype=float)
+        for d in dims[1:]:
+            out = np.minimum(out, d)
+        return out  # type: ignore[return-value]
+    return float(min(dims))
 
 
 def cost_elementwise(n_elements: float, *, flops_per_element: float = 1.0, reads: int = 1, writes: int = 1,
@@ -110,7 +128,7 @@ class OpTime:
 
 def gemm_efficiency(eff: Efficiency, min_dim: float, dtype: str) -> float:
     """Fraction of dense peak a GEMM whose smallest dimension is ``min_dim`` reaches."""
-    frac = eff.gemm_peak_fraction / (1.0 + eff.gemm_half_dim / max(min_dim, 1e-9))
+    frac = eff.gemm_peak_fraction / (1.0 + eff.gemm_half_dim / np.maximum(min_dim, 1e-9))
     if dtype in LOW_PRECISION:
         frac *= eff.low_precision_factor
     return frac
@@ -130,22 +148,35 @@ def compute_peak(device: Device, dtype: str) -> float:
     return device.peak_flops("bf16")
 
 
-def op_time(op: OpCost, device: Device, dtype: str = "bf16", eff: Efficiency | None = None) -> OpTime:
-    """Seconds for ``op`` on ``device``: max(FLOP / achievable FLOP/s, bytes / achievable B/s) +
-    fixed kernel overhead. Reports which bound applies and the arithmetic intensity."""
-    e = eff or efficiency_for(device)
+def op_seconds(op: OpCost, device: Device, dtype: str, eff: Any) -> tuple[Any, Any, Any, Any]:
+    """The roofline of one op, over arrays alike: (compute s, memory s, time s incl. the kernel
+    overhead, fraction of peak used). ``op``'s FLOP/bytes/min_dim and ``eff``'s fields
+    (:class:`~xpuplan.catalog.efficiency.Efficiency`, or any object with the same attributes holding
+    arrays, e.g. Monte Carlo samples) broadcast together. :func:`op_time` is this for one op."""
     peak = compute_peak(device, dtype)
     if op.op_class == "gemm":
-        frac = gemm_efficiency(e, op.min_dim, dtype)
+        frac = gemm_efficiency(eff, op.min_dim, dtype)
     elif op.op_class == "attention":
-        frac = e.attention_peak_fraction * (e.low_precision_factor if dtype in LOW_PRECISION else 1.0)
+        frac = eff.attention_peak_fraction * (eff.low_precision_factor if dtype in LOW_PRECISION else 1.0)
     else:
-        frac = e.gemm_peak_fraction
-    achievable = peak * frac
+        frac = eff.gemm_peak_fraction
+    t_c = op.flops / (peak * frac)
+    t_m = op.bytes / (device.memory_bandwidth * eff.memory_bw_fraction)
+    return t_c, t_m, np.maximum(t_c, t_m) + eff.kernel_overhead_s, frac
+
+
+def op_time(op: OpCost, device: Device, dtype: str = "bf16", eff: Efficiency | None = None, *,
+            assumptions: Assumptions | None = None) -> OpTime:
+    """Seconds for ``op`` on ``device``: max(FLOP / achievable FLOP/s, bytes / achievable B/s) +
+    fixed kernel overhead. Reports which bound applies and the arithmetic intensity.
+
+    Efficiencies: ``eff`` when given, else what ``assumptions`` (built-in when None) resolve for
+    the device."""
+    e = eff or (assumptions or default_assumptions()).efficiency(device)
+    t_c, t_m, t, frac = op_seconds(op, device, dtype, e)
+    t_c, t_m, t, frac = float(t_c), float(t_m), float(t), float(frac)
+    achievable = compute_peak(device, dtype) * frac
     bw = device.memory_bandwidth * e.memory_bw_fraction
-    t_c = op.flops / achievable
-    t_m = op.bytes / bw
-    t = max(t_c, t_m) + e.kernel_overhead_s
     return OpTime(
         name=op.name,
         compute_s=t_c,

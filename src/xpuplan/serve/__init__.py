@@ -27,7 +27,9 @@ from xpuplan.serve.estimate import (
     max_batch,
     max_throughput,
 )
+from xpuplan.serve.fit import ReplicaFit, replica_fit
 from xpuplan.serve.kv import MemoryPlan, max_concurrent_sequences, memory_plan
+from xpuplan.serve.plan import ServingPlan
 from xpuplan.serve.precision import Precision, resolve_precision
 from xpuplan.serve.replica import Replica, StepTime, make_replica, step_time
 from xpuplan.serve.slo import SLO, LoadPoint, SLOResult, load_point, throughput_at_slo
@@ -45,8 +47,10 @@ __all__ = [
     "MemoryPlan",
     "Precision",
     "Replica",
+    "ReplicaFit",
     "SLOResult",
     "ServingEstimate",
+    "ServingPlan",
     "StepTime",
     "emit",
     "engine_profile",
@@ -61,6 +65,7 @@ __all__ = [
     "max_concurrent_sequences",
     "max_throughput",
     "memory_plan",
+    "replica_fit",
     "resolve_precision",
     "size_for_qps",
     "step_time",

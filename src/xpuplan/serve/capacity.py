@@ -21,6 +21,7 @@ from xpuplan.catalog.device import Device
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import param_breakdown
+from xpuplan.serve import validity
 from xpuplan.serve.disagg import DisaggEstimate, estimate_disagg
 from xpuplan.serve.replica import Replica, check_parallelism, make_replica
 from xpuplan.serve.slo import SLO, LoadPoint, SLOResult, load_point, throughput_at_slo
@@ -140,12 +141,9 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
                  memory_fraction: float | None = None, ttft_input_len: float | None = None,
                  disagg: bool | None = None) -> CapacityPlan:
     """Devices needed per hardware option to serve ``qps`` requests/s (module doc)."""
-    if qps is None or qps <= 0:
-        raise UserInputError(f"--qps must be positive (got {qps})", field="qps")
-    if input_len <= 0:
-        raise UserInputError(f"--in must be positive (got {input_len})", field="input_len")
-    if output_len <= 0:
-        raise UserInputError(f"--out must be positive (got {output_len})", field="output_len")
+    validity.positive_rate("qps", qps)
+    validity.positive_length("input_len", input_len)
+    validity.positive_length("output_len", output_len)
     if not devices:
         raise UserInputError("give at least one hardware option", field="hw")
     if model.type == "encoder":

@@ -1,13 +1,15 @@
 """Communication inside a serving replica: tensor-parallel all-reduce, pipeline hand-off, MoE all-to-all.
 
-Alpha-beta model (Hockney): ``time = steps · alpha + volume / bus bandwidth``. Links, their
-achievable bus bandwidth and latency are the same as the training planner's (``perf.links``: link
-type defaults, or the device's calibration): the scale-up link inside the domain (a subgroup of a
-point-to-point mesh such as HCCS gets (g-1)/(domain-1) of it), PCIe inside a server of PCIe-only
-cards, the scale-out NIC beyond. Inside a single-hop domain (NVSwitch, torus slice) small
-all-reduces use the two-shot algorithm serving engines ship (TensorRT-LLM/vLLM custom all-reduce):
-two latency steps whatever the group size; otherwise NCCL's ring takes 2·(n-1) steps. The bandwidth
-term is the ring's 2·(n-1)/n · bytes.
+No model of its own: every collective is :func:`xpuplan.perf.collectives.time_group_s`, the one
+alpha-beta model the training planner uses too, over the device's links (``perf.links``: link-type
+defaults, or the device's calibration; a point-to-point mesh such as HCCS gives a subgroup
+(g-1)/(domain-1) of the scale-up link; PCIe inside a server of PCIe-only cards; groups beyond the
+scale-up domain are hierarchical, their outer phase on the scale-out NIC).
+
+What differs between planners is only the collective library's algorithm, an explicit argument:
+an engine with a custom all-reduce (TensorRT-LLM, vLLM, SGLang) uses the two-shot algorithm on a
+single-hop domain (:func:`serving_all_reduce_algorithm`); otherwise NCCL's ring/tree choice, as in
+training. Expert dispatch/combine kernels issue all peers' sends at once (``direct`` all-to-all).
 """
 
 from __future__ import annotations
@@ -15,14 +17,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xpuplan.catalog.device import Device
+from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
-from xpuplan.perf.links import device_links
+from xpuplan.perf.links import DeviceLinks, device_links
+
+#: All-to-all algorithm of serving engines' expert dispatch/combine (DeepEP, SGLang/vLLM MoE
+#: kernels): every peer's send issued at once.
+SERVING_ALL_TO_ALL: coll.AllToAllAlgorithm = "direct"
+
+
+def serving_all_reduce_algorithm(custom_allreduce: bool) -> coll.AllReduceAlgorithm:
+    """The engine's all-reduce: its custom two-shot kernel, or NCCL (``perf.collectives``)."""
+    return "two_shot" if custom_allreduce else "nccl"
 
 
 @dataclass(frozen=True)
 class Link:
-    """The link a collective over ``n`` devices uses: bandwidth (bytes/s per direction, achievable),
-    per-step latency (s), and whether it is single-hop (any two devices one hop apart)."""
+    """The link a flat collective over ``n`` devices would use (for reports): bandwidth (bytes/s per
+    direction, achievable), per-step latency (s), and whether it is single-hop."""
 
     name: str
     bandwidth_bytes_per_s: float
@@ -41,32 +53,34 @@ def link_for(device: Device, eff: Efficiency, n: int) -> Link:
     return Link("scale-out", out.bus_bw, out.latency_s, False)
 
 
-def time_allreduce_s(message_bytes: float, n: int, device: Device, eff: Efficiency, *, two_shot: bool = True) -> float:
-    """Seconds for an all-reduce of ``message_bytes`` over ``n`` devices (0 when n = 1).
+def _links(device: Device, eff: Efficiency, links: DeviceLinks | None) -> DeviceLinks:
+    return links if links is not None else device_links(device, eff)
 
-    ``two_shot``: the engine's custom all-reduce on a switched link (2 latency steps); otherwise, or
-    on a ring, NCCL's ring pays 2·(n-1) steps."""
+
+def time_allreduce_s(message_bytes: float, n: int, device: Device, eff: Efficiency, *, two_shot: bool = True,
+                     links: DeviceLinks | None = None) -> float:
+    """Seconds for an all-reduce of ``message_bytes`` over ``n`` adjacent devices (0 when n = 1);
+    ``two_shot``: the engine has a custom all-reduce (:func:`serving_all_reduce_algorithm`)."""
     if n <= 1 or message_bytes <= 0:
         return 0.0
-    link = link_for(device, eff, n)
-    steps = 2 if (link.switched and two_shot) else 2 * (n - 1)
-    return steps * link.latency_s + 2.0 * (n - 1) / n * message_bytes / link.bandwidth_bytes_per_s
+    return float(coll.time_group_s("all_reduce", message_bytes, n, 1, _links(device, eff, links),
+                                   all_reduce=serving_all_reduce_algorithm(two_shot)))
 
 
-def time_alltoall_s(bytes_per_device: float, n: int, device: Device, eff: Efficiency) -> float:
-    """Seconds for an all-to-all where each of ``n`` devices sends ``bytes_per_device`` in total
-    ((n-1)/n of it leaves the device)."""
+def time_alltoall_s(bytes_per_device: float, n: int, device: Device, eff: Efficiency, *, stride: int = 1,
+                    links: DeviceLinks | None = None) -> float:
+    """Seconds for an all-to-all where each of ``n`` devices (``stride`` apart) sends
+    ``bytes_per_device`` in total ((n-1)/n of it leaves the device)."""
     if n <= 1 or bytes_per_device <= 0:
         return 0.0
-    link = link_for(device, eff, n)
-    steps = 1 if link.switched else n - 1
-    return steps * link.latency_s + (n - 1) / n * bytes_per_device / link.bandwidth_bytes_per_s
+    return float(coll.time_group_s("all_to_all", bytes_per_device, n, stride, _links(device, eff, links),
+                                   all_to_all=SERVING_ALL_TO_ALL))
 
 
-def time_p2p_s(message_bytes: float, device: Device, eff: Efficiency, n_group: int) -> float:
-    """Seconds to send ``message_bytes`` to the next pipeline stage (groups beyond the scale-up
-    domain cross the scale-out network)."""
-    if message_bytes <= 0:
+def time_p2p_s(message_bytes: float, device: Device, eff: Efficiency, n_group: int, *, stride: int = 1,
+               links: DeviceLinks | None = None) -> float:
+    """Seconds to send ``message_bytes`` to the next pipeline stage of a group of ``n_group`` stages
+    ``stride`` devices apart (a group spanning domains crosses the scale-out network)."""
+    if message_bytes <= 0 or n_group <= 1:
         return 0.0
-    link = link_for(device, eff, n_group)
-    return link.latency_s + message_bytes / link.bandwidth_bytes_per_s
+    return float(coll.time_group_s("p2p", message_bytes, n_group, stride, _links(device, eff, links)))

@@ -1,153 +1,56 @@
 """Serving-specific constants: engine families and the few assumptions of the serving model.
 
-Every number here is an assumption with a stated reason; the fitted ones say how they were chosen
-(docs/validation.md reports the error on every published row they were checked against).
-Hardware efficiencies (achievable fraction of peak FLOP/s and bandwidth, kernel overheads,
-collective bandwidth) are *not* here: they come from ``xpuplan.calibration.resolve_efficiency``
-(``perf/data/efficiency.yaml`` or a calibration profile), shared with the training planner.
+Engine profiles (host step overheads, memory and scheduling defaults, which kernels a printed
+version has) are data: ``catalog/data/engines.yaml``, each value explained and sourced there, read
+into an :class:`~xpuplan.catalog.assumptions.Assumptions` bundle. The names below are read-only
+views of the built-in profiles, kept for older imports; planners take an ``Assumptions`` and call
+``assumptions.engine(name)``. Every other number here is an assumption with a stated reason; the
+fitted ones say how they were chosen (docs/validation.md reports the error on every published row
+they were checked against). Hardware efficiencies (achievable fraction of peak FLOP/s and
+bandwidth, kernel overheads, collective bandwidth) are *not* here: they come from the same
+``Assumptions`` (``efficiency.yaml``, ``link_types.yaml`` or a calibration profile), shared with
+the training planner.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from typing import Final, Literal
+from collections.abc import Mapping
+from typing import Final
 
+from xpuplan.catalog.assumptions import (
+    Assumptions,
+    BatchingMode,
+    EngineProfile,
+    LazyMapping,
+    default_assumptions,
+)
 from xpuplan.errors import UserInputError
-from xpuplan.units import GB, MS, US
+from xpuplan.units import GB
 
-BatchingMode = Literal["continuous", "static"]
+__all__ = ["ENGINES", "BatchingMode", "EngineProfile", "default_engine", "engine_profile", "parse_version"]
 
+#: The built-in engine profiles by id (read-only view of ``catalog/data/engines.yaml``).
+ENGINES: Final[Mapping[str, EngineProfile]] = LazyMapping(lambda: default_assumptions().engines)
 
-@dataclass(frozen=True)
-class EngineProfile:
-    """What a serving-engine family adds on top of the hardware roofline.
-
-    ``step_overhead_s`` is the host-side cost of one engine iteration that the GPU does not hide:
-    scheduling, input preparation, sampling and detokenisation hand-off, Python (vLLM/SGLang) or
-    C++ (TensorRT-LLM, TurboMind, MindIE) runtime. ``launch_overhead_s_per_kernel`` is extra
-    per-kernel dispatch cost on top of the device's ``kernel_overhead_s`` where the engine runs
-    eager kernels without graphs (plain PyTorch).
-    """
-
-    id: str
-    name: str
-    step_overhead_s: float
-    launch_overhead_s_per_kernel: float
-    gpu_memory_fraction: float
-    block_size_tokens: int
-    max_num_seqs: int
-    batching: BatchingMode
-    chunked_prefill: bool
-    reserve_full_output: bool
-    prefill_chunk_tokens: int
-    note: str
-    encoder_overhead_s: float = 0.0
-    gqa_shared_kv_load: bool = True
-    custom_allreduce: bool = True
-    version: tuple[int, ...] | None = None
-
-
-#: Host-side step overhead of compiled C++ runtimes (TensorRT-LLM, TurboMind, MindIE) per engine
-#: iteration. Fitted: the single value that minimises the median error of the TensorRT-LLM
-#: batch-1 TTFT rows of the validation set (H100/A100/L40S, 128-token prompts, where the
-#: roofline part is 1-10 ms). It also covers the request set-up of gptSessionBenchmark.
-CPP_RUNTIME_STEP_OVERHEAD_S: Final = 2.0 * MS
-
-#: Host-side step overhead of Python-scheduled engines with CUDA graphs (vLLM, SGLang): scheduler,
-#: input preparation and sampler per iteration. An assumption from vLLM's own profiling blog posts
-#: (v0.5/v0.6: ~1-3 ms of CPU time per step before the V1 engine overlapped it); checked against
-#: the vLLM CI latency rows (trust C).
-PYTHON_ENGINE_STEP_OVERHEAD_S: Final = 2.0 * MS
-
-#: Host cost of one execution of a compiled encoder graph (TensorRT ``enqueueV3``, ONNX Runtime
-#: session run, Ascend ACL model execute): ~50-150 µs in vendor profiles; 100 µs assumed. Encoders
-#: (BERT) run one forward per request batch, no scheduler loop.
-GRAPH_RUNTIME_OVERHEAD_S: Final = 0.1 * MS
-
-#: Plain PyTorch (Hugging Face ``generate``): eager kernels, each launched from Python. Launch
-#: cost ~10-20 µs per kernel on a modern host CPU (PyTorch profiler traces); 15 µs assumed.
-EAGER_LAUNCH_OVERHEAD_S_PER_KERNEL: Final = 15.0 * US
-
-#: Default block (page) sizes in tokens: vLLM 16, SGLang token-level radix cache (1),
-#: TensorRT-LLM ``tokens_per_block`` 64, MindIE 128, LMDeploy TurboMind 64 (``cache_block_seq_len``).
-ENGINES: Final[dict[str, EngineProfile]] = {
-    e.id: e
-    for e in (
-        EngineProfile(
-            id="vllm", name="vLLM", step_overhead_s=PYTHON_ENGINE_STEP_OVERHEAD_S, launch_overhead_s_per_kernel=0.0,
-            gpu_memory_fraction=0.90, block_size_tokens=16, max_num_seqs=256, batching="continuous",
-            chunked_prefill=True, reserve_full_output=False, prefill_chunk_tokens=8192,
-            note="PagedAttention, continuous batching, CUDA graphs for decode; gpu_memory_utilization 0.9",
-            encoder_overhead_s=PYTHON_ENGINE_STEP_OVERHEAD_S,
-        ),
-        EngineProfile(
-            id="sglang", name="SGLang", step_overhead_s=PYTHON_ENGINE_STEP_OVERHEAD_S, launch_overhead_s_per_kernel=0.0,
-            gpu_memory_fraction=0.88, block_size_tokens=1, max_num_seqs=1024, batching="continuous",
-            chunked_prefill=True, reserve_full_output=False, prefill_chunk_tokens=8192,
-            note="RadixAttention (token-granular pages), overlap scheduler; mem_fraction_static ~0.88",
-            encoder_overhead_s=PYTHON_ENGINE_STEP_OVERHEAD_S,
-        ),
-        EngineProfile(
-            id="trtllm", name="TensorRT-LLM", step_overhead_s=CPP_RUNTIME_STEP_OVERHEAD_S,
-            launch_overhead_s_per_kernel=0.0, gpu_memory_fraction=0.90, block_size_tokens=64, max_num_seqs=2048,
-            batching="continuous", chunked_prefill=True, reserve_full_output=True, prefill_chunk_tokens=8192,
-            note="in-flight batching (GUARANTEED_NO_EVICT reserves prompt+output); kv_cache_free_gpu_memory_fraction 0.9",
-            encoder_overhead_s=GRAPH_RUNTIME_OVERHEAD_S,
-        ),
-        EngineProfile(
-            id="tensorrt", name="TensorRT / ONNX Runtime", step_overhead_s=CPP_RUNTIME_STEP_OVERHEAD_S,
-            launch_overhead_s_per_kernel=0.0, gpu_memory_fraction=0.90, block_size_tokens=64, max_num_seqs=256,
-            batching="static", chunked_prefill=False, reserve_full_output=True, prefill_chunk_tokens=16384,
-            note="compiled graph runtime, the usual way to serve encoders (BERT); static batches",
-            encoder_overhead_s=GRAPH_RUNTIME_OVERHEAD_S,
-        ),
-        EngineProfile(
-            id="lmdeploy", name="LMDeploy (TurboMind)", step_overhead_s=CPP_RUNTIME_STEP_OVERHEAD_S,
-            launch_overhead_s_per_kernel=0.0, gpu_memory_fraction=0.80, block_size_tokens=64, max_num_seqs=256,
-            batching="continuous", chunked_prefill=False, reserve_full_output=False, prefill_chunk_tokens=8192,
-            note="persistent batch, blocked KV; cache_max_entry_count 0.8",
-            encoder_overhead_s=GRAPH_RUNTIME_OVERHEAD_S,
-        ),
-        EngineProfile(
-            id="mindie", name="MindIE", step_overhead_s=CPP_RUNTIME_STEP_OVERHEAD_S, launch_overhead_s_per_kernel=0.0,
-            gpu_memory_fraction=0.90, block_size_tokens=128, max_num_seqs=256, batching="continuous",
-            chunked_prefill=False, reserve_full_output=True, prefill_chunk_tokens=8192,
-            note="Ascend MindIE-LLM: continuous batching, 128-token blocks; npuMemSize-style fraction assumed 0.9",
-            encoder_overhead_s=GRAPH_RUNTIME_OVERHEAD_S,
-        ),
-        EngineProfile(
-            id="pytorch", name="plain PyTorch (HF generate)", step_overhead_s=PYTHON_ENGINE_STEP_OVERHEAD_S,
-            launch_overhead_s_per_kernel=EAGER_LAUNCH_OVERHEAD_S_PER_KERNEL, gpu_memory_fraction=0.90,
-            block_size_tokens=1, max_num_seqs=64, batching="static", chunked_prefill=False,
-            reserve_full_output=True, prefill_chunk_tokens=16384,
-            note="static batches, contiguous KV sized for prompt+output, eager kernels",
-        ),
-    )
+#: Old constant names -> shared overhead in ``engines.yaml`` (seconds), kept for older imports.
+_SHARED_OVERHEADS: Final = {
+    "CPP_RUNTIME_STEP_OVERHEAD_S": "cpp-runtime-step",
+    "PYTHON_ENGINE_STEP_OVERHEAD_S": "python-engine-step",
+    "GRAPH_RUNTIME_OVERHEAD_S": "graph-runtime",
+    "EAGER_LAUNCH_OVERHEAD_S_PER_KERNEL": "eager-kernel-launch",
 }
 
-#: Engine names as sources and users spell them -> family id.
-_ENGINE_PATTERNS: Final = (
-    (r"tensorrt[-_ ]?llm|trt[-_ ]?llm", "trtllm"),
-    (r"tensorrt|\btrt\b|onnx|triton", "tensorrt"),
-    (r"sglang", "sglang"),
-    (r"vllm", "vllm"),
-    (r"lmdeploy|turbomind", "lmdeploy"),
-    (r"mindie|mindspore", "mindie"),
-    (r"pytorch|torch|hf|transformers|huggingface|eager", "pytorch"),
-)
 
+def __getattr__(name: str) -> float:
+    if name in _SHARED_OVERHEADS:
+        return default_assumptions().engine_specs.shared_overheads[_SHARED_OVERHEADS[name]].seconds
+    if name == "TRTLLM_XQA_MIN_VERSION":
+        return dict(default_assumptions().engines["trtllm"].min_versions)["gqa_shared_kv_load"]  # type: ignore[return-value]
+    if name == "TRTLLM_CUSTOM_ALLREDUCE_MIN_VERSION":
+        return dict(default_assumptions().engines["trtllm"].min_versions)["custom_allreduce"]  # type: ignore[return-value]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-#: TensorRT-LLM before v0.8 had no XQA kernel: its generation-phase (masked MHA) attention loads
-#: every KV head once per *query* head, so GQA/MQA models read the KV cache n_heads/n_kv_heads
-#: times per decode step. NVIDIA's XQA blog (docs/source/blogs/XQA-kernel.md, "will be included in
-#: the v0.8 releases") measures 2.4x more Llama-70B throughput at 128/2048 tokens once it is on.
-TRTLLM_XQA_MIN_VERSION: Final = (0, 8)
-
-#: TensorRT-LLM before v0.8 all-reduced with NCCL's ring by default (the custom one-/two-shot
-#: all-reduce plugin was opt-in, ``--use_custom_all_reduce``): small messages pay 2·(n-1) link
-#: latencies instead of two.
-TRTLLM_CUSTOM_ALLREDUCE_MIN_VERSION: Final = (0, 8)
 
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -160,13 +63,14 @@ def parse_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(g) for g in m.groups() if g is not None)
 
 
-def default_engine(serving_engines: tuple[str, ...], *, encoder: bool = False) -> str:
+def default_engine(serving_engines: tuple[str, ...], *, encoder: bool = False,
+                   assumptions: Assumptions | None = None) -> str:
     """First engine family the device's ecosystem lists (catalog order), vLLM when none is known;
     for encoders a compiled graph runtime (TensorRT on CUDA devices, MindIE on Ascend)."""
     families = []
     for name in serving_engines:
         try:
-            families.append(engine_profile(name).id)
+            families.append(engine_profile(name, assumptions=assumptions).id)
         except UserInputError:
             continue
     if encoder:
@@ -176,32 +80,14 @@ def default_engine(serving_engines: tuple[str, ...], *, encoder: bool = False) -
     return families[0] if families else "vllm"
 
 
-def engine_profile(name: str | None, *, field: str = "engine") -> EngineProfile:
+def engine_profile(name: str | None, *, field: str = "engine", assumptions: Assumptions | None = None) -> EngineProfile:
     """Engine family for a name as printed (``"TensorRT-LLM v0.6.1"`` -> trtllm); None -> vLLM.
 
     A printed version selects version-specific kernels (TensorRT-LLM < 0.8: no XQA, NCCL ring
-    all-reduce); without a version the current behaviour is assumed.
+    all-reduce; ``min_versions`` in ``engines.yaml``); without a version the current behaviour is
+    assumed. Profiles come from ``assumptions`` (built-in when None).
     """
-    if name is None or not name.strip():
-        return ENGINES["vllm"]
-    key = name.strip().casefold()
-    family = key if key in ENGINES else None
-    if family is None:
-        for pattern, fam in _ENGINE_PATTERNS:
-            if re.search(pattern, key):
-                family = fam
-                break
-    if family is None:
-        raise UserInputError(f"unknown serving engine {name!r}; known families: {', '.join(ENGINES)}", field=field)
-    prof = ENGINES[family]
-    version = parse_version(key)
-    if version is None:
-        return prof
-    changes: dict[str, object] = {"version": version}
-    if family == "trtllm":
-        changes["gqa_shared_kv_load"] = version[:2] >= TRTLLM_XQA_MIN_VERSION
-        changes["custom_allreduce"] = version[:2] >= TRTLLM_CUSTOM_ALLREDUCE_MIN_VERSION
-    return replace(prof, **changes)  # type: ignore[arg-type]
+    return (assumptions or default_assumptions()).engine(name, field=field)
 
 
 # --- memory ------------------------------------------------------------------------------------

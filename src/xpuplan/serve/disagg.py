@@ -6,9 +6,9 @@ Prefill replicas only run prompts; decode replicas only decode. Each pool is siz
   one prompt; TTFT_p = wait_p + s + KV transfer. The largest rate per prefill replica with
   TTFT_p <= the SLO is found by bisection (utilisation below ``MAX_STABLE_UTILISATION``).
 * **KV transfer**: the prompt's KV cache (all layers) moves from the prefill to the decode replica
-  over the scale-out network, every device of the replica sending its shard in parallel, at
-  ``KV_TRANSFER_BW_FRACTION`` of the NIC rate (scale-up link when both pools share a scale-up domain
-  is not assumed).
+  over the scale-out network, every device of the replica sending its shard in parallel: a
+  point-to-point send of the one collective model (``perf.collectives``) at the scale-out link
+  type's achievable bandwidth and latency (sharing a scale-up domain between pools is not assumed).
 * **decode pool**: decode-only steps at concurrency C (context averaging prompt + half the output);
   the largest C with TPOT(C) <= the SLO and within the KV capacity; rate = C / (output_len · TPOT).
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpuplan.errors import InfeasibleError
+from xpuplan.perf.collectives import time_p2p_s
 from xpuplan.perf.links import device_links
 from xpuplan.perf.memory import kv_cache_bytes_per_token
-from xpuplan.serve.comm import link_for
-from xpuplan.serve.constants import KV_TRANSFER_BW_FRACTION, MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
+from xpuplan.serve.constants import MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
 from xpuplan.serve.estimate import time_prefill_s
 from xpuplan.serve.kv import max_concurrent_sequences, memory_plan, require_fit
 from xpuplan.serve.replica import Replica, step_time
@@ -62,16 +62,12 @@ class DisaggEstimate:
 
 
 def time_kv_transfer_s(rep: Replica, input_len: float) -> float:
-    """Seconds to move one prompt's KV cache from a prefill to a decode replica (module doc): over
-    each device's scale-out NIC in parallel, else (no NIC in the catalog) the device's host link."""
+    """Seconds to move one prompt's KV cache from a prefill to a decode replica (module doc): one
+    point-to-point send per device over its scale-out link (``perf.collectives.time_p2p_s``, the
+    link type's achievable bandwidth and latency), all devices in parallel."""
     total = kv_cache_bytes_per_token(rep.model, rep.precision.kv_dtype) * input_len
-    if rep.device.scale_out_bandwidth:
-        bw = rep.device.scale_out_bandwidth * KV_TRANSFER_BW_FRACTION
-        lat = device_links(rep.device, rep.eff).scale_out.latency_s
-    else:
-        link = link_for(rep.device, rep.eff, rep.device.scale_up_domain + 1)
-        bw, lat = link.bandwidth_bytes_per_s, link.latency_s
-    return lat + total / (bw * rep.n_devices)
+    out = device_links(rep.device, rep.eff).scale_out
+    return float(time_p2p_s(total / rep.n_devices, out.bus_bw, out.latency_s))
 
 
 def prefill_pool_rate(rep: Replica, input_len: float, slo: SLO, kv_transfer_s: float,

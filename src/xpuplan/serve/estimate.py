@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from xpuplan.errors import UserInputError
+from xpuplan.serve import validity
 from xpuplan.serve.kv import MemoryPlan, max_concurrent_sequences, memory_plan, require_fit
 from xpuplan.serve.replica import Replica, StepTime, step_time
+from xpuplan.workload.vocabulary import BatchingMode
 
-Mode = Literal["static", "continuous"]
+Mode = BatchingMode  # the serving vocabulary (workload.vocabulary)
 
 #: Decode steps sampled to integrate the step time over a growing context (the step time is
 #: piecewise linear in the context, so a few points integrate it exactly enough).
@@ -102,12 +104,7 @@ class ServingEstimate:
 
 
 def _check_lengths(input_len: int, output_len: int, batch: int) -> None:
-    if input_len is None or input_len < 1:
-        raise UserInputError(f"--in must be positive (got {input_len})", field="input_len")
-    if output_len is None or output_len < 1:
-        raise UserInputError(f"--out must be positive (got {output_len})", field="output_len")
-    if batch is None or batch < 1:
-        raise UserInputError(f"--batch must be positive (got {batch})", field="batch")
+    validity.check_request(input_len, output_len, batch)
 
 
 def time_prefill_s(rep: Replica, n_prompts: int, prompt_len: int) -> tuple[float, StepTime]:
@@ -267,7 +264,8 @@ def estimate(rep: Replica, input_len: int, output_len: int, batch: int, *, mode:
         return estimate_static(rep, input_len, output_len, batch, check_memory=check_memory)
     if mode == "continuous":
         return estimate_continuous(rep, input_len, output_len, batch, check_memory=check_memory)
-    raise UserInputError(f"mode must be static or continuous (got {mode!r})", field="mode")
+    validity.check_batching(mode)
+    raise AssertionError("unreachable")
 
 
 def max_batch(rep: Replica, input_len: int, output_len: int, *, mode: Mode | None = None) -> int:

@@ -14,12 +14,10 @@ from dataclasses import asdict, dataclass
 
 from xpuplan.errors import InfeasibleError
 from xpuplan.perf.memory import (
-    inference_activation_bytes,
-    inference_weight_bytes,
-    kv_cache_bytes_per_token,
-    params_per_device,
+    inference_activation_bytes_per_device,
+    inference_weight_bytes_per_device,
 )
-from xpuplan.perf.params import param_breakdown
+from xpuplan.perf.memory import kv_bytes_per_token_per_device as _kv_per_device
 from xpuplan.serve.constants import SERVING_WORKSPACE_BYTES
 from xpuplan.serve.replica import Replica
 from xpuplan.units import GB
@@ -58,23 +56,13 @@ class MemoryPlan:
 
 
 def weight_bytes_per_device(rep: Replica) -> float:
-    """Weight bytes on the busiest device: the serving checkpoint's bytes (quantised body, 16-bit
-    embeddings/head for 8/4-bit schemes) times that device's share of the parameters."""
-    m = rep.model
-    total_bytes = inference_weight_bytes(m, rep.precision.weight_dtype)
-    dev = params_per_device(m, tp=rep.tp, pp=rep.pp, ep=rep.ep, etp=rep.tp if rep.ep > 1 else 1)
-    if rep.ep == 1 and m.moe is not None:
-        share = (dev.dense + dev.expert / rep.tp) / param_breakdown(m).total  # experts split over TP
-    else:
-        share = dev.total / param_breakdown(m).total
-    return total_bytes * share
+    """Weight bytes on the busiest device (``perf.memory.inference_weight_bytes_per_device``)."""
+    return inference_weight_bytes_per_device(rep.model, rep.precision.weight_dtype, tp=rep.tp, pp=rep.pp, ep=rep.ep)
 
 
 def kv_bytes_per_token_per_device(rep: Replica) -> float:
-    m = rep.model
-    per_tok = kv_cache_bytes_per_token(m, rep.precision.kv_dtype)
-    split = rep.pp if m.mla is not None else rep.pp * min(rep.tp, m.kv_heads)
-    return per_tok / split
+    """KV bytes per token on one device (``perf.memory.kv_bytes_per_token_per_device``)."""
+    return _kv_per_device(rep.model, rep.precision.kv_dtype, tp=rep.tp, pp=rep.pp)
 
 
 def memory_plan(rep: Replica, *, tokens_per_forward: int | None = None) -> MemoryPlan:
@@ -84,7 +72,7 @@ def memory_plan(rep: Replica, *, tokens_per_forward: int | None = None) -> Memor
     usable = dev_bytes * rep.memory_fraction
     w = weight_bytes_per_device(rep)
     tok = tokens_per_forward or rep.engine.prefill_chunk_tokens
-    acts = inference_activation_bytes(rep.model, max(1, math.ceil(tok / rep.ep))) / rep.tp
+    acts = inference_activation_bytes_per_device(rep.model, tok, tp=rep.tp, ep=rep.ep)
     budget = usable - w - SERVING_WORKSPACE_BYTES - acts
     kv_tok = kv_bytes_per_token_per_device(rep)
     if kv_tok > 0:

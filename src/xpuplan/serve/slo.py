@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.serve import validity
 from xpuplan.serve.constants import DEFAULT_SLO_PERCENTILE, MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
 from xpuplan.serve.estimate import continuous_step, kv_tokens_per_sequence, time_prefill_s
 from xpuplan.serve.kv import max_concurrent_sequences, memory_plan, require_fit
@@ -42,8 +43,8 @@ class SLO:
 
     def __post_init__(self) -> None:
         for name, v in (("ttft", self.ttft_s), ("tpot", self.tpot_s)):
-            if v is not None and v <= 0:
-                raise UserInputError(f"--{name}-ms must be positive (got {v * 1e3:g})", field=f"{name}_ms")
+            if v is not None:
+                validity.positive_rate(f"{name}_ms", v, shown=f"{v * 1e3:g}")
         if not 0 < self.percentile < 100:
             raise UserInputError(f"percentile must be in (0, 100) (got {self.percentile})", field="percentile")
 
@@ -119,8 +120,7 @@ def load_point(rep: Replica, input_len: float, output_len: float, arrival_rate: 
     over capacity (prefill utilisation >= MAX_STABLE_UTILISATION or more sequences than the KV cache
     holds). ``ttft_input_len``: prompt length whose prefill sets the TTFT percentile (default the
     mean length; a length distribution passes its percentile)."""
-    if arrival_rate <= 0:
-        raise UserInputError(f"arrival rate must be positive (got {arrival_rate})", field="qps")
+    validity.positive_rate("qps", arrival_rate)
     if max_concurrency is None:
         plan = memory_plan(rep)
         max_concurrency = max_concurrent_sequences(rep, plan, kv_tokens_per_sequence(rep, input_len, output_len))
@@ -211,8 +211,8 @@ def throughput_at_slo(rep: Replica, input_len: float, output_len: float, slo: SL
                       ttft_input_len: float | None = None) -> SLOResult:
     """Largest Poisson arrival rate (requests/s) one replica serves with TTFT_p <= ``slo.ttft_s`` and
     TPOT <= ``slo.tpot_s``. InfeasibleError (with reasons) when even a trickle misses the SLO."""
-    if input_len <= 0 or output_len <= 0:
-        raise UserInputError("--in and --out must be positive", field="input_len" if input_len <= 0 else "output_len")
+    validity.positive_length("input_len", input_len)
+    validity.positive_length("output_len", output_len)
     plan = memory_plan(rep)
     kv_tok = kv_tokens_per_sequence(rep, input_len, output_len)
     require_fit(rep, plan, kv_tok, 1)

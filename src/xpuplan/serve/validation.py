@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from xpuplan.catalog import load_catalog
+from xpuplan.catalog.assumptions import Assumptions
 from xpuplan.errors import UserInputError
 from xpuplan.models import get_model
 from xpuplan.models.arch import ModelArch, MoEConfig
@@ -58,15 +59,16 @@ def model_from_row(row: ValidationRow) -> ModelArch:
     )
 
 
-def predict(row: ValidationRow) -> Prediction:
-    """Predict the row's metric (see module docstring); ``Prediction.cannot`` with the reason otherwise."""
+def predict(row: ValidationRow, assumptions: Assumptions | None = None) -> Prediction:
+    """Predict the row's metric (see module docstring); ``Prediction.cannot`` with the reason otherwise.
+    ``assumptions``: the bundle the replica is built with (None: the built-in defaults)."""
     if row.metric not in METRICS:
         return Prediction.cannot(f"metric {row.metric!r} is not an inference metric the planner predicts")
     model = model_from_row(row)
     device = load_catalog().get(row.hardware)
     tp, pp, ep = row.get("tp") or 1, row.get("pp") or 1, row.get("ep") or 1
     rep = make_replica(model, device, tp=tp, pp=pp, ep=ep, dtype=row.get("weight_dtype") or row.precision,
-                       kv_dtype=row.get("kv_dtype"), engine=row.get("engine"))
+                       kv_dtype=row.get("kv_dtype"), engine=row.get("engine"), assumptions=assumptions)
     if row.n_devices % rep.n_devices:
         return Prediction.cannot(f"n_devices ({row.n_devices}) is not a multiple of tp·pp·ep ({rep.n_devices})")
     replicas = row.n_devices // rep.n_devices

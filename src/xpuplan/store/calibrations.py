@@ -1,50 +1,53 @@
-"""Calibration profiles: fitted efficiency parameters per catalog device.
+"""Calibration profiles as stored: fitted efficiency parameters per catalog device, raw.
 
-:func:`latest_profile` is what the planners call (through ``xpuplan.calibration``) on every
-run, so it is cheap and cannot fail: no database file -> None without importing SQLAlchemy
-and without creating anything; any database or data problem -> None (logged).
+The store only persists and returns rows; turning a row into the efficiency a planner uses
+(laying it over the assumptions' defaults) is :mod:`xpuplan.calibrate.profile`'s job.
+:func:`latest_calibration_row` is what jobs call (through ``xpuplan.calibrate``) before a run, so it
+is cheap and cannot fail: no database file -> None without importing SQLAlchemy and without
+creating anything; any database or data problem -> None (logged).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from xpuplan.perf.efficiency import Efficiency
 from xpuplan.store.paths import db_url_or_default, is_sqlite, sqlite_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Engine
 
+    from xpuplan.catalog.efficiency import Efficiency
     from xpuplan.store.engine import Store
     from xpuplan.store.models import Calibration
 
 log = logging.getLogger(__name__)
 
 
-def profile_from_stored(device_id: str, stored: dict[str, Any], source: str) -> Efficiency:
-    """Stored fitted values laid over today's defaults for the device.
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One stored calibration, as stored: ``efficiency`` is the raw mapping of fitted values."""
 
-    Only fields ``Efficiency`` still has are taken, so a profile saved by an older xpuplan keeps
-    working when parameters are added.
-    """
-    from xpuplan.catalog import load_catalog
-    from xpuplan.perf.efficiency import efficiency_for
-
-    base = efficiency_for(load_catalog().get(device_id))
-    known = {k: v for k, v in stored.items() if k in Efficiency.model_fields and k != "source"}
-    return base.merged(known, source)
+    id: int
+    device_id: str
+    created_at: str
+    run_ids: tuple[Any, ...]
+    efficiency: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
 
-def profile_source(cal_id: int, device_id: str, created: str, run_ids: list[Any]) -> str:
+def profile_source(cal_id: int, device_id: str, created: str, run_ids: list[Any] | tuple[Any, ...]) -> str:
+    """Provenance label of a stored profile: ``calibration:#12 for <device> (<when>, runs 3,4)``."""
     runs = ",".join(str(r) for r in run_ids) or "-"
-    return f"calibration #{cal_id} for {device_id} ({created[:19]}, runs {runs})"
+    return f"calibration:#{cal_id} for {device_id} ({created[:19]}, runs {runs})"
 
 
-#: Seconds a planner waits for a database server before going on without a profile.
+#: Seconds a look-up waits for a database server before going on without a profile.
 CONNECT_TIMEOUT_S = 3
-#: Stores that failed in this process: not retried (a planner may ask for many devices).
+#: Stores that failed in this process: not retried (a job may ask for many devices).
 _FAILED: set[str] = set()
 
 
@@ -58,11 +61,11 @@ def _engine(url: str) -> Engine:
     return create_engine(url, connect_args=connect_args)
 
 
-def latest_profile(device_id: str, db_url: str | None = None) -> Efficiency | None:
-    """The newest calibration profile stored for ``device_id``, or None.
+def latest_calibration_row(device_id: str, db_url: str | None = None) -> CalibrationRow | None:
+    """The newest calibration stored for ``device_id``, raw, or None.
 
     Returns None at once when the store is a SQLite file that does not exist; never creates a
-    database; any error reading it is logged and gives None (a planner must not break because a
+    database; any error reading it is logged and gives None (a run must not break because a
     calibration database is unreadable).
     """
     url = db_url_or_default(db_url)
@@ -78,21 +81,20 @@ def latest_profile(device_id: str, db_url: str | None = None) -> Efficiency | No
         with _engine(url).connect() as conn:
             row = conn.execute(
                 text(
-                    "SELECT id, efficiency, created_at, run_ids FROM calibrations WHERE device_id = :d "
+                    "SELECT id, efficiency, created_at, run_ids, note FROM calibrations WHERE device_id = :d "
                     "ORDER BY created_at DESC, id DESC LIMIT 1"
                 ),
                 {"d": device_id},
             ).first()
         if row is None:
             return None
-        import json
-
         eff = row[1] if isinstance(row[1], dict) else json.loads(row[1])
         run_ids = row[3] if isinstance(row[3], list) else json.loads(row[3] or "[]")
-        return profile_from_stored(device_id, eff, profile_source(int(row[0]), device_id, str(row[2]), run_ids))
-    except Exception as exc:  # noqa: BLE001 - a broken store must never break a planner
+        return CalibrationRow(id=int(row[0]), device_id=device_id, created_at=str(row[2]), run_ids=tuple(run_ids),
+                              efficiency=dict(eff), note=row[4])
+    except Exception as exc:  # noqa: BLE001 - a broken store must never break a run
         _FAILED.add(url)
-        log.warning("ignoring the calibration store %s (%s); planners use default efficiencies",
+        log.warning("ignoring the calibration store %s (%s); runs use default efficiencies",
                     url, str(exc).splitlines()[0][:200])
         return None
 

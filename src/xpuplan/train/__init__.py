@@ -1,12 +1,13 @@
 """Training planner: parallel plans, clusters, the step-time model, search, launch arguments.
 
-``estimate(model, cluster, plan, job)`` predicts one plan; ``search(model, cluster, job)`` ranks
+``estimate(model, cluster, plan, job)`` predicts one plan; ``search_plans(model, cluster, job)`` ranks
 every valid plan; ``emit_launch(...)`` turns a plan into framework arguments.
 """
 
 from xpuplan.train.cluster import Cluster, Link
 from xpuplan.train.emit import FRAMEWORKS, emit_launch
 from xpuplan.train.estimate import MemoryBreakdown, StepBreakdown, TrainEstimate, estimate
+from xpuplan.train.fit import TrainingFit, training_fit
 from xpuplan.train.plan import ParallelPlan, PlanIssue, check_plan, make_plan, plan_issues
 from xpuplan.train.search import (
     ParetoPoint,
@@ -15,7 +16,7 @@ from xpuplan.train.search import (
     devices_to_fit,
     enumerate_plans,
     min_devices_for_states,
-    search,
+    search_plans,
 )
 from xpuplan.train.step import PlanArrays, StepModel, pipeline_bubble_fraction
 
@@ -33,6 +34,7 @@ __all__ = [
     "StepBreakdown",
     "StepModel",
     "TrainEstimate",
+    "TrainingFit",
     "check_plan",
     "devices_to_fit",
     "emit_launch",
@@ -42,5 +44,6 @@ __all__ = [
     "min_devices_for_states",
     "pipeline_bubble_fraction",
     "plan_issues",
-    "search",
+    "search_plans",
+    "training_fit",
 ]

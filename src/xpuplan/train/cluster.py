@@ -2,21 +2,21 @@
 
 Defaults come from the catalog: the device's scale-up domain (NVLink/NVSwitch island, HCCS board,
 xGMI mesh, NVL72 rack, TPU ICI slice), its scale-up bandwidth per direction, its scale-out NIC per
-device, and the link types' achievable bus-bandwidth fractions and latencies
-(:data:`xpuplan.perf.collectives.LINK_TYPES`). Every field can be overridden. PCIe-only cards get
-a PCIe "scale-up" link inside a server of :data:`PCIE_SERVER_DEVICES` cards.
+device; efficiencies and the link types' achievable bus-bandwidth fractions and latencies come
+from an explicit :class:`~xpuplan.catalog.assumptions.Assumptions` bundle (built-in when None;
+never read from the environment or the calibration store here). Every field can be overridden.
+PCIe-only cards get a PCIe "scale-up" link inside a server of :data:`PCIE_SERVER_DEVICES` cards.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from xpuplan import units
-from xpuplan.calibration import resolve_efficiency
 from xpuplan.catalog import Device, load_catalog
+from xpuplan.catalog.assumptions import Assumptions, default_assumptions
+from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.errors import UserInputError
-from xpuplan.perf.collectives import LINK_TYPES
-from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.links import (
     DEFAULT_PCIE_BYTES_PER_S,
     DEFAULT_SCALE_OUT_BYTES_PER_S,
@@ -59,6 +59,9 @@ class Cluster:
     scale_out: Link
     efficiency: Efficiency
     hint: str = ""
+    #: The bundle the cluster was built with (None: the built-in defaults); later stages (state
+    #: recipes, power) read their assumptions from it. Not part of equality or hashing.
+    assumptions: Assumptions | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.n_devices < 1:
@@ -89,20 +92,23 @@ class Cluster:
         scale_out_latency_us: float | None = None,
         topology: Topology | None = None,
         efficiency: Efficiency | None = None,
+        assumptions: Assumptions | None = None,
     ) -> Cluster:
         """A cluster of ``n_devices`` catalog devices; any keyword overrides the catalog default.
 
         Bandwidths are per direction per device (scale-up in GB/s, scale-out in Gbit/s, as
-        vendors print them); latencies in microseconds.
+        vendors print them); latencies in microseconds. ``efficiency`` (else
+        ``assumptions.efficiency(device)``) and the link types come from ``assumptions``
+        (``None``: the built-in :func:`~xpuplan.catalog.assumptions.default_assumptions`).
         """
+        a = assumptions or default_assumptions()
         dev = load_catalog().get(device) if isinstance(device, str) else device
-        eff = efficiency or resolve_efficiency(dev)
+        eff = efficiency or a.efficiency(dev)
         up_kind = scale_up_kind or _scale_up_kind(dev)
         out_kind = scale_out_kind or _scale_out_kind(dev)
-        for field, kind in (("scale_up_kind", up_kind), ("scale_out_kind", out_kind)):
-            if kind not in LINK_TYPES:
-                raise UserInputError(f"unknown link type {kind!r}; known: {', '.join(LINK_TYPES)}", field=field)
-        links = device_links(dev, eff, up_kind=up_kind, out_kind=out_kind)
+        for name, kind in (("scale_up_kind", up_kind), ("scale_out_kind", out_kind)):
+            a.link_type(kind, field=name)  # UserInputError naming the field for an unknown link type
+        links = device_links(dev, eff, up_kind=up_kind, out_kind=out_kind, assumptions=a)
         up_kind = links.scale_up.kind
         up_bw, dom, topo = links.scale_up.bandwidth, links.domain_size, links.topology
         if scale_up_gb_per_s is not None:
@@ -128,6 +134,7 @@ class Cluster:
             scale_out=Link(out_kind, out_bw, out_frac, out_lat),
             efficiency=eff,
             hint=hint,
+            assumptions=a,
         )
 
     def with_devices(self, n_devices: int) -> Cluster:

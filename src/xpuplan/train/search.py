@@ -23,10 +23,10 @@ from typing import Any, Final
 import numpy as np
 
 from xpuplan import units
-from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
+from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.estimate import TrainEstimate, estimate_from_arrays
 from xpuplan.train.plan import PRECISIONS, RECOMPUTE_MODES, ZERO_STAGES
@@ -71,14 +71,11 @@ class SearchSpace:
 
     def __post_init__(self) -> None:
         for p in self.precision:
-            if p not in PRECISIONS:
-                raise UserInputError(f"precision must be one of {', '.join(PRECISIONS)} (got {p!r})", field="precision")
+            validity.check_precision(p)
         for r in self.recompute or ():
-            if r not in RECOMPUTE_MODES:
-                raise UserInputError(f"recompute must be none, selective or full (got {r!r})", field="recompute")
+            validity.check_recompute(r)
         for z in self.zero_stage or ():
-            if z not in ZERO_STAGES:
-                raise UserInputError(f"zero_stage must be 0-3 (got {z!r})", field="zero_stage")
+            validity.check_zero_stage(z)
 
 
 def _divisors(n: int) -> list[int]:
@@ -218,7 +215,7 @@ class SearchResult:
 Progress = Callable[[int, int], None]
 
 
-def search(
+def search_plans(
     model: ModelArch,
     cluster: Cluster,
     job: TrainingJob | None = None,
@@ -237,11 +234,10 @@ def search(
     memory our model overestimates); the result still flags them.
     """
     job = job or TrainingJob()
-    if top < 1:
-        raise UserInputError("top must be >= 1", field="top")
+    validity.check_top(top)
+    if device_counts:
+        validity.check_device_counts(list(device_counts))
     counts = tuple(sorted(set(device_counts))) if device_counts else (cluster.n_devices,)
-    if any(c < 1 for c in counts):
-        raise UserInputError("device counts must be positive", field="devices")
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
     t0 = time.perf_counter()
     evaluated = feasible = 0
@@ -296,6 +292,11 @@ def search(
     )
 
 
+#: Former name of :func:`search_plans`, kept for callers importing it from this module
+#: (``xpuplan.train`` itself no longer exports it, so ``xpuplan.train.search`` is the module).
+search = search_plans
+
+
 def _pareto(best: list[TrainEstimate]) -> tuple[ParetoPoint, ...]:
     """Device counts whose best plan is faster than every smaller count's best."""
     out: list[ParetoPoint] = []
@@ -333,7 +334,7 @@ def devices_to_fit(
         n *= 2
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
     while n <= max_devices:
-        res = search(model, cluster.with_devices(n), job, space=space, top=1, step_model=sm)
+        res = search_plans(model, cluster.with_devices(n), job, space=space, top=1, step_model=sm)
         if res.best is not None:
             return res.best
         n *= 2

@@ -30,8 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xpuplan.datafile import load_file
 from xpuplan.errors import UserInputError
-
-Method = Literal["full", "lora", "qlora"]
+from xpuplan.workload.vocabulary import Kernels, Method, Recompute, TrainPrecision
 
 #: Tokens per optimizer step when the user gives none, for pre-training: ~4M tokens (2**22), the
 #: batch LLaMA, Llama 2 and (at 3.2M) GPT-3 175B used.
@@ -71,7 +70,7 @@ class TrainingJob(_Strict):
         description="fused (Flash) attention kernels; False = unfused softmax materialising the s x s scores "
         "(Megatron-LM before 2023)",
     )
-    kernels: Literal["fused", "eager"] = Field(
+    kernels: Kernels = Field(
         default="fused",
         description="fused elementwise kernels (Megatron-LM/Transformer Engine, torch.compile) or eager PyTorch "
         "(one kernel per op: HF model code under FSDP/DeepSpeed/PEFT)",
@@ -123,9 +122,9 @@ class PlanIn(_Strict):
     ep: int | None = Field(default=None, ge=1)
     sp: bool | None = None
     zero_stage: int | None = Field(default=None, ge=0, le=3)
-    recompute: Literal["none", "selective", "full"] | None = None
+    recompute: Recompute | None = None
     micro_batch: int | None = Field(default=None, ge=1)
-    precision: Literal["bf16", "fp16", "fp8"] | None = None
+    precision: TrainPrecision | None = None
 
 
 class ClusterIn(_Strict):

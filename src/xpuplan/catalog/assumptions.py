@@ -1,0 +1,777 @@
+"""``Assumptions``: every modelling assumption a planner uses, as one explicit, frozen input.
+
+A planner's result depends on the model, the plan, the hardware and the assumptions; this module
+is the last of these. An :class:`Assumptions` bundle holds
+
+* achievable **efficiency** per op class (``efficiency.yaml``: defaults <- hardware family <- device),
+  plus calibration profiles handed in by ``xpuplan.calibrate`` and the user's own overrides;
+* **link types** (``link_types.yaml``): achievable collective bus bandwidth and latency per kind of
+  interconnect;
+* **serving-engine profiles** (``engines.yaml``): host overheads, memory and scheduling defaults;
+* **training-state recipes** (``state_recipes.yaml``): bytes per parameter by role;
+* the default **comparison set** of devices (``comparison_set.yaml``).
+
+Every resolved value says where it came from: ``defaults`` (the package data files),
+``family:<name>``, ``device:<id>``, ``calibration:#<id> ...`` or ``user override``.
+
+:func:`default_assumptions` is built from the package data files only (cached; no environment,
+no store). :func:`load_assumptions` is the one entry point that reads ``$XPUPLAN_ASSUMPTIONS_PATH``
+(files of overrides, see ``docs/assumptions.md``); jobs and front ends call it, planners never do:
+they take ``assumptions=`` as an argument (``None`` means :func:`default_assumptions`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from xpuplan import units
+from xpuplan.catalog.device import Device
+from xpuplan.catalog.efficiency import (
+    EFFICIENCY_FIELDS,
+    Efficiency,
+    EfficiencyFile,
+    EfficiencyOverrides,
+    FamilyRule,
+)
+from xpuplan.datafile import Path_t, format_loc, line_for, load_model, parse_text, read_text
+from xpuplan.errors import UserInputError
+from xpuplan.registry import normalise_alias
+
+__all__ = [
+    "ENV_ASSUMPTIONS_PATH",
+    "Assumptions",
+    "Efficiency",
+    "EngineProfile",
+    "LazyMapping",
+    "LinkType",
+    "StateRecipe",
+    "build_assumptions",
+    "default_assumptions",
+    "load_assumptions",
+]
+
+#: Directory of the built-in assumption files.
+DATA_DIR: Final = Path(__file__).parent / "data"
+#: The built-in files, by section.
+FILES: Final = {
+    "efficiency": "efficiency.yaml",
+    "link_types": "link_types.yaml",
+    "engines": "engines.yaml",
+    "state_recipes": "state_recipes.yaml",
+    "comparison_set": "comparison_set.yaml",
+}
+#: Environment variable naming files of user overrides (``os.pathsep``-separated). Read only by
+#: :func:`load_assumptions`.
+ENV_ASSUMPTIONS_PATH: Final = "XPUPLAN_ASSUMPTIONS_PATH"
+#: Provenance label of values the user set.
+USER_OVERRIDE: Final = "user override"
+#: Provenance label of the link fields of an efficiency that the link type decides.
+LINK_TYPE_SOURCE: Final = "link type"
+
+SourceLabel = str
+BatchingMode = Literal["continuous", "static"]
+EngineFeature = Literal["gqa_shared_kv_load", "custom_allreduce"]
+
+
+# =================================================================================================
+# Runtime types: what planners read
+# =================================================================================================
+@dataclass(frozen=True)
+class LinkType:
+    """Achievable collective performance of one kind of link.
+
+    ``bus_bw_fraction``: nccl-tests bus bandwidth for large messages over the link's peak per
+    direction per device. ``latency_s``: per-step latency alpha (seconds).
+    """
+
+    name: str
+    bus_bw_fraction: float
+    latency_s: float
+    description: str
+    source: SourceLabel = "defaults"
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """What a serving-engine family adds on top of the hardware roofline.
+
+    ``step_overhead_s`` is the host-side cost of one engine iteration that the GPU does not hide:
+    scheduling, input preparation, sampling and detokenisation hand-off, Python (vLLM/SGLang) or
+    C++ (TensorRT-LLM, TurboMind, MindIE) runtime. ``launch_overhead_s_per_kernel`` is extra
+    per-kernel dispatch cost on top of the device's ``kernel_overhead_s`` where the engine runs
+    eager kernels without graphs (plain PyTorch). ``min_versions``: (feature, first version with
+    it); a printed older version is modelled without the feature.
+    """
+
+    id: str
+    name: str
+    step_overhead_s: float
+    launch_overhead_s_per_kernel: float
+    gpu_memory_fraction: float
+    block_size_tokens: int
+    max_num_seqs: int
+    batching: BatchingMode
+    chunked_prefill: bool
+    reserve_full_output: bool
+    prefill_chunk_tokens: int
+    note: str
+    encoder_overhead_s: float = 0.0
+    gqa_shared_kv_load: bool = True
+    custom_allreduce: bool = True
+    version: tuple[int, ...] | None = None
+    min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
+    source: SourceLabel = "defaults"
+
+
+@dataclass(frozen=True)
+class StateRecipe:
+    """Bytes per parameter kept for training, by role."""
+
+    name: str
+    weights: float
+    grads: float
+    master: float
+    optimizer: float
+    description: str
+    source: SourceLabel = "defaults"
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.master + self.optimizer
+
+
+# =================================================================================================
+# File schemas (units in the keys, converted once when the runtime objects are built)
+# =================================================================================================
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LinkTypeSpec(_Strict):
+    """One entry of ``link_types.yaml``."""
+
+    bus_bw_fraction: float = Field(gt=0, le=1, description="large-message bus bandwidth / link peak per direction")
+    latency_us: float = Field(ge=0, description="per-step latency alpha, microseconds")
+    description: str = Field(min_length=1, description="what the figure rests on (benchmark, source)")
+
+
+class LinkTypesFile(_Strict):
+    schema_version: int
+    link_types: dict[str, LinkTypeSpec] = Field(min_length=1)
+
+
+class SharedOverhead(_Strict):
+    """A named host overhead several engines share (``value_ms`` or ``value_us``)."""
+
+    value_ms: float | None = Field(default=None, ge=0)
+    value_us: float | None = Field(default=None, ge=0)
+    kind: Literal["fitted", "assumption", "measured"]
+    note: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_value(self) -> SharedOverhead:
+        if (self.value_ms is None) == (self.value_us is None):
+            raise ValueError("give exactly one of value_ms and value_us")
+        return self
+
+    @property
+    def seconds(self) -> float:
+        return self.value_ms * units.MS if self.value_ms is not None else float(self.value_us or 0.0) * units.US
+
+
+_NonNeg = Annotated[float, Field(ge=0)]
+
+
+class EngineSpec(_Strict):
+    """One entry of ``engines.yaml``; overheads are a number (in the key's unit) or a shared name."""
+
+    name: str = Field(min_length=1)
+    step_overhead_ms: _NonNeg | str
+    encoder_overhead_ms: _NonNeg | str = 0.0
+    launch_overhead_us_per_kernel: _NonNeg | str = 0.0
+    gpu_memory_fraction: float = Field(gt=0, le=1)
+    block_size_tokens: int = Field(ge=1)
+    max_num_seqs: int = Field(ge=1)
+    batching: BatchingMode
+    chunked_prefill: bool
+    reserve_full_output: bool
+    prefill_chunk_tokens: int = Field(ge=1)
+    note: str = Field(min_length=1)
+    gqa_shared_kv_load: bool = True
+    custom_allreduce: bool = True
+    min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
+
+    @field_validator("min_versions")
+    @classmethod
+    def _versions(cls, v: dict[str, str]) -> dict[str, str]:
+        for feature, text in v.items():
+            if not re.fullmatch(r"\d+(\.\d+)*", text.strip()):
+                raise ValueError(f"{feature}: version must look like 0.8 (got {text!r})")
+        return v
+
+
+class NamePattern(_Strict):
+    pattern: str = Field(min_length=1)
+    engine: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return v
+
+
+class EnginesFile(_Strict):
+    schema_version: int
+    shared_overheads: dict[str, SharedOverhead] = Field(default_factory=dict)
+    engines: dict[str, EngineSpec] = Field(min_length=1)
+    name_patterns: list[NamePattern] = Field(default_factory=list)
+    default_engine: str = "vllm"
+
+    @model_validator(mode="after")
+    def _references(self) -> EnginesFile:
+        for eid, spec in self.engines.items():
+            for key in ("step_overhead_ms", "encoder_overhead_ms", "launch_overhead_us_per_kernel"):
+                ref = getattr(spec, key)
+                if isinstance(ref, str) and ref not in self.shared_overheads:
+                    raise ValueError(f"engines.{eid}.{key}: unknown shared overhead {ref!r}; "
+                                     f"known: {', '.join(self.shared_overheads) or '(none)'}")
+        for i, p in enumerate(self.name_patterns):
+            if p.engine not in self.engines:
+                raise ValueError(f"name_patterns[{i}]: unknown engine {p.engine!r}")
+        if self.default_engine not in self.engines:
+            raise ValueError(f"default_engine: unknown engine {self.default_engine!r}")
+        return self
+
+
+class StateRecipeSpec(_Strict):
+    """One entry of ``state_recipes.yaml`` (bytes per parameter)."""
+
+    weights_bytes_per_param: float = Field(ge=0)
+    grads_bytes_per_param: float = Field(ge=0)
+    master_bytes_per_param: float = Field(ge=0)
+    optimizer_bytes_per_param: float = Field(ge=0)
+    description: str = Field(min_length=1)
+
+
+class StateRecipesFile(_Strict):
+    schema_version: int
+    state_recipes: dict[str, StateRecipeSpec] = Field(min_length=1)
+
+
+class ComparisonSetFile(_Strict):
+    schema_version: int
+    note: str | None = None
+    devices: list[str] = Field(min_length=1)
+
+
+class EfficiencyOverridesSection(_Strict):
+    """``efficiency:`` of an overrides file: changes to the defaults, family rules and devices."""
+
+    defaults: EfficiencyOverrides | None = None
+    families: dict[str, FamilyRule] = Field(default_factory=dict)
+    devices: dict[str, EfficiencyOverrides] = Field(default_factory=dict)
+
+
+class AssumptionOverrides(_Strict):
+    """An overrides file / mapping. Entries of link types, engines and recipes are partial: the
+    fields given replace the built-in ones (a new name needs every field)."""
+
+    schema_version: int | None = None
+    efficiency: EfficiencyOverridesSection | None = None
+    link_types: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    engines: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    state_recipes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    comparison_set: list[str] | None = Field(default=None, min_length=1)
+
+
+# =================================================================================================
+# Read-only views (the old module-level tables)
+# =================================================================================================
+V = TypeVar("V")
+
+
+class LazyMapping(Mapping[str, V]):
+    """A read-only mapping built on first use (keeps imports free of file parsing)."""
+
+    def __init__(self, build: Callable[[], Mapping[str, V]]) -> None:
+        self._build = build
+
+    def _data(self) -> Mapping[str, V]:
+        return self._build()
+
+    def __getitem__(self, key: str) -> V:
+        return self._data()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+    def __repr__(self) -> str:
+        return f"LazyMapping({dict(self._data())!r})"
+
+
+# =================================================================================================
+# The bundle
+# =================================================================================================
+def _parse_version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.strip().split("."))
+
+
+def _device_keys(device: Device) -> set[str]:
+    return {normalise_alias(n) for n in (device.id, *device.aliases)}
+
+
+class Assumptions(BaseModel):
+    """Every assumption a planner uses, with where each value came from. Frozen: derive a changed
+    bundle with :meth:`with_calibration` or :meth:`with_overrides`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    efficiency_layers: EfficiencyFile = Field(description="defaults, family rules and device entries")
+    link_type_specs: dict[str, LinkTypeSpec]
+    engine_specs: EnginesFile
+    state_recipe_specs: dict[str, StateRecipeSpec]
+    comparison_set: tuple[str, ...]
+    comparison_set_note: str | None = None
+    calibrations: dict[str, Efficiency] = Field(default_factory=dict, description="device id -> calibration profile")
+    user_device_efficiency: dict[str, EfficiencyOverrides] = Field(
+        default_factory=dict, description="user's per-device efficiency values (applied above calibration)"
+    )
+    overridden: dict[str, str] = Field(
+        default_factory=dict, description="dotted path of each value the user set -> its provenance label"
+    )
+    files: tuple[str, ...] = Field(default=(), description="files these assumptions were read from")
+
+    # -- efficiency ----------------------------------------------------------------------------
+    @cached_property
+    def _eff_cache(self) -> dict[tuple[str, str, str], tuple[Efficiency, dict[str, str]]]:
+        return {}
+
+    def _label(self, path: str, default: str) -> str:
+        return self.overridden.get(path, default)
+
+    @staticmethod
+    def _matching(entries: Mapping[str, V], device: Device) -> list[tuple[str, V]]:
+        keys = _device_keys(device)
+        exact = [(k, v) for k, v in entries.items() if k == device.id]
+        return exact or [(k, v) for k, v in entries.items() if normalise_alias(k) in keys]
+
+    def _resolve(self, device: Device) -> tuple[Efficiency, dict[str, str]]:
+        key = (device.id, device.vendor, device.kind)
+        hit = self._eff_cache.get(key)
+        if hit is not None:
+            return hit
+        f = self.efficiency_layers
+        eff = f.defaults
+        prov = {k: self._label(f"efficiency.defaults.{k}", "defaults") for k in EFFICIENCY_FIELDS}
+        for name, rule in f.families.items():
+            if rule.matches(device.vendor, device.kind):
+                vals = rule.values()
+                eff = eff.merged(vals, f"family:{name}")
+                prov.update({k: self._label(f"efficiency.families.{name}.{k}", f"family:{name}") for k in vals})
+        for dev_key, entry in self._matching(f.devices, device)[:1]:
+            vals = entry.values()
+            eff = eff.merged(vals, f"device:{device.id}")
+            prov.update({k: self._label(f"efficiency.devices.{dev_key}.{k}", f"device:{device.id}") for k in vals})
+        for _, profile in self._matching(self.calibrations, device)[:1]:
+            eff = profile
+            prov = {k: profile.source for k in EFFICIENCY_FIELDS}
+        for dev_key, entry in self._matching(self.user_device_efficiency, device)[:1]:
+            vals = entry.values()
+            label = self._label(f"efficiency.devices.{dev_key}", USER_OVERRIDE)
+            eff = eff.merged(vals, eff.source)
+            prov.update({k: label for k in vals})
+        for k in EFFICIENCY_FIELDS:
+            if getattr(eff, k) is None:
+                prov[k] = LINK_TYPE_SOURCE
+        if USER_OVERRIDE not in eff.source and any(v.startswith(USER_OVERRIDE) for v in prov.values()):
+            eff = eff.merged({}, f"{eff.source} + {USER_OVERRIDE}")
+        self._eff_cache[key] = (eff, prov)
+        return eff, prov
+
+    def efficiency(self, device: Device) -> Efficiency:
+        """Efficiency parameters for ``device``; ``.source`` names the most specific layer used."""
+        return self._resolve(device)[0]
+
+    def efficiency_provenance(self, device: Device) -> dict[str, str]:
+        """Where each efficiency parameter for ``device`` came from (``link type`` for link fields
+        the link type decides)."""
+        return dict(self._resolve(device)[1])
+
+    @property
+    def default_efficiency(self) -> Efficiency:
+        """The ``defaults`` layer (before any family or device entry)."""
+        return self.efficiency_layers.defaults
+
+    # -- link types, engines, recipes ----------------------------------------------------------
+    def _entry_source(self, section: str, name: str) -> str:
+        prefix = f"{section}.{name}"
+        hits = {v for k, v in self.overridden.items() if k == prefix or k.startswith(prefix + ".")}
+        return sorted(hits)[0] if hits else "defaults"
+
+    @cached_property
+    def _link_types(self) -> Mapping[str, LinkType]:
+        out = {
+            name: LinkType(name, s.bus_bw_fraction, s.latency_us * units.US, s.description,
+                           self._entry_source("link_types", name))
+            for name, s in self.link_type_specs.items()
+        }
+        return MappingProxyType(out)
+
+    @property
+    def link_types(self) -> Mapping[str, LinkType]:
+        """Link types by name (read-only)."""
+        return self._link_types
+
+    def link_type(self, kind: str, *, field: str = "link_type") -> LinkType:
+        """The :class:`LinkType` named ``kind``; UserInputError lists the known names."""
+        try:
+            return self._link_types[kind]
+        except KeyError:
+            raise UserInputError(f"unknown link type {kind!r}; known: {', '.join(self._link_types)}",
+                                 field=field) from None
+
+    def _seconds(self, value: float | str, unit: float) -> float:
+        if isinstance(value, str):
+            return self.engine_specs.shared_overheads[value].seconds
+        return value * unit
+
+    @cached_property
+    def _engines(self) -> Mapping[str, EngineProfile]:
+        out = {}
+        for eid, s in self.engine_specs.engines.items():
+            out[eid] = EngineProfile(
+                id=eid, name=s.name, step_overhead_s=self._seconds(s.step_overhead_ms, units.MS),
+                launch_overhead_s_per_kernel=self._seconds(s.launch_overhead_us_per_kernel, units.US),
+                gpu_memory_fraction=s.gpu_memory_fraction, block_size_tokens=s.block_size_tokens,
+                max_num_seqs=s.max_num_seqs, batching=s.batching, chunked_prefill=s.chunked_prefill,
+                reserve_full_output=s.reserve_full_output, prefill_chunk_tokens=s.prefill_chunk_tokens, note=s.note,
+                encoder_overhead_s=self._seconds(s.encoder_overhead_ms, units.MS),
+                gqa_shared_kv_load=s.gqa_shared_kv_load, custom_allreduce=s.custom_allreduce,
+                min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
+                source=self._entry_source("engines", eid),
+            )
+        return MappingProxyType(out)
+
+    @property
+    def engines(self) -> Mapping[str, EngineProfile]:
+        """Serving-engine profiles by id (read-only)."""
+        return self._engines
+
+    @cached_property
+    def engine_name_patterns(self) -> tuple[tuple[re.Pattern[str], str], ...]:
+        """(compiled pattern, engine id) in the order they are tried."""
+        return tuple((re.compile(p.pattern), p.engine) for p in self.engine_specs.name_patterns)
+
+    @property
+    def default_engine_id(self) -> str:
+        return self.engine_specs.default_engine
+
+    def engine(self, name: str | None, *, field: str = "engine") -> EngineProfile:
+        """Engine family for an id or a name as printed (``"TensorRT-LLM v0.6.1"`` -> trtllm; the
+        printed version switches off kernels it predates); None or empty -> the default engine."""
+        if name is None or not name.strip():
+            return self._engines[self.default_engine_id]
+        key = name.strip().casefold()
+        family = key if key in self._engines else None
+        if family is None:
+            for pattern, fam in self.engine_name_patterns:
+                if pattern.search(key):
+                    family = fam
+                    break
+        if family is None:
+            raise UserInputError(f"unknown serving engine {name!r}; known families: {', '.join(self._engines)}",
+                                 field=field)
+        prof = self._engines[family]
+        m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", key)
+        if m is None:
+            return prof
+        version = tuple(int(g) for g in m.groups() if g is not None)
+        changes: dict[str, Any] = {"version": version}
+        for feature, first in prof.min_versions:
+            changes[feature] = version[: len(first)] >= first
+        return replace(prof, **changes)
+
+    @cached_property
+    def _state_recipes(self) -> Mapping[str, StateRecipe]:
+        out = {
+            name: StateRecipe(name, s.weights_bytes_per_param, s.grads_bytes_per_param, s.master_bytes_per_param,
+                              s.optimizer_bytes_per_param, s.description, self._entry_source("state_recipes", name))
+            for name, s in self.state_recipe_specs.items()
+        }
+        return MappingProxyType(out)
+
+    @property
+    def state_recipes(self) -> Mapping[str, StateRecipe]:
+        """Training-state recipes by name (read-only)."""
+        return self._state_recipes
+
+    def state_recipe(self, name: str, *, field: str = "recipe") -> StateRecipe:
+        try:
+            return self._state_recipes[name]
+        except KeyError:
+            raise UserInputError(
+                f"unknown optimizer-state recipe {name!r}; choose one of {', '.join(self._state_recipes)}", field=field
+            ) from None
+
+    # -- deriving ------------------------------------------------------------------------------
+    def _derive(self, **update: Any) -> Assumptions:
+        """A new bundle with some fields replaced (a fresh object: nothing cached is carried over)."""
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        data.update(update)
+        return type(self)(**data)
+
+    def with_calibration(self, profiles: Mapping[str, Efficiency]) -> Assumptions:
+        """A copy where each device id's efficiency is its calibration profile (the profile's
+        ``source`` names it, e.g. ``calibration:#12 ...``). User overrides still apply above it."""
+        for dev_id, eff in profiles.items():
+            if not isinstance(eff, Efficiency):
+                raise UserInputError(f"calibration for {dev_id!r} must be an Efficiency", field=f"calibration.{dev_id}")
+        cal = {**self.calibrations, **dict(profiles)}
+        return self._derive(calibrations=cal)
+
+    def without_calibration(self) -> Assumptions:
+        """A copy without calibration profiles (the layers a profile is fitted and laid over)."""
+        return self._derive(calibrations={}) if self.calibrations else self
+
+    def with_overrides(self, overrides: Mapping[str, Any] | AssumptionOverrides, *, source: str = USER_OVERRIDE,
+                       file: str | None = None, lines: dict[Path_t, int] | None = None) -> Assumptions:
+        """A copy with the user's ``overrides`` (the format of an overrides file, see
+        ``docs/assumptions.md``). Unknown names or out-of-range values raise UserInputError naming
+        the field (and the file and line when ``file``/``lines`` are given)."""
+        lines = lines or {}
+        if isinstance(overrides, AssumptionOverrides):
+            ov = overrides
+        else:
+            ov = _validate(AssumptionOverrides, overrides, file, lines, ())
+        label = source if file is None else f"{source} ({file})"
+        marks = dict(self.overridden)
+        update: dict[str, Any] = {}
+
+        if ov.efficiency is not None:
+            layers = self.efficiency_layers
+            defaults = layers.defaults
+            if ov.efficiency.defaults is not None:
+                vals = ov.efficiency.defaults.values()
+                defaults = _validate(Efficiency, {**defaults.model_dump(), **vals}, file, lines, ("efficiency", "defaults"))
+                marks.update({f"efficiency.defaults.{k}": label for k in vals})
+            families = dict(layers.families)
+            for name, rule in ov.efficiency.families.items():
+                given = rule.model_dump(exclude_unset=True)
+                base = families[name].model_dump(exclude_none=True) if name in families else {}
+                families[name] = _validate(FamilyRule, {**base, **given}, file, lines, ("efficiency", "families", name))
+                marks.update({f"efficiency.families.{name}.{k}": label for k in given if k in EFFICIENCY_FIELDS})
+            update["efficiency_layers"] = layers.model_copy(update={"defaults": defaults, "families": families})
+            user_dev = dict(self.user_device_efficiency)
+            for dev, entry in ov.efficiency.devices.items():
+                merged = {**(user_dev[dev].model_dump(exclude_none=True) if dev in user_dev else {}),
+                          **entry.model_dump(exclude_none=True)}
+                user_dev[dev] = EfficiencyOverrides.model_validate(merged)
+                marks[f"efficiency.devices.{dev}"] = label
+            update["user_device_efficiency"] = user_dev
+
+        def merge_section(section: str, current: Mapping[str, BaseModel], spec: type[BaseModel],
+                          given: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+            out = dict(current)
+            for name, fields in given.items():
+                base = current[name].model_dump() if name in current else {}
+                out[name] = _validate(spec, {**base, **fields}, file, lines, (section, name))
+                marks.update({f"{section}.{name}.{k}": label for k in fields})
+            return out
+
+        if ov.link_types:
+            update["link_type_specs"] = merge_section("link_types", self.link_type_specs, LinkTypeSpec, ov.link_types)
+        if ov.engines:
+            engines = merge_section("engines", self.engine_specs.engines, EngineSpec, ov.engines)
+            update["engine_specs"] = _validate(
+                EnginesFile, {**self.engine_specs.model_dump(), "engines": {k: v.model_dump() for k, v in engines.items()}},
+                file, lines, (),
+            )
+        if ov.state_recipes:
+            update["state_recipe_specs"] = merge_section("state_recipes", self.state_recipe_specs, StateRecipeSpec,
+                                                         ov.state_recipes)
+        if ov.comparison_set is not None:
+            update["comparison_set"] = tuple(ov.comparison_set)
+            marks["comparison_set"] = label
+        update["overridden"] = marks
+        if file is not None:
+            update["files"] = (*self.files, file)
+        return self._derive(**update)
+
+    def with_overrides_file(self, path: str | Path) -> Assumptions:
+        """A copy with the overrides of a YAML/JSON file; errors name the file, line and field."""
+        text = read_text(path)
+        data, lines = parse_text(text, str(path))
+        if data is None:
+            raise UserInputError("file is empty", file=str(path))
+        return self.with_overrides(data, file=str(path), lines=lines)
+
+    # -- reporting -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The whole bundle, every entry with its source (JSON-ready)."""
+        return {
+            "efficiency": {
+                "defaults": self.efficiency_layers.defaults.model_dump(),
+                "families": {k: v.model_dump(exclude_none=True) for k, v in self.efficiency_layers.families.items()},
+                "devices": {k: v.model_dump(exclude_none=True) for k, v in self.efficiency_layers.devices.items()},
+                "user_devices": {k: v.model_dump(exclude_none=True) for k, v in self.user_device_efficiency.items()},
+                "calibrations": {k: v.model_dump() for k, v in self.calibrations.items()},
+            },
+            "link_types": {k: {**self.link_type_specs[k].model_dump(), "source": v.source}
+                           for k, v in self.link_types.items()},
+            "engines": {k: {**self.engine_specs.engines[k].model_dump(), "source": v.source}
+                        for k, v in self.engines.items()},
+            "engine_shared_overheads": {k: v.model_dump(exclude_none=True)
+                                        for k, v in self.engine_specs.shared_overheads.items()},
+            "state_recipes": {k: {**self.state_recipe_specs[k].model_dump(), "source": v.source}
+                              for k, v in self.state_recipes.items()},
+            "comparison_set": list(self.comparison_set),
+            "overridden": dict(self.overridden),
+            "files": list(self.files),
+            "fingerprint": self.fingerprint,
+        }
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Short hash of every value: equal fingerprints, equal assumptions (a cache key)."""
+        data = self.model_dump(mode="json")
+        data.pop("files", None)
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def summary(self) -> dict[str, Any]:
+        """What sets these assumptions apart from the built-in ones (for a result's header)."""
+        return {
+            "fingerprint": self.fingerprint,
+            "base": "package data",
+            "files": list(self.files),
+            "calibrations": {k: v.source for k, v in self.calibrations.items()},
+            "overridden": dict(self.overridden),
+        }
+
+    def used(self, *, devices: Iterable[Device] = (), link_types: Iterable[str] = (), engines: Iterable[str] = (),
+             state_recipes: Iterable[str] = ()) -> dict[str, Any]:
+        """The assumptions a result used, each value with its source: efficiency per device, and
+        the named link types, engines and recipes."""
+        out: dict[str, Any] = {"summary": self.summary()}
+        effs = {}
+        for dev in devices:
+            eff, prov = self._resolve(dev)
+            effs[dev.id] = {k: {"value": getattr(eff, k), "source": prov[k]} for k in EFFICIENCY_FIELDS}
+        if effs:
+            out["efficiency"] = effs
+        lts = {k: {"bus_bw_fraction": (lt := self.link_type(k)).bus_bw_fraction, "latency_s": lt.latency_s,
+                   "source": lt.source} for k in dict.fromkeys(link_types)}
+        if lts:
+            out["link_types"] = lts
+        engs = {}
+        for name in dict.fromkeys(engines):
+            e = self.engine(name)
+            engs[e.id] = {"step_overhead_s": e.step_overhead_s, "gpu_memory_fraction": e.gpu_memory_fraction,
+                          "source": e.source}
+        if engs:
+            out["engines"] = engs
+        recs = {k: {"bytes_per_param": (r := self.state_recipe(k)).total, "source": r.source}
+                for k in dict.fromkeys(state_recipes)}
+        if recs:
+            out["state_recipes"] = recs
+        return out
+
+
+# =================================================================================================
+# Loading
+# =================================================================================================
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validate(model: type[M], data: Any, file: str | None, lines: dict[Path_t, int], prefix: tuple[Any, ...]) -> M:
+    """Validate with errors naming the field (and file/line when known)."""
+    if file is not None:
+        return load_model(model, data, file, lines, prefix)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        loc = prefix + tuple(first["loc"])
+        extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise UserInputError(first["msg"] + extra, field=format_loc(loc), line=line_for(loc, lines) if lines else None) from None
+
+
+def _load(model: type[M], path: Path) -> M:
+    text = read_text(path)
+    data, lines = parse_text(text, str(path))
+    if data is None:
+        raise UserInputError("file is empty", file=str(path))
+    return load_model(model, data, str(path), lines)
+
+
+def build_assumptions(data_dir: str | Path = DATA_DIR, **files: str | Path) -> Assumptions:
+    """Assumptions read from the five files in ``data_dir`` (or the paths given by section name:
+    ``efficiency=``, ``link_types=``, ``engines=``, ``state_recipes=``, ``comparison_set=``)."""
+    unknown = set(files) - set(FILES)
+    if unknown:
+        raise UserInputError(f"unknown assumption file(s): {', '.join(sorted(unknown))}", field="files")
+    paths = {k: Path(files.get(k) or Path(data_dir) / name) for k, name in FILES.items()}
+    eff = _load(EfficiencyFile, paths["efficiency"])
+    links = _load(LinkTypesFile, paths["link_types"])
+    engines = _load(EnginesFile, paths["engines"])
+    recipes = _load(StateRecipesFile, paths["state_recipes"])
+    comparison = _load(ComparisonSetFile, paths["comparison_set"])
+    builtin = Path(data_dir).resolve() == DATA_DIR.resolve() and not files
+    return Assumptions(
+        efficiency_layers=eff,
+        link_type_specs=links.link_types,
+        engine_specs=engines,
+        state_recipe_specs=recipes.state_recipes,
+        comparison_set=tuple(comparison.devices),
+        comparison_set_note=comparison.note,
+        files=() if builtin else tuple(str(p) for p in paths.values()),
+    )
+
+
+@lru_cache(maxsize=1)
+def default_assumptions() -> Assumptions:
+    """The built-in assumptions: package data files only (no environment, no store, no
+    calibration). Cached: parsed once per process."""
+    return build_assumptions()
+
+
+def assumption_override_files(paths: Iterable[str | Path] = ()) -> list[Path]:
+    """Override files: ``paths``, else ``$XPUPLAN_ASSUMPTIONS_PATH`` (``os.pathsep``-separated;
+    a directory stands for its ``*.yaml``/``*.yml`` files)."""
+    given = [Path(p) for p in paths]
+    if not given:
+        env = os.environ.get(ENV_ASSUMPTIONS_PATH, "")
+        given = [Path(p) for p in env.split(os.pathsep) if p.strip()]
+    out: list[Path] = []
+    for p in given:
+        out += sorted([*p.glob("*.yaml"), *p.glob("*.yml")]) if p.is_dir() else [p]
+    return out
+
+
+def load_assumptions(paths: Iterable[str | Path] = (), *, base: Assumptions | None = None) -> Assumptions:
+    """The entry point for jobs and front ends: ``base`` (default: :func:`default_assumptions`)
+    with the user's override files laid on top, in order (``paths``, else
+    ``$XPUPLAN_ASSUMPTIONS_PATH``). Planners never call this; they receive the result."""
+    a = base or default_assumptions()
+    for f in assumption_override_files(paths):
+        a = a.with_overrides_file(f)
+    return a

@@ -1,0 +1,115 @@
+"""Achievable-efficiency parameters: the named assumptions that turn peaks into times.
+
+Peaks come from the catalog; what software really reaches is a fraction of them. These few
+physical parameters are the only knobs the performance models have. Defaults live in
+``catalog/data/efficiency.yaml`` (per hardware family, with per-device entries), each explained
+there; ``xpuplan calibrate`` fits them to a device's measurements. Which values a run uses is
+decided by an :class:`~xpuplan.catalog.assumptions.Assumptions` bundle, resolved in this order:
+``defaults`` <- family (vendor/kind) <- device id <- calibration profile <- user override.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Names of the tunable parameters, in the order of :class:`Efficiency`.
+EFFICIENCY_FIELDS = (
+    "gemm_peak_fraction",
+    "gemm_half_dim",
+    "low_precision_factor",
+    "attention_peak_fraction",
+    "memory_bw_fraction",
+    "kernel_overhead_s",
+    "scale_up_bw_fraction",
+    "scale_out_bw_fraction",
+    "scale_up_latency_s",
+    "scale_out_latency_s",
+)
+
+
+class Efficiency(BaseModel):
+    """Achievable fractions of peak and fixed overheads for one device (dimensionless / seconds)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gemm_peak_fraction: float = Field(gt=0, le=1, description="fraction of dense peak a large GEMM reaches")
+    gemm_half_dim: float = Field(ge=0, description="smallest GEMM dimension at which efficiency halves")
+    low_precision_factor: float = Field(
+        gt=0, le=1, description="fp8/int8/fp4 GEMMs reach this fraction of the bf16 fraction (of their own peak)"
+    )
+    attention_peak_fraction: float = Field(gt=0, le=1, description="fused attention kernels vs dense peak")
+    memory_bw_fraction: float = Field(gt=0, le=1, description="achievable fraction of peak memory bandwidth")
+    kernel_overhead_s: float = Field(ge=0, description="fixed launch/dispatch cost per kernel, seconds")
+    # Links: None means the link type's default (catalog/data/link_types.yaml, applied by perf.links);
+    # a calibration profile sets them from this device's own collective measurements.
+    scale_up_bw_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="collective bus bandwidth vs scale-up link peak (None: link-type default)"
+    )
+    scale_out_bw_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="collective bus bandwidth vs NIC peak (None: link-type default)"
+    )
+    scale_up_latency_s: float | None = Field(
+        default=None, ge=0, description="per-hop latency (alpha) on the scale-up link (None: link-type default)"
+    )
+    scale_out_latency_s: float | None = Field(
+        default=None, ge=0, description="per-hop latency (alpha) on the scale-out network (None: link-type default)"
+    )
+    source: str = Field(default="defaults", description="where these values came from")
+
+    def merged(self, overrides: dict[str, Any], source: str) -> Efficiency:
+        """A copy with ``overrides`` applied (validated) and ``source`` set."""
+        data = self.model_dump()
+        data.update(overrides)
+        data["source"] = source
+        return Efficiency.model_validate(data)
+
+    def values(self) -> dict[str, float | None]:
+        """The parameters without ``source``."""
+        return {k: getattr(self, k) for k in EFFICIENCY_FIELDS}
+
+
+class EfficiencyOverrides(BaseModel):
+    """Some of the :class:`Efficiency` parameters (a family, device or user entry), each range-checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gemm_peak_fraction: float | None = Field(default=None, gt=0, le=1)
+    gemm_half_dim: float | None = Field(default=None, ge=0)
+    low_precision_factor: float | None = Field(default=None, gt=0, le=1)
+    attention_peak_fraction: float | None = Field(default=None, gt=0, le=1)
+    memory_bw_fraction: float | None = Field(default=None, gt=0, le=1)
+    kernel_overhead_s: float | None = Field(default=None, ge=0)
+    scale_up_bw_fraction: float | None = Field(default=None, gt=0, le=1)
+    scale_out_bw_fraction: float | None = Field(default=None, gt=0, le=1)
+    scale_up_latency_s: float | None = Field(default=None, ge=0)
+    scale_out_latency_s: float | None = Field(default=None, ge=0)
+    note: str | None = None
+
+    def values(self) -> dict[str, float]:
+        """The parameters this entry sets."""
+        return {k: v for k in EFFICIENCY_FIELDS if (v := getattr(self, k)) is not None}
+
+
+class FamilyRule(EfficiencyOverrides):
+    """Overrides applied to every device of a vendor and/or kind."""
+
+    vendor: str | None = None
+    kind: str | None = None
+
+    def matches(self, vendor: str, kind: str) -> bool:
+        return (self.vendor is None or self.vendor.casefold() == vendor.casefold()) and (
+            self.kind is None or self.kind.casefold() == kind.casefold()
+        )
+
+
+class EfficiencyFile(BaseModel):
+    """``efficiency.yaml``: defaults, family rules (applied in file order), per-device entries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int
+    defaults: Efficiency
+    families: dict[str, FamilyRule] = Field(default_factory=dict)
+    devices: dict[str, EfficiencyOverrides] = Field(default_factory=dict)

@@ -1,0 +1,133 @@
+"""The criteria tree and its weights (the guide's 40/30/20/10 split, data in ``data/criteria.yaml``).
+
+Weights are per leaf, in points that sum to 100. A scenario may replace leaf weights (``weights:``)
+or shift them (``weight_adjustments:``, deltas that must sum to zero). The result must be a set of
+non-negative numbers summing to 100; anything else is a :class:`UserInputError` naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from xpuplan.datafile import parse_text, read_text
+from xpuplan.errors import UnknownIdError, UserInputError
+
+CRITERIA_FILE = Path(__file__).parent / "data" / "criteria.yaml"
+#: Tolerance on the sum of weights (points).
+SUM_TOLERANCE = 1e-6
+TOTAL = 100.0
+
+
+@dataclass(frozen=True)
+class CriteriaData:
+    groups: Mapping[str, tuple[str, ...]]  # group -> leaves, in order
+    defaults: Mapping[str, float]  # leaf -> default weight (points)
+    constants: Mapping[str, Any]
+    uncertainty: Mapping[str, Any]
+    source: str
+    file: str
+
+    @property
+    def leaves(self) -> tuple[str, ...]:
+        return tuple(leaf for g in self.groups.values() for leaf in g)
+
+    def group_of(self, leaf: str) -> str:
+        for g, leaves in self.groups.items():
+            if leaf in leaves:
+                return g
+        raise KeyError(leaf)
+
+
+@cache
+def criteria_data() -> CriteriaData:
+    """The criteria tree, default weights and formula constants (read once)."""
+    data, _ = parse_text(read_text(CRITERIA_FILE), str(CRITERIA_FILE))
+    groups = {g: tuple(leaves) for g, leaves in data["groups"].items()}
+    defaults = {leaf: float(w) for leaves in data["groups"].values() for leaf, w in leaves.items()}
+    assert abs(sum(defaults.values()) - TOTAL) < SUM_TOLERANCE, "default weights must sum to 100"
+    return CriteriaData(MappingProxyType(groups), MappingProxyType(defaults), MappingProxyType(data["constants"]),
+                        MappingProxyType(data["uncertainty"]), data["source"]["title"], str(CRITERIA_FILE))
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Leaf weights in points (sum 100); ``group_totals`` sums them per group."""
+
+    leaf: Mapping[str, float]
+
+    def __getitem__(self, leaf: str) -> float:
+        return self.leaf[leaf]
+
+    def group_totals(self) -> dict[str, float]:
+        cd = criteria_data()
+        return {g: sum(self.leaf[x] for x in leaves) for g, leaves in cd.groups.items()}
+
+    def to_dict(self) -> dict[str, float]:
+        return dict(self.leaf)
+
+
+def _check_leaf(name: str, field: str) -> None:
+    leaves = criteria_data().leaves
+    if name not in leaves:
+        raise UnknownIdError("criterion", name, leaves, field=f"{field}.{name}")
+
+
+def _number(v: Any, field: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(float(v)):
+        raise UserInputError(f"must be a finite number, got {v!r}", field=field)
+    return float(v)
+
+
+def make_weights(replace: Mapping[str, Any] | None = None, adjust: Mapping[str, Any] | None = None,
+                 *, field: str = "weights", adjust_field: str = "weight_adjustments") -> Weights:
+    """Default weights with leaves replaced by ``replace`` then shifted by ``adjust`` (module doc)."""
+    w = dict(criteria_data().defaults)
+    for name, v in (replace or {}).items():
+        _check_leaf(name, field)
+        x = _number(v, f"{field}.{name}")
+        if x < 0:
+            raise UserInputError(f"weights must be >= 0, got {x:g}", field=f"{field}.{name}")
+        w[name] = x
+    if adjust:
+        deltas = {}
+        for name, v in adjust.items():
+            _check_leaf(name, adjust_field)
+            deltas[name] = _number(v, f"{adjust_field}.{name}")
+        s = sum(deltas.values())
+        if abs(s) > SUM_TOLERANCE:
+            raise UserInputError(f"adjustments must sum to 0 so the weights still sum to 100; they sum to {s:+g}",
+                                 field=adjust_field)
+        for name, d in deltas.items():
+            w[name] += d
+            if w[name] < -SUM_TOLERANCE:
+                raise UserInputError(f"adjustment makes the weight negative ({w[name]:g})", field=f"{adjust_field}.{name}")
+            w[name] = max(0.0, w[name])
+    total = sum(w.values())
+    if abs(total - TOTAL) > SUM_TOLERANCE:
+        raise UserInputError(
+            f"leaf weights must sum to 100; they sum to {total:g} "
+            f"({', '.join(f'{k}={v:g}' for k, v in w.items())})",
+            field=field,
+        )
+    return Weights(MappingProxyType(w))
+
+
+def parse_weight_flags(flags: list[str]) -> dict[str, float]:
+    """``["latency=15", "throughput=0"]`` -> mapping (CLI ``--weight``); errors name ``--weight``."""
+    out: dict[str, float] = {}
+    for f in flags:
+        name, sep, value = f.partition("=")
+        if not sep:
+            raise UserInputError(f"expected CRITERION=POINTS, got {f!r}", field="--weight")
+        _check_leaf(name.strip(), "--weight")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise UserInputError(f"not a number: {value!r}", field=f"--weight.{name.strip()}") from None
+    return out

@@ -1,0 +1,138 @@
+"""Everything a run needs, resolved once into explicit inputs: the run context.
+
+A :class:`RunContext` holds the hardware catalog, the assumption bundle (package defaults, the
+user's override files, stored calibration profiles) and how the store is reached. It is the one
+place that reads the environment:
+
+* ``XPUPLAN_USE_CALIBRATION`` ("0" ignores stored calibration profiles),
+* ``XPUPLAN_DB_URL`` (the store; read by :mod:`xpuplan.store.paths` when the context asks it),
+* ``XPUPLAN_ASSUMPTIONS_PATH`` (override files, read by ``catalog.assumptions.load_assumptions``).
+
+Planners receive what the context resolved (an ``Efficiency`` or ``Assumptions``) and never read
+any of these themselves. Scenario files are read here too (``training_scenario`` /
+``serving_scenario``), so a job sees a validated scenario object and the user's flags.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from xpuplan.errors import UserInputError
+
+if TYPE_CHECKING:
+    from xpuplan.catalog.assumptions import Assumptions
+    from xpuplan.catalog.device import Device
+    from xpuplan.catalog.loader import Catalog
+    from xpuplan.models.arch import ModelArch
+    from xpuplan.perf.efficiency import Efficiency
+    from xpuplan.workload.serving import ServingScenario
+    from xpuplan.workload.training import TrainingScenario
+
+#: Set to "0" to ignore stored calibration profiles (tests and reproducible runs).
+ENV_USE_CALIBRATION: Final = "XPUPLAN_USE_CALIBRATION"
+
+
+@dataclass
+class RunContext:
+    """Resolved inputs of one run (catalog, assumptions, calibration); build with :func:`resolve_context`."""
+
+    use_calibration: bool = False
+    db_url: str | None = None
+    assumption_files: tuple[str, ...] = ()
+    _calibrated: dict[str, Efficiency | None] = field(default_factory=dict, repr=False)
+    _assumptions: Assumptions | None = field(default=None, repr=False)
+
+    # -- catalog -----------------------------------------------------------------------------
+    @property
+    def catalog(self) -> Catalog:
+        from xpuplan.catalog import load_catalog
+
+        return load_catalog()
+
+    def device(self, name: str, *, field: str = "--hw") -> Device:
+        """A catalog device by id or alias; unknown -> UnknownIdError naming ``field``."""
+        from xpuplan.errors import UnknownIdError
+
+        try:
+            return self.catalog.get(name)
+        except UnknownIdError as exc:
+            exc.field = field
+            raise UserInputError(exc.message, field=field, hint=exc.hint) from None
+
+    def model(self, name: str, *, field: str = "--model") -> ModelArch:
+        """A model by preset id, alias or config.json path; errors name ``field``."""
+        from xpuplan.models import get_model
+
+        try:
+            return get_model(name)
+        except UserInputError as exc:
+            if exc.file is not None:
+                raise
+            raise UserInputError(exc.message, field=field, hint=exc.hint) from None
+
+    # -- assumptions -------------------------------------------------------------------------
+    @property
+    def base_assumptions(self) -> Assumptions:
+        """Package defaults with the user's override files (no calibration)."""
+        if self._assumptions is None:
+            from xpuplan.catalog.assumptions import load_assumptions
+
+            self._assumptions = load_assumptions(self.assumption_files)
+        return self._assumptions
+
+    def calibration(self, device: Device) -> Efficiency | None:
+        """The stored calibration profile of ``device`` (None: none stored, or calibration off)."""
+        if not self.use_calibration:
+            return None
+        if device.id not in self._calibrated:
+            from xpuplan.calibration import stored_profile
+
+            self._calibrated[device.id] = stored_profile(device.id, self.db_url)
+        return self._calibrated[device.id]
+
+    def assumptions(self, devices: list[Device] | tuple[Device, ...] = ()) -> Assumptions:
+        """The assumption bundle for a run on ``devices``: defaults, overrides, calibration profiles."""
+        profiles = {d.id: p for d in devices if (p := self.calibration(d)) is not None}
+        base = self.base_assumptions
+        return base.with_calibration(profiles) if profiles else base
+
+    def efficiency(self, device: Device) -> Efficiency:
+        """Achievable efficiency of ``device`` under this context's assumptions (with its source)."""
+        return self.assumptions([device]).efficiency(device)
+
+    # -- scenarios ---------------------------------------------------------------------------
+    @staticmethod
+    def training_scenario(path: str | None) -> TrainingScenario | None:
+        if not path:
+            return None
+        from xpuplan.workload.training import load_training_scenario
+
+        return load_training_scenario(path)
+
+    @staticmethod
+    def serving_scenario(path: str | None) -> ServingScenario | None:
+        if not path:
+            return None
+        from xpuplan.workload.serving import load_serving_scenario
+
+        return load_serving_scenario(path)
+
+
+def resolve_context(*, use_calibration: bool | None = None, db_url: str | None = None,
+                    assumption_files: tuple[str, ...] = ()) -> RunContext:
+    """A run context from explicit arguments, falling back to the environment (module doc)."""
+    if use_calibration is None:
+        use_calibration = os.environ.get(ENV_USE_CALIBRATION, "1") != "0"
+    return RunContext(use_calibration=use_calibration, db_url=db_url, assumption_files=tuple(assumption_files))
+
+
+def default_context() -> RunContext:
+    """The context of a plain run: the environment as it is now."""
+    return resolve_context()
+
+
+def offline_context() -> RunContext:
+    """A context that ignores the store and override files: built-in assumptions only."""
+    return RunContext(use_calibration=False)

@@ -1,0 +1,329 @@
+"""Cost jobs: TCO of a fleet, cost of a training run, cost of serving a load.
+
+Each job takes a typed request (validated once, errors name the flag), resolves the device, model
+and price book (``load_prices`` reads ``$XPUPLAN_PRICES_PATH``; nothing below it does), runs the
+planner through its public API (``search_training``, ``size_for_qps``) to get a usage record, and
+hands that to the pure cost functions in :mod:`xpuplan.cost`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from xpuplan import units
+from xpuplan.catalog.prices import PriceBook, load_prices
+from xpuplan.cost import (
+    CHECKPOINT_BYTES_PER_PARAM,
+    SCHEMA_VERSION,
+    CostOptions,
+    JobCostResult,
+    ReliabilityResult,
+    TcoResult,
+    Usage,
+    job_cost,
+    porting_for,
+    reliability,
+    resolve_inputs,
+)
+from xpuplan.cost import tco as tco_core
+from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.jobs.context import RunContext, default_context
+from xpuplan.jobs.requests import (
+    DeviceCount,
+    Id,
+    LatencyMs,
+    ModelRef,
+    PositiveFloat,
+    Rate,
+    Request,
+    SeqLen,
+    Share,
+    Tokens,
+    parse_request,
+)
+from xpuplan.perf.power import PowerCapResult, power_cap_what_if, power_profile_for
+
+MAX_YEARS = 50.0
+
+
+class CostRequestBase(Request):
+    """Price and site options shared by every cost command (``None``: the price book's figure)."""
+
+    FLAGS = {"mode": "--owned/--cloud", "provider": "--cloud", "team_stacks": "--team"}
+
+    mode: Literal["owned", "cloud"] = "owned"
+    provider: Id | None = None
+    term: Literal["on_demand", "reserved_1y", "reserved_3y", "spot", "capacity_block"] = "on_demand"
+    region: Id = "us"
+    cooling: Id = "air"
+    fabric: Id | None = None
+    usd_per_eur: PositiveFloat | None = None
+    device_price_usd: PositiveFloat | None = None
+    node_system_price_usd: PositiveFloat | None = None
+    devices_per_node: DeviceCount | None = None
+    node_overhead_usd: float | None = Field(default=None, ge=0, le=1e12, allow_inf_nan=False)
+    network_usd_per_device: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    amortisation_years: float | None = Field(default=None, gt=0, le=MAX_YEARS, allow_inf_nan=False)
+    electricity_usd_per_kwh: float | None = Field(default=None, ge=0, le=100, allow_inf_nan=False)
+    pue: float | None = Field(default=None, ge=1, le=10, allow_inf_nan=False)
+    grid_kg_co2e_per_kwh: float | None = Field(default=None, ge=0, le=10, allow_inf_nan=False)
+    space_usd_per_kw_year: float | None = Field(default=None, ge=0, le=1e7, allow_inf_nan=False)
+    operations_usd_per_year: float | None = Field(default=None, ge=0, le=1e12, allow_inf_nan=False)
+    development_usd: float | None = Field(default=None, ge=0, le=1e12, allow_inf_nan=False)
+    team_stacks: tuple[Id, ...] | None = None
+    porting_engineer_months: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+    engineer_usd_per_year: PositiveFloat | None = None
+    cloud_usd_per_device_hour: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+    prices: tuple[str, ...] = Field(default=(), description="extra price files layered over the built-in ones")
+
+    @model_validator(mode="after")
+    def _cloud_provider(self) -> CostRequestBase:
+        if self.provider is not None and self.mode != "cloud":
+            object.__setattr__(self, "mode", "cloud")
+        return self
+
+    def options(self) -> CostOptions:
+        keys = set(CostOptions.model_fields) & set(type(self).model_fields)
+        return CostOptions(**{k: getattr(self, k) for k in keys})
+
+
+class TcoRequest(CostRequestBase):
+    """``xpuplan cost tco``: a fleet of ``devices`` over ``years``."""
+
+    FLAGS = {**CostRequestBase.FLAGS, "busy_fraction": "--busy", "hw": "--hw"}
+
+    hw: Id
+    devices: DeviceCount
+    years: float = Field(default=3.0, gt=0, le=MAX_YEARS, allow_inf_nan=False)
+    busy_fraction: Share = 1.0
+    compute_bound_fraction: Share = 1.0
+
+
+class TrainCostRequest(CostRequestBase):
+    """``xpuplan cost train``: the best plan of ``search_training`` priced, with failures."""
+
+    FLAGS = {**CostRequestBase.FLAGS, "hw": "--hw", "model": "--model"}
+
+    model: ModelRef
+    hw: Id
+    devices: DeviceCount
+    tokens: Tokens
+    seq_len: SeqLen = 4096
+    method: Literal["full", "lora", "qlora"] = "full"
+    checkpoint_bytes: float | None = Field(default=None, ge=0, le=1e18, allow_inf_nan=False)
+    storage_gb_per_s: PositiveFloat | None = None
+    failures_per_device_hour: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    restart_s: float | None = Field(default=None, ge=0, le=1e7, allow_inf_nan=False)
+    power_cap_w: PositiveFloat | None = None
+
+
+class PowerCapRequest(Request):
+    """``xpuplan cost powercap``: throughput and energy of busy work at a lower power limit."""
+
+    FLAGS = {"hw": "--hw"}
+
+    hw: Id
+    power_cap_w: PositiveFloat
+    compute_bound_fraction: Share = 1.0
+    dvfs_exponent: float | None = Field(default=None, ge=0.5, le=5, allow_inf_nan=False)
+    idle_fraction: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
+
+
+class ServeCostRequest(CostRequestBase):
+    """``xpuplan cost serve``: the devices ``size_for_qps`` needs for a load, priced over a period."""
+
+    FLAGS = {**CostRequestBase.FLAGS, "hw": "--hw", "model": "--model", "input_len": "--in",
+             "output_len": "--out", "ttft_ms": "--ttft-ms", "tpot_ms": "--tpot-ms"}
+
+    model: ModelRef
+    hw: Id
+    qps: Rate
+    input_len: SeqLen = 2048
+    output_len: SeqLen = 256
+    ttft_ms: LatencyMs = 2000.0
+    tpot_ms: LatencyMs = 50.0
+    hours: float = Field(default=24.0 * 365.25, gt=0, le=MAX_YEARS * 8766, allow_inf_nan=False)
+
+
+# ---------------------------------------------------------------------------------------
+# results
+# ---------------------------------------------------------------------------------------
+class TrainCostResult(BaseModel):
+    """A training run: the plan, its time with failures and checkpoints, and its cost."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: str = SCHEMA_VERSION
+    kind: str = "train_cost"
+    model: str
+    hardware: str
+    devices: int
+    tokens: float
+    plan: dict[str, Any]
+    failure_free_time_s: float
+    reliability: ReliabilityResult
+    cost: JobCostResult
+    porting: dict[str, Any] | None = None
+    power_cap: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class ServeCostResult(BaseModel):
+    """Serving ``qps`` for ``hours``: the capacity option chosen and its cost per token and query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: str = SCHEMA_VERSION
+    kind: str = "serve_cost"
+    model: str
+    hardware: str
+    qps: float
+    devices: int
+    replicas: int
+    option: dict[str, Any]
+    cost: JobCostResult
+    porting: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+# ---------------------------------------------------------------------------------------
+# jobs
+# ---------------------------------------------------------------------------------------
+def _book(req: CostRequestBase) -> PriceBook:
+    return load_prices(req.prices)
+
+
+def _porting(device: Any, book: PriceBook, req: CostRequestBase) -> dict[str, Any] | None:
+    est = porting_for(device, book, req.options())
+    return None if est is None else est.to_dict()
+
+
+def run_tco(req: TcoRequest, ctx: RunContext | None = None) -> TcoResult:
+    """TCO of ``req.devices`` x ``req.hw`` over ``req.years``."""
+    ctx = ctx or default_context()
+    dev = ctx.device(req.hw, field="--hw")
+    inputs = resolve_inputs(dev, _book(req), req.options())
+    return tco_core(inputs, power_profile_for(dev), devices=req.devices, years=req.years,
+                    busy_fraction=req.busy_fraction, compute_bound_fraction=req.compute_bound_fraction)
+
+
+def run_train_cost(req: TrainCostRequest, ctx: RunContext | None = None) -> TrainCostResult:
+    """Best training plan on ``req.devices`` x ``req.hw``, its effective time with failures, and its cost."""
+    import xpuplan as xp
+
+    ctx = ctx or default_context()
+    dev = ctx.device(req.hw, field="--hw")
+    model = ctx.model(req.model, field="--model")
+    book = _book(req)
+    inputs = resolve_inputs(dev, book, req.options())  # price errors before the (slower) search
+    cluster = xp.Cluster.from_catalog(dev, req.devices, assumptions=ctx.assumptions([dev]))
+    job = xp.TrainingJob(train_tokens=req.tokens, seq_len=req.seq_len, method=req.method)
+    best = xp.search_training(model, cluster, job, top=1).best
+    if best is None or best.time_to_train_s is None:
+        raise InfeasibleError(f"no training plan of {model.id} fits on {req.devices} x {dev.id}",
+                              reasons=["`xpuplan train search` says what it would take"])
+    power = power_profile_for(dev)
+    failure_free_s = best.time_to_train_s
+    cap = None
+    if req.power_cap_w is not None:
+        cap = power_cap_what_if(power, req.power_cap_w, compute_bound_fraction=1.0)
+        failure_free_s *= cap.time_ratio
+    params = float(xp.param_breakdown(model).total)
+    ckpt = req.checkpoint_bytes if req.checkpoint_bytes is not None else params * CHECKPOINT_BYTES_PER_PARAM.value
+    rel = reliability(
+        devices=req.devices,
+        failure_free_time_s=failure_free_s,
+        checkpoint_bytes=ckpt,
+        storage_bytes_per_s=req.storage_gb_per_s * units.GB_PER_S if req.storage_gb_per_s else None,
+        failures_per_device_hour=req.failures_per_device_hour,
+        restart_s=req.restart_s,
+    )
+    if req.checkpoint_bytes is None:
+        rel = rel.model_copy(update={"assumptions": [*rel.assumptions, CHECKPOINT_BYTES_PER_PARAM.to_dict()]})
+    usage = Usage(device_id=dev.id, devices=req.devices, duration_s=rel.effective_time_s, busy_fraction=1.0,
+                  compute_bound_fraction=1.0, tokens=req.tokens,
+                  energy_j=None if cap is None else req.devices * cap.capped_power_w * rel.effective_time_s)
+    cost = job_cost(inputs, power, usage, include_development=req.team_stacks is not None)
+    return TrainCostResult(model=model.id, hardware=dev.id, devices=req.devices, tokens=req.tokens,
+                           plan={"key": best.key, "tokens_per_s": best.tokens_per_s * (cap.throughput_ratio if cap
+                                                                                          else 1.0), "mfu": best.mfu},
+                           failure_free_time_s=failure_free_s, reliability=rel, cost=cost,
+                           porting=_porting(dev, book, req), power_cap=None if cap is None else cap.to_dict())
+
+
+def run_power_cap(req: PowerCapRequest, ctx: RunContext | None = None) -> PowerCapResult:
+    """The DVFS / power-cap what-if for one device (``xpuplan.perf.power``)."""
+    ctx = ctx or default_context()
+    dev = ctx.device(req.hw, field="--hw")
+    power = power_profile_for(dev, dvfs_exponent=req.dvfs_exponent, idle_fraction=req.idle_fraction)
+    try:
+        return power_cap_what_if(power, req.power_cap_w, req.compute_bound_fraction)
+    except UserInputError as exc:
+        if exc.field == "power_cap_w":
+            raise UserInputError(exc.message, field=PowerCapRequest.flag("power_cap_w")) from None
+        raise
+
+
+def run_serve_cost(req: ServeCostRequest, ctx: RunContext | None = None) -> ServeCostResult:
+    """Devices to serve ``req.qps`` under the SLO on ``req.hw``, and the cost of running them ``req.hours``."""
+    import xpuplan as xp
+
+    ctx = ctx or default_context()
+    dev = ctx.device(req.hw, field="--hw")
+    model = ctx.model(req.model, field="--model")
+    book = _book(req)
+    inputs = resolve_inputs(dev, book, req.options())
+    plan = xp.size_for_qps(model, [dev], qps=req.qps, input_len=req.input_len, output_len=req.output_len,
+                           slo=xp.SLO(ttft_s=req.ttft_ms * units.MS, tpot_s=req.tpot_ms * units.MS))
+    if not plan.options:
+        reasons = plan.infeasible.get(dev.id, [])
+        raise InfeasibleError(f"{dev.id} cannot serve {model.id} at {req.qps:g} requests/s under the SLO",
+                              reasons=list(reasons))
+    opt = plan.options[0]
+    at = opt.at_target
+    # A serving replica under load runs continuously (busy 1.0); the share of its time in prefill is
+    # compute-bound, decode is memory-bound (perf.power).
+    prefill = min(1.0, max(0.0, at.prefill_utilisation)) if at is not None else 1.0
+    duration_s = req.hours * units.HOUR
+    queries = req.qps * duration_s
+    usage = Usage(device_id=dev.id, devices=opt.devices, duration_s=duration_s, busy_fraction=1.0,
+                  compute_bound_fraction=prefill, queries=queries, tokens=queries * req.output_len)
+    cost = job_cost(inputs, power_profile_for(dev), usage)
+    return ServeCostResult(model=model.id, hardware=dev.id, qps=req.qps, devices=opt.devices, replicas=opt.replicas,
+                           option=opt.to_dict(), cost=cost, porting=_porting(dev, book, req))
+
+
+# ---------------------------------------------------------------------------------------
+# Python API
+# ---------------------------------------------------------------------------------------
+def tco(hw: str, devices: int, *, years: float = 3.0, busy_fraction: float = 1.0,
+        compute_bound_fraction: float = 1.0, **options: Any) -> TcoResult:
+    """TCO of ``devices`` x ``hw`` over ``years`` (public API: ``xpuplan.tco``).
+
+    ``options`` are the fields of :class:`CostRequestBase`: ``mode='owned'|'cloud'``, ``provider``,
+    ``term``, ``region``, ``cooling``, and any number to override (``device_price_usd``,
+    ``electricity_usd_per_kwh``, ``operations_usd_per_year``, ``team_stacks=('CUDA',)``, ...).
+    Figures without a public source must be given; the result's ``missing`` lists lines left out.
+    """
+    req = parse_request(TcoRequest, {"hw": hw, "devices": devices, "years": years, "busy_fraction": busy_fraction,
+                                     "compute_bound_fraction": compute_bound_fraction, **options})
+    return run_tco(req)
+
+
+def training_cost(model: str, hw: str, devices: int, tokens: float, **options: Any) -> TrainCostResult:
+    """Cost, energy, carbon and failure-aware time of training ``model`` on ``tokens`` (public API)."""
+    req = parse_request(TrainCostRequest, {"model": model, "hw": hw, "devices": devices, "tokens": tokens, **options})
+    return run_train_cost(req)
+
+
+def serving_cost(model: str, hw: str, qps: float, **options: Any) -> ServeCostResult:
+    """Cost per million output tokens and per query of serving ``qps`` requests/s (public API)."""
+    req = parse_request(ServeCostRequest, {"model": model, "hw": hw, "qps": qps, **options})
+    return run_serve_cost(req)
+

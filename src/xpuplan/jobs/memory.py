@@ -1,0 +1,234 @@
+"""Memory jobs: ``memory train`` and ``memory infer``, with the planners' own validity checks.
+
+A layout ``train estimate`` refuses (tp not dividing the heads, pp not dividing the layers, ...)
+is refused here with the same message (exit 2), because both call ``train.validity``; the same
+holds for ``memory infer`` and ``infer estimate`` through ``serve.validity``. The fit verdict of
+``memory infer --hw`` is the serving planner's (engine memory fraction, paged KV blocks, weights,
+workspace and activations), so the two commands agree on whether a replica fits. A request that
+does not fit raises ``InfeasibleError`` carrying the result (exit 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final, Literal
+
+from pydantic import Field
+
+from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.jobs.context import RunContext, default_context
+from xpuplan.jobs.requests import Batch, Degree, Id, ModelRef, Request, Reserve, SeqLen, names_flags
+from xpuplan.jobs.results import MEMORY_FIGURES, Result, clean, used
+from xpuplan.workload.vocabulary import Method, Recompute
+
+#: Largest tensor-parallel size tried when looking for the smallest that fits.
+MAX_TP_SEARCH: Final = 1024
+#: Weight dtypes of ``memory infer`` and the serving precision scheme each stands for.
+INFER_DTYPES: Final = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "int4": "int4-wo",
+                       "fp4": "fp4"}
+KV_DTYPES: Final = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+
+
+class MemoryTrainRequest(Request):
+    """``xpuplan memory train``."""
+
+    model: ModelRef = Field(description="model id, alias or config.json path")
+    hw: Id | None = Field(default=None, description="device to check the fit against")
+    seq: SeqLen = Field(default=4096, description="sequence length, tokens")
+    micro_batch: int = Field(default=1, ge=1, le=1 << 20, description="sequences per micro-batch")
+    tp: Degree = 1
+    pp: Degree = 1
+    dp: Degree = 1
+    cp: Degree = 1
+    ep: Degree = 1
+    vpp: Degree = 1
+    zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage 0-3")
+    recompute: Recompute = "selective"
+    recipe: Id = Field(default="bf16-adam", description="optimizer-state recipe")
+    method: Method = "full"
+    lora_rank: int = Field(default=16, ge=1, le=65536)
+    reserve: Reserve = Field(default=0.05, description="fraction of device memory kept free")
+
+
+class MemoryInferRequest(Request):
+    """``xpuplan memory infer``."""
+
+    model: ModelRef = Field(description="model id, alias or config.json path")
+    hw: Id | None = Field(default=None, description="device to check the fit against")
+    dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
+    kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
+    batch: Batch = 1
+    context: SeqLen = Field(default=4096, description="tokens per sequence (prompt + output)")
+    tp: Degree | None = Field(default=None, description="tensor-parallel devices per replica")
+    pp: Degree = 1
+    engine: Id | None = Field(default=None, description="serving engine whose memory rules apply (with --hw)")
+    reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free "
+                                    "(default: the engine's, e.g. vLLM uses 90%)")
+
+
+class MemoryTrainResult(Result):
+    """Result of ``memory train``."""
+
+    NAME: ClassVar[str] = "memory.train"
+    model: str
+    method: str
+    recipe: str
+    plan: dict[str, Any]
+    bytes_per_device: dict[str, float]
+    hardware: str | None = None
+    device_memory_bytes: float | None = None
+    usable_bytes: float | None = None
+    fits: bool | None = Field(default=None, description="None without --hw")
+    headroom_bytes: float | None = None
+
+
+class MemoryInferResult(Result):
+    """Result of ``memory infer``."""
+
+    NAME: ClassVar[str] = "memory.infer"
+    model: str
+    weight_dtype: str
+    kv_dtype: str
+    batch: int
+    context: int
+    tp: int
+    pp: int
+    bytes_per_device: dict[str, float]
+    bytes_per_replica: dict[str, float]
+    hardware: str | None = None
+    engine: str | None = None
+    fits: bool | None = Field(default=None, description="the serving planner's verdict (None without --hw)")
+    devices_per_replica: int | None = None
+    usable_bytes: float | None = None
+    headroom_bytes: float | None = Field(default=None, description="KV budget left after the batch's cache")
+    max_batch_at_context: int | None = None
+    serving_memory: dict[str, float] | None = Field(default=None, description="the serving planner's memory plan")
+    reasons: list[str] = Field(default_factory=list, description="why it does not fit")
+
+
+# =================================================================================================
+# memory train
+# =================================================================================================
+def _train_layout_issues(req: MemoryTrainRequest, model: Any) -> None:
+    """The training planner's structural rules for this layout (UserInputError naming the flag)."""
+    from xpuplan.train import validity
+
+    sp = req.tp > 1
+    issues = validity.model_issues(model, tp=req.tp, pp=req.pp, vpp=req.vpp, ep=req.ep)
+    issues += [i for i in (validity.rule_vpp_needs_pp(req.pp, req.vpp), validity.rule_cp_divides_seq(req.cp, req.seq),
+                           validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
+                           validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp)) if i is not None]
+    if issues:
+        first = issues[0]
+        field = {"seq_len": "--seq", "micro_batch": "--micro-batch", "zero_stage": "--zero"}.get(
+            first.field, "--" + first.field.replace("_", "-"))
+        more = f" (and {len(issues) - 1} more: {'; '.join(i.message for i in issues[1:])})" if len(issues) > 1 else ""
+        raise UserInputError(first.message + more, field=field)
+
+
+@names_flags
+def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> MemoryTrainResult:
+    """Weights, gradients, optimizer states and activations per device; the fit on ``--hw``."""
+    from xpuplan.perf.memory import training_memory
+
+    ctx = ctx or default_context()
+    m = ctx.model(req.model)
+    _train_layout_issues(req, m)
+    mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
+                          ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
+                          method=req.method, lora_rank=req.lora_rank)
+    plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
+            "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch}
+    out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
+                           "bytes_per_device": clean(mem.to_dict())}
+    dev = ctx.device(req.hw) if req.hw else None
+    if dev is not None:
+        usable = dev.memory_bytes * (1 - req.reserve)
+        out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable,
+                   fits=mem.total <= usable, headroom_bytes=usable - mem.total)
+    res = MemoryTrainResult(**out, used=used(None, [dev] if dev else [], MEMORY_FIGURES, precisions=()))
+    if dev is not None and not res.fits:
+        raise InfeasibleError(
+            f"{m.id} does not fit on {dev.id} with this layout",
+            reasons=[f"{mem.total / 1e9:,.1f} GB per device > {res.usable_bytes / 1e9:,.1f} GB usable "  # type: ignore[operator]
+                     f"({1 - req.reserve:.0%} of {dev.memory_bytes / 1e9:,.1f} GB)"],
+            hint="`xpuplan train search` finds a layout that fits; more tp/pp/dp, ZeRO 3 or full recompute help",
+            result=res)
+    return res
+
+
+# =================================================================================================
+# memory infer
+# =================================================================================================
+def _replica_fit(model: Any, dev: Any, req: MemoryInferRequest, tp: int, assumptions: Any) -> tuple[Any, Any, str | None]:
+    """(replica, memory plan, None) if the batch fits at ``tp``, else (replica, plan, reason)."""
+    from xpuplan.serve import make_replica
+    from xpuplan.serve.kv import memory_plan, require_fit
+
+    frac = None if req.reserve is None else 1 - req.reserve
+    rep = make_replica(model, dev, tp=tp, pp=req.pp, dtype=INFER_DTYPES[req.dtype], kv_dtype=req.kv_dtype,
+                       engine=req.engine, memory_fraction=frac, assumptions=assumptions)
+    plan = memory_plan(rep)
+    try:
+        require_fit(rep, plan, req.context, req.batch)
+    except InfeasibleError as exc:
+        return rep, plan, "; ".join([str(exc), *exc.reasons])
+    return rep, plan, None
+
+
+@names_flags
+def memory_infer(req: MemoryInferRequest, ctx: RunContext | None = None) -> MemoryInferResult:
+    """Weights, KV cache and workspace per device; with ``--hw`` the serving planner's fit verdict
+    and, without ``--tp``, the smallest TP (power of two) that fits."""
+    from xpuplan.perf.memory import inference_memory
+    from xpuplan.serve.kv import max_concurrent_sequences
+    from xpuplan.serve.validity import layout_issues, raise_first
+
+    ctx = ctx or default_context()
+    m = ctx.model(req.model)
+    if req.tp is not None:
+        raise_first(layout_issues(m, req.tp, req.pp, 1))
+    else:
+        raise_first(layout_issues(m, 1, req.pp, 1))
+    dev = ctx.device(req.hw) if req.hw else None
+    tp = req.tp or 1
+    fit: tuple[Any, Any, str | None] | None = None
+    assumptions = ctx.assumptions([dev]) if dev else None
+    if dev is not None:
+        if req.tp is None:
+            t = 1
+            while t <= MAX_TP_SEARCH:
+                if not layout_issues(m, t, req.pp, 1):
+                    fit = _replica_fit(m, dev, req, t, assumptions)
+                    if fit[2] is None:
+                        break
+                t *= 2
+            if fit is None or fit[2] is not None:
+                raise InfeasibleError(
+                    f"{m.id} with batch {req.batch} x {req.context} tokens does not fit on up to {MAX_TP_SEARCH} "
+                    f"{dev.id} per replica (tp a power of two dividing the heads)",
+                    reasons=[] if fit is None else [fit[2] or ""])
+            tp = fit[0].tp
+        else:
+            fit = _replica_fit(m, dev, req, tp, assumptions)
+    mem = inference_memory(m, weight_dtype=req.dtype, kv_dtype=req.kv_dtype, batch=req.batch, context=req.context,
+                           tp=tp, pp=req.pp)
+    out: dict[str, Any] = {
+        "model": m.id, "weight_dtype": req.dtype, "kv_dtype": req.kv_dtype, "batch": req.batch, "context": req.context,
+        "tp": tp, "pp": req.pp, "bytes_per_device": clean(mem.to_dict()),
+        "bytes_per_replica": {"weights": mem.weights * tp * req.pp,
+                              "kv_cache_total": mem.kv_bytes_per_token * req.batch * req.context * tp * req.pp},
+    }
+    if dev is not None and fit is not None:
+        rep, plan, reason = fit
+        need_kv = req.batch * plan.blocks_per_sequence(req.context) * plan.block_size_tokens * plan.kv_bytes_per_token
+        out.update(hardware=dev.id, engine=rep.engine.id, fits=reason is None, devices_per_replica=rep.n_devices,
+                   usable_bytes=plan.usable_bytes, headroom_bytes=plan.kv_budget_bytes - need_kv / max(1, rep.ep),
+                   max_batch_at_context=max_concurrent_sequences(rep, plan, req.context),
+                   serving_memory=clean(plan.to_dict()), reasons=[reason] if reason else [])
+    res = MemoryInferResult(**out, used=used(assumptions, [dev] if dev else [], MEMORY_FIGURES,
+                                             precisions=[INFER_DTYPES[req.dtype]],
+                                             engines=[out["engine"]] if out.get("engine") else []))
+    if res.fits is False:
+        raise InfeasibleError(f"{m.id} does not fit on {dev.id if dev else '?'} at tp={tp}", reasons=res.reasons,
+                              hint="leave out --tp to find the smallest tp that fits", result=res)
+    return res

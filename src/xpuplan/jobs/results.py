@@ -1,0 +1,179 @@
+"""Result types of the jobs: pydantic models with a ``schema_version``, one JSON schema each.
+
+Every result a job returns derives from :class:`Result`. Front ends render them (``--json`` is
+``result.to_dict()``); ``xpuplan schema NAME`` prints ``result_schema(NAME)``; docs/schema.md
+describes the conventions:
+
+* keys carry their unit as a suffix and values are SI (``_s``, ``_bytes``, ``_w``, ``_per_s``);
+  counts and ratios have no suffix (``mfu`` is a fraction of peak);
+* ``used`` lists the catalog figures (each with its trust grade and source) and the assumptions
+  (each value with its provenance) that the result depends on;
+* the fields declared on a result are stable within a ``schema_version`` major number; results
+  that embed a planner's breakdown allow extra keys inside it (``model_config extra="allow"``):
+  those are detail and may grow.
+
+No NaN or infinity ever appears: :meth:`Result.to_dict` refuses them (an internal error, not an
+answer), because a request's inputs are finite and in range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from xpuplan.catalog.assumptions import Assumptions
+    from xpuplan.catalog.device import Device
+
+#: Version of every result's schema: major changes when a declared field is renamed or removed.
+SCHEMA_VERSION: Final = "1.0"
+
+#: Result name -> type, for ``xpuplan schema``.
+RESULTS: dict[str, type[Result]] = {}
+
+
+class FigureUsed(BaseModel):
+    """One catalog figure a result depends on."""
+
+    device: str = Field(description="catalog device id")
+    path: str = Field(description="figure path in the catalog, e.g. memory.bandwidth_gb_per_s")
+    value: float = Field(description="value in SI units (FLOP/s, B, B/s, W)")
+    unit: str = Field(description="SI unit of value")
+    trust: str = Field(description="trust grade A (vendor datasheet) .. D (estimate)")
+    source: str = Field(description="title, publisher, date and URL of the source")
+
+
+class Used(BaseModel):
+    """What a result was computed from, besides the request."""
+
+    figures: list[FigureUsed] = Field(default_factory=list, description="catalog figures read, with trust")
+    assumptions: dict[str, Any] = Field(default_factory=dict,
+                                        description="assumptions used, each value with its source")
+
+
+class Result(BaseModel):
+    """Base of every job result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Name used by ``xpuplan schema`` (set by subclasses).
+    NAME: ClassVar[str] = ""
+
+    schema_version: str = Field(default=SCHEMA_VERSION, description="version of this result's schema")
+    used: Used | None = Field(default=None, description="catalog figures and assumptions the result used")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("NAME"):
+            RESULTS[cls.NAME] = cls
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; NaN or infinity anywhere is an internal error."""
+        data = self.model_dump(mode="python")
+        _check_finite(data, self.NAME or type(self).__name__)
+        return data
+
+
+class Detail(BaseModel):
+    """A planner's breakdown embedded in a result: declared keys are stable, extra keys are detail."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _check_finite(obj: Any, where: str) -> None:
+    if isinstance(obj, float):
+        assert math.isfinite(obj), f"non-finite number in {where}"
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_finite(v, f"{where}.{k}")
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            _check_finite(v, f"{where}[{i}]")
+
+
+def finite_or_none(x: float | None) -> float | None:
+    """``x`` if finite, else None (a planner's 'unbounded' as JSON null)."""
+    return None if x is None or not math.isfinite(x) else x
+
+
+def clean(obj: Any) -> Any:
+    """A planner's dict with NaN/inf replaced by None (they mean 'not applicable' or 'unbounded')."""
+    if isinstance(obj, float):
+        return finite_or_none(obj)
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    return obj
+
+
+#: Figures the training planner reads from a device (besides the peak of the chosen precision).
+TRAIN_FIGURES: Final = ("memory.capacity_gb", "memory.bandwidth_gb_per_s", "scale_up.bandwidth_gb_per_s_per_direction",
+                        "scale_out.nic_gbit_per_s_per_device", "power.tdp_w")
+#: Figures the serving planner reads.
+SERVE_FIGURES: Final = ("memory.capacity_gb", "memory.bandwidth_gb_per_s", "scale_up.bandwidth_gb_per_s_per_direction")
+#: Figures the memory commands read.
+MEMORY_FIGURES: Final = ("memory.capacity_gb",)
+
+
+def figures_used(device: Device, paths: Iterable[str]) -> list[FigureUsed]:
+    """The figures ``paths`` of ``device`` that exist, with trust and source."""
+    out = []
+    for path in dict.fromkeys(paths):
+        f = device.figure(path)
+        if f is not None:
+            out.append(FigureUsed(device=device.id, path=f.path, value=f.value, unit=f.unit, trust=f.trust,
+                                  source=f.source.cite()))
+    return out
+
+
+def peak_path(device: Device, precision: str) -> str:
+    """Catalog path of the dense peak a precision runs at (bf16 falls back to fp16)."""
+    key = {"int8-wo": "bf16", "int4-wo": "bf16", "fp32": "fp32"}.get(precision, precision)
+    path = f"dense_tflops.{key}"
+    if device.figure(path) is None and key == "bf16":
+        return "dense_tflops.fp16"
+    return path
+
+
+def used(assumptions: Assumptions | None, devices: Iterable[Device], paths: Iterable[str], *,
+         precisions: Iterable[str] = ("bf16",), **named: Iterable[str]) -> Used:
+    """``Used`` block: ``paths`` plus the peak of each precision on each device, and the assumptions
+    (efficiency per device and any named link types, engines, state recipes)."""
+    devs = list(devices)
+    paths = list(paths)
+    figs: list[FigureUsed] = []
+    for d in devs:
+        figs += figures_used(d, [*(peak_path(d, p) for p in precisions), *paths])
+    assumed = assumptions.used(devices=devs, **named) if assumptions is not None else {}
+    return Used(figures=figs, assumptions=clean(assumed))
+
+
+def result_schema(name: str) -> dict[str, Any]:
+    """JSON schema of result ``name`` (see :data:`RESULTS`)."""
+    from xpuplan.errors import UnknownIdError
+
+    if name not in RESULTS:
+        raise UnknownIdError("result", name, list(RESULTS), field="NAME")
+    return RESULTS[name].model_json_schema()
+
+
+#: Job modules whose results ``all_results`` collects (a module another helper has not written yet
+#: is skipped).
+JOB_MODULES: Final = ("train", "serve", "memory", "catalog", "overview", "cost", "recommend", "validate")
+
+
+def all_results() -> dict[str, type[Result]]:
+    """Every registered result type, after importing the job modules that define them."""
+    import importlib
+
+    for mod in JOB_MODULES:
+        try:
+            importlib.import_module(f"xpuplan.jobs.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"xpuplan.jobs.{mod}":
+                raise
+    return dict(sorted(RESULTS.items()))

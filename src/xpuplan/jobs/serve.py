@@ -1,0 +1,384 @@
+"""Serving jobs: ``infer estimate`` (a sweep over devices × TP × batch) and ``infer capacity``.
+
+Requests hold the flags as the user typed them (``--in``, ``--out``, ``--ttft-ms``...), a serving
+scenario file the flags override, and are checked once: every number finite and in range, every
+list or range bounded (:data:`MAX_SWEEP_POINTS` estimates per request).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
+
+from pydantic import Field, model_validator
+
+from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.jobs.context import RunContext, default_context
+from xpuplan.jobs.requests import (
+    MAX_BATCH,
+    MAX_PARALLEL,
+    Degree,
+    Fraction,
+    Id,
+    LatencyMs,
+    ModelRef,
+    Percentile,
+    Rate,
+    Request,
+    SeqLen,
+    flag_error,
+    int_range,
+    names_flags,
+    str_list,
+)
+from xpuplan.jobs.results import SERVE_FIGURES, Detail, Result, clean, used
+
+if TYPE_CHECKING:
+    from xpuplan.catalog.device import Device
+    from xpuplan.serve import SLO
+    from xpuplan.workload.serving import ServingScenario
+
+#: Most (device, tp, batch) points one ``infer estimate`` evaluates.
+MAX_SWEEP_POINTS: Final = 1024
+#: Most hardware options in one request.
+MAX_HARDWARE: Final = 128
+#: Engines ``--emit`` writes commands for.
+EMITTERS: Final = ("vllm", "sglang", "trtllm", "mindie")
+
+
+class _ServeCommon(Request):
+    FLAGS: ClassVar = {"input_len": "--in", "output_len": "--out", "emit_": "--emit"}
+
+    model: ModelRef | None = Field(default=None, description="model id, alias or config.json path")
+    hw: str | None = Field(default=None, max_length=4096, description="device ids or aliases, comma-separated")
+    pp: Degree | None = Field(default=None, description="pipeline stages")
+    ep: Degree | None = Field(default=None, description="expert-parallel groups (MoE)")
+    input_len: SeqLen | None = Field(default=None, description="prompt tokens per request")
+    output_len: SeqLen | None = Field(default=None, description="generated tokens per request")
+    kv_dtype: Id | None = Field(default=None, description="KV-cache dtype")
+    engine: Id | None = Field(default=None, description="serving engine")
+    memory_fraction: Fraction | None = Field(default=None, description="device memory the engine may use (0-1]")
+    ttft_ms: LatencyMs | None = Field(default=None, description="TTFT limit at --percentile, ms")
+    tpot_ms: LatencyMs | None = Field(default=None, description="TPOT limit, ms")
+    percentile: Percentile | None = Field(default=None, description="percentile of the TTFT limit")
+    scenario: str | None = Field(default=None, max_length=4096, description="serving scenario YAML")
+    emit_: str | None = Field(default=None, description="print the serve command: " + ", ".join(EMITTERS))
+
+    @model_validator(mode="after")
+    def _check_hw(self) -> _ServeCommon:
+        names = str_list(self.hw) or []
+        if len(names) > MAX_HARDWARE:
+            raise flag_error(type(self), "hw", f"{len(names)} hardware options; at most {MAX_HARDWARE} per request")
+        for n in names:
+            if len(n) > 200:
+                raise flag_error(type(self), "hw", f"{len(n):,}-character id; ids are at most 200 characters")
+        if self.emit_ is not None and self.emit_ not in EMITTERS:
+            raise flag_error(type(self), "emit_", f"--emit must be one of {', '.join(EMITTERS)} (got {self.emit_!r})")
+        return self
+
+
+class InferEstimateRequest(_ServeCommon):
+    """``xpuplan infer estimate``."""
+
+    tp: str | None = Field(default=None, max_length=200, description="tensor-parallel size(s): 4, '1,2,4' or '1:8'")
+    batch: str | None = Field(default=None, max_length=400, description="batch: 64, '1,8,64', '1:256' or 'max'")
+    dtype: Id | None = Field(default=None, description="precision scheme")
+    mode: Literal["static", "continuous"] | None = Field(default=None, description="batching mode")
+    disagg: bool = Field(default=False, description="also estimate disaggregated prefill/decode")
+
+    @model_validator(mode="after")
+    def _check_lists(self) -> InferEstimateRequest:
+        if self.tp is not None:
+            int_range(self.tp, "--tp", max_value=MAX_PARALLEL)
+        if self.batch is not None:
+            _batch_parts(self.batch)
+        return self
+
+
+class CapacityRequest(_ServeCommon):
+    """``xpuplan infer capacity``."""
+
+    qps: Rate | None = Field(default=None, description="target requests/s")
+    tp: str | None = Field(default=None, max_length=200, description="tensor-parallel sizes to try")
+    dtype: str | None = Field(default=None, max_length=200, description="precision schemes to try, comma-separated")
+    disagg: bool | None = Field(default=None, description="disaggregated estimate (default: >= 30B)")
+
+    @model_validator(mode="after")
+    def _check_tp(self) -> CapacityRequest:
+        if self.tp is not None:
+            int_range(self.tp, "--tp", max_value=MAX_PARALLEL)
+        return self
+
+
+def _batch_parts(text: str) -> list[str | list[int]]:
+    """'max' stays a word; everything else a bounded int list."""
+    parts: list[str | list[int]] = []
+    total = 0
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if part.casefold() == "max":
+            parts.append("max")
+            total += 1
+        else:
+            vals = int_range(part, "--batch", max_value=MAX_BATCH)
+            parts.append(vals)
+            total += len(vals)
+    if not parts:
+        raise UserInputError("give --batch", field="--batch")
+    if total > MAX_SWEEP_POINTS:
+        raise UserInputError(f"--batch lists {total:,} values; at most {MAX_SWEEP_POINTS}", field="--batch")
+    return parts
+
+
+# =================================================================================================
+# Results
+# =================================================================================================
+class InferEstimateResult(Result):
+    """Result of ``infer estimate``: one entry per (device, tp, batch) that fits."""
+
+    NAME: ClassVar[str] = "infer.estimate"
+    model: str
+    results: list[dict[str, Any]] = Field(description="serving estimates (ServingEstimate/EncoderEstimate.to_dict)")
+    infeasible: list[str] = Field(description="points that do not fit, and why")
+    commands: list[str] = Field(default_factory=list, description="serve commands (--emit)")
+    slo: dict[str, Any] | None = None
+    pp: int = 1
+    ep: int = 1
+    input_len: int
+    output_len: int
+    dtype: str
+    encoder: bool = False
+
+
+class CapacityOptionOut(Detail):
+    hardware: str
+    replica: dict[str, Any]
+    max_requests_per_s_per_replica: float
+    replicas: int
+    devices: int
+    limited_by: str
+    at_target: dict[str, Any] | None = None
+    disaggregated: dict[str, Any] | None = None
+    disaggregated_error: str | None = None
+
+
+class CapacityResult(Result):
+    """Result of ``infer capacity``: devices per hardware option to serve the load."""
+
+    NAME: ClassVar[str] = "infer.capacity"
+    model: str
+    target_qps: float
+    input_len: float
+    output_len: float
+    slo: dict[str, Any]
+    options: list[CapacityOptionOut]
+    infeasible: dict[str, list[str]]
+    assumed_lengths: bool = Field(default=False, description="--in/--out were defaults, not given")
+    commands: list[str] = Field(default_factory=list, description="serve commands (--emit)")
+
+
+# =================================================================================================
+# Resolution
+# =================================================================================================
+def _pick(flag: Any, scenario_value: Any, default: Any = None) -> Any:
+    if flag is not None:
+        return flag
+    if scenario_value is not None:
+        return scenario_value
+    return default
+
+
+def _devices(ctx: RunContext, hw: str | None, sc: ServingScenario | None) -> list[Device]:
+    names = str_list(hw) if hw else (sc.hardware if sc else [])
+    if not names:
+        raise UserInputError("give --hw (a device id or alias; several separated by commas)", field="--hw")
+    if names == ["all"]:
+        return [d for d in ctx.catalog if d.kind.upper() in ("GPU", "NPU", "TPU") and d.figure("memory.bandwidth_gb_per_s")
+                and d.figure("memory.capacity_gb")]
+    return [ctx.device(n) for n in names]
+
+
+def _model(ctx: RunContext, req: _ServeCommon, sc: ServingScenario | None) -> Any:
+    name = _pick(req.model, sc.model if sc else None)
+    if not name:
+        raise UserInputError("give --model (or a --scenario file)", field="--model")
+    return ctx.model(name)
+
+
+def _slo(req: _ServeCommon, sc: ServingScenario | None) -> SLO:
+    from xpuplan.serve import SLO
+    from xpuplan.units import MS
+
+    ttft = _pick(req.ttft_ms, sc.slo.ttft_ms if sc else None)
+    tpot = _pick(req.tpot_ms, sc.slo.tpot_ms if sc else None)
+    return SLO(ttft_s=None if ttft is None else ttft * MS, tpot_s=None if tpot is None else tpot * MS,
+               percentile=_pick(req.percentile, sc.slo.percentile if sc else None, 99.0))
+
+
+def _length(value: float | None, flag: str) -> float:
+    if value is None:
+        raise UserInputError(f"give {flag}", field=flag)
+    if not value > 0:
+        raise UserInputError(f"{flag} must be positive (got {value:g})", field=flag)
+    return value
+
+
+def _assumptions_kw(planner: Any, ctx: RunContext, devices: list[Device]) -> dict[str, Any]:
+    """``assumptions=`` for a planner that takes it (the planners are gaining the argument one by one)."""
+    import inspect
+
+    return {"assumptions": ctx.assumptions(devices)} if "assumptions" in inspect.signature(planner).parameters else {}
+
+
+# =================================================================================================
+# infer estimate
+# =================================================================================================
+@names_flags
+def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> InferEstimateResult:
+    """TTFT, TPOT, throughput of each (device, tp, batch) point; ``InfeasibleError`` when none fits."""
+    from xpuplan.serve import (
+        emit,
+        estimate,
+        estimate_disagg,
+        estimate_encoder,
+        make_replica,
+        max_batch,
+        throughput_at_slo,
+    )
+
+    ctx = ctx or default_context()
+    sc = ctx.serving_scenario(req.scenario)
+    rs = sc.replica if sc else None
+    m = _model(ctx, req, sc)
+    devices = _devices(ctx, req.hw, sc)
+    tps = int_range(req.tp, "--tp", max_value=MAX_PARALLEL) if req.tp else [_pick(None, rs.tp if rs else None, 1)]
+    pp = _pick(req.pp, rs.pp if rs else None, 1)
+    ep = _pick(req.ep, rs.ep if rs else None, 1)
+    dt = _pick(req.dtype, rs.dtype if rs else None, "bf16")
+    kv = _pick(req.kv_dtype, rs.kv_dtype if rs else None)
+    eng = _pick(req.engine, rs.engine if rs else None)
+    frac = _pick(req.memory_fraction, rs.memory_fraction if rs else None)
+    traffic = sc.traffic if sc else None
+    is_encoder = m.type == "encoder"
+    in_len = int(round(_length(_pick(req.input_len, traffic.input.average if traffic else None), "--in")))
+    out_len = int(round(_length(_pick(req.output_len, traffic.output.average if traffic else None,
+                                      1 if is_encoder else None), "--out")))
+    batch_parts = _batch_parts(req.batch or (str(traffic.batch) if traffic and traffic.batch else "1"))
+    n_batches = sum(1 if p == "max" else len(p) for p in batch_parts)
+    if len(devices) * len(tps) * n_batches > MAX_SWEEP_POINTS:
+        raise UserInputError(f"{len(devices)} devices x {len(tps)} tp x {n_batches} batches = "
+                             f"{len(devices) * len(tps) * n_batches:,} estimates; at most {MAX_SWEEP_POINTS} per request",
+                             field="--batch")
+    if req.emit_ and is_encoder:
+        raise UserInputError("--emit writes LLM serving commands; encoders are served with TensorRT/ONNX Runtime",
+                             field="--emit")
+    slo = _slo(req, sc)
+    if req.disagg and slo.ttft_s is None and slo.tpot_s is None:
+        raise UserInputError("--disagg needs an SLO: give --ttft-ms and/or --tpot-ms", field="--disagg")
+    results: list[dict[str, Any]] = []
+    failures: list[str] = []
+    commands: list[str] = []
+    single = len(devices) * len(tps) == 1
+    assumptions = ctx.assumptions(devices)
+    for dev in devices:
+        for t in tps:
+            try:
+                rep = make_replica(m, dev, tp=t, pp=pp, ep=ep, dtype=dt, kv_dtype=kv, engine=eng, memory_fraction=frac,
+                                   assumptions=assumptions)
+                batches: list[int] = []
+                for p in batch_parts:
+                    batches += ([rep.max_num_seqs if is_encoder else max_batch(rep, in_len, out_len, mode=req.mode)]
+                                if p == "max" else list(p))
+            except InfeasibleError as exc:
+                if single:
+                    raise
+                failures.append(f"{dev.id} tp={t}: {exc}; " + "; ".join(exc.reasons))
+                continue
+            fitted: list[int] = []
+            for b in batches:
+                try:
+                    if is_encoder:
+                        results.append(clean(estimate_encoder(rep, b, in_len).to_dict()))
+                        continue
+                    e = estimate(rep, in_len, out_len, b, mode=req.mode)
+                except InfeasibleError as exc:
+                    if single and len(batches) == 1:
+                        raise
+                    failures.append(f"{dev.id} tp={t} batch {b}: {exc}; " + "; ".join(exc.reasons))
+                    continue
+                fitted.append(b)
+                results.append(clean(e.to_dict()))
+            if is_encoder or not fitted:
+                continue
+            if req.emit_:
+                commands.append(f"# {rep.key}, up to {max(fitted)} sequences\n"
+                                + emit(rep, req.emit_, max_num_seqs=max(fitted), max_model_len=in_len + out_len))
+            if slo.ttft_s or slo.tpot_s:
+                try:
+                    results[-1]["at_slo"] = clean(throughput_at_slo(rep, in_len, out_len, slo).to_dict())
+                    if req.disagg:
+                        results[-1]["disaggregated"] = clean(estimate_disagg(rep, rep, in_len, out_len, slo).to_dict())
+                except InfeasibleError as exc:
+                    failures.append(f"{rep.key} at the SLO: {exc}; " + "; ".join(exc.reasons))
+    if not results:
+        raise InfeasibleError("no configuration fits", reasons=failures)
+    engines = [r["replica"]["engine"] for r in results if isinstance(r.get("replica"), dict) and "engine" in r["replica"]]
+    return InferEstimateResult(
+        model=m.id, results=results, infeasible=failures, commands=commands,
+        slo=slo.to_dict() if (slo.ttft_s or slo.tpot_s) else None, pp=pp, ep=ep, input_len=in_len, output_len=out_len,
+        dtype=dt, encoder=is_encoder,
+        used=used(assumptions, devices, SERVE_FIGURES, precisions=[dt], engines=[e for e in engines if e]),
+    )
+
+
+# =================================================================================================
+# infer capacity
+# =================================================================================================
+@names_flags
+def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> CapacityResult:
+    """Devices of each hardware option needed to serve ``--qps`` within the SLO."""
+    from xpuplan.serve import emit, size_for_qps
+    from xpuplan.serve.estimate import kv_tokens_per_sequence
+    from xpuplan.serve.kv import max_concurrent_sequences, memory_plan
+    from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
+
+    ctx = ctx or default_context()
+    sc = ctx.serving_scenario(req.scenario)
+    rs = sc.replica if sc else None
+    m = _model(ctx, req, sc)
+    devices = _devices(ctx, req.hw, sc)
+    traffic = sc.traffic if sc else None
+    target = _pick(req.qps, traffic.qps if traffic else None)
+    if target is None:
+        raise UserInputError("give --qps (target requests/s)", field="--qps")
+    in_len = _length(_pick(req.input_len, traffic.input.average if traffic else None, DEFAULT_INPUT_LEN), "--in")
+    out_len = _length(_pick(req.output_len, traffic.output.average if traffic else None, DEFAULT_OUTPUT_LEN), "--out")
+    slo = _slo(req, sc)
+    if slo.ttft_s is None and slo.tpot_s is None:
+        raise UserInputError("give --ttft-ms and/or --tpot-ms", field="--ttft-ms")
+    tail_len = traffic.input.quantile(slo.percentile) if traffic and req.input_len is None else None
+    dtypes = str_list(req.dtype) or [rs.dtype if rs else "bf16"]
+    if len(dtypes) > 16:
+        raise UserInputError(f"{len(dtypes)} precision schemes; at most 16", field="--dtype")
+    tps = int_range(req.tp, "--tp", max_value=MAX_PARALLEL) if req.tp else ([rs.tp] if rs and rs.tp else None)
+    plan = size_for_qps(m, devices, target, in_len, out_len, slo, dtypes=dtypes,
+                        engine=_pick(req.engine, rs.engine if rs else None),
+                        kv_dtype=_pick(req.kv_dtype, rs.kv_dtype if rs else None), tps=tps,
+                        pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs else None, 1),
+                        memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
+                        ttft_input_len=tail_len, disagg=req.disagg, **_assumptions_kw(size_for_qps, ctx, devices))
+    commands = []
+    if req.emit_:
+        for o in plan.options:
+            rep = o.replica_obj
+            assert rep is not None
+            cmax = max_concurrent_sequences(rep, memory_plan(rep), kv_tokens_per_sequence(rep, in_len, out_len))
+            commands.append(f"# {rep.key} x {o.replicas} replicas\n"
+                            + emit(rep, req.emit_, max_num_seqs=max(1, cmax), max_model_len=int(in_len + out_len)))
+    engines = [o.replica.get("engine") for o in plan.options]
+    res = CapacityResult(**clean(plan.to_dict()), commands=commands,
+                         assumed_lengths=req.input_len is None and req.output_len is None and traffic is None,
+                         used=used(ctx.assumptions(devices), devices, SERVE_FIGURES, precisions=dtypes,
+                                   engines=[e for e in engines if isinstance(e, str)]))
+    if not plan.options:
+        reasons = [f"{hw_id}: {r}" for hw_id, rs_ in plan.infeasible.items() for r in rs_[:3]]
+        raise InfeasibleError(f"no hardware option serves {m.id} within the SLO", reasons=reasons, result=res)
+    return res

@@ -1,0 +1,85 @@
+"""``ServingPlan``: how one model copy is served, separate from the model and the hardware.
+
+As training has ``ParallelPlan``: a validated value object (checked on construction; mistakes raise
+``UserInputError`` naming the field) holding the execution choices of a replica — its tensor,
+pipeline and expert parallel sizes, the weight/activation precision scheme and KV-cache dtype, the
+serving engine and its knobs, and the batching mode. ``None`` means "the engine's default" (or the
+device's, for the engine). :meth:`ServingPlan.replica` turns it into a :class:`~xpuplan.serve.replica.Replica`
+for a model on a device; the rules that need the model live in :mod:`xpuplan.serve.validity`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from xpuplan.serve import validity
+from xpuplan.workload.vocabulary import BatchingMode
+
+if TYPE_CHECKING:
+    from xpuplan.catalog.assumptions import Assumptions
+    from xpuplan.catalog.device import Device
+    from xpuplan.catalog.efficiency import Efficiency
+    from xpuplan.models.arch import ModelArch
+    from xpuplan.serve.replica import Replica
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingPlan:
+    """The execution choices of one serving replica (``tp·pp·ep`` devices)."""
+
+    tp: int = 1
+    """tensor-parallel devices (heads and MLP columns split, two all-reduces per layer)"""
+    pp: int = 1
+    """pipeline stages (layers split; pp micro-batches in flight)"""
+    ep: int = 1
+    """expert-parallel groups of tp devices (MoE only; attention data-parallel across them)"""
+    dtype: str = "bf16"
+    """precision scheme: bf16, fp16, fp8, int8 (W8A8), int8-wo, int4-wo, or an alias"""
+    kv_dtype: str | None = None
+    """KV-cache dtype (None: the scheme's default)"""
+    engine: str | None = None
+    """serving engine family or name (None: the first the device's ecosystem lists)"""
+    memory_fraction: float | None = None
+    """fraction of device memory the engine may use (None: the engine's default)"""
+    block_size_tokens: int | None = None
+    """paged KV-cache block size in tokens (None: the engine's default)"""
+    max_num_seqs: int | None = None
+    """most sequences the engine schedules at once (None: the engine's default)"""
+    batching: BatchingMode | None = None
+    """continuous or static batching (None: the engine's mode)"""
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "ep"):
+            validity.positive_int(name, getattr(self, name))
+        if self.memory_fraction is not None:
+            validity.check_memory_fraction(self.memory_fraction)
+        if self.block_size_tokens is not None:
+            validity.positive_int("block_size", self.block_size_tokens)
+        if self.max_num_seqs is not None:
+            validity.positive_int("max_num_seqs", self.max_num_seqs)
+        if self.batching is not None:
+            validity.check_batching(self.batching)
+
+    @property
+    def n_devices(self) -> int:
+        return self.tp * self.pp * self.ep
+
+    def issues(self, model: ModelArch) -> list[validity.ServingIssue]:
+        """Every rule this plan breaks for ``model`` (empty: valid)."""
+        return validity.layout_issues(model, self.tp, self.pp, self.ep)
+
+    def replica(self, model: ModelArch, device: Device, *, eff: Efficiency | None = None,
+                assumptions: Assumptions | None = None) -> Replica:
+        """The validated :class:`~xpuplan.serve.replica.Replica` of ``model`` on ``device``."""
+        from xpuplan.serve.replica import make_replica
+
+        return make_replica(model, device, tp=self.tp, pp=self.pp, ep=self.ep, dtype=self.dtype,
+                            kv_dtype=self.kv_dtype, engine=self.engine, memory_fraction=self.memory_fraction,
+                            block_size_tokens=self.block_size_tokens, max_num_seqs=self.max_num_seqs, eff=eff,
+                            assumptions=assumptions)
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["n_devices"] = self.n_devices
+        return d

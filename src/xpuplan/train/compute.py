@@ -1,0 +1,315 @@
+"""Compute of one training micro-batch: every layer's operations timed with the roofline.
+
+Each layer's operations come from :func:`xpuplan.perf.ops.layer_ops`, timed with
+:func:`xpuplan.perf.roofline.op_time` (efficiency by operation size and precision); the attention
+core is replaced by :func:`attention_core_ops` (fused or unfused). Backward = 2 x forward for GEMMs
+(1 x for the frozen base of LoRA/QLoRA: no weight gradients), :data:`ATTENTION_BACKWARD_FACTOR` x for
+fused attention, 2 x for elementwise ops; recomputation adds the layer's forward (full) or the
+attention core's (selective); the last stage adds the output head and the loss.
+:func:`stage_compute` sums one pipeline stage's layers for many plans at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from xpuplan.catalog.device import Device
+from xpuplan.models.arch import ModelArch
+from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.memory import NF4_OVERHEAD_BYTES_PER_PARAM, params_per_device
+from xpuplan.perf.ops import head_ops, layer_ops
+from xpuplan.perf.params import param_breakdown
+from xpuplan.perf.roofline import OpCost, cost_attention, cost_gemm, op_time
+from xpuplan.train.layout import Layout
+
+#: Fused attention backward over forward time: FlashAttention-2's backward runs 5 matmuls
+#: (recomputing S and P) against the forward's 2, i.e. 2.5x the forward FLOPs (Dao 2023, Sec. 3.1).
+ATTENTION_BACKWARD_FACTOR: Final = 2.5
+
+#: Backward of a GEMM with trainable weights: input gradient + weight gradient, each as large as
+#: the forward GEMM.
+GEMM_BACKWARD_FACTOR: Final = 2.0
+
+#: Backward of a GEMM whose weights are frozen (LoRA/QLoRA base): input gradient only.
+FROZEN_GEMM_BACKWARD_FACTOR: Final = 1.0
+
+#: Backward of an elementwise op (norm, activation, residual): reads the upstream gradient and the
+#: saved input, writes the input gradient: ~2x the forward's bytes.
+ELEMENTWISE_BACKWARD_FACTOR: Final = 2.0
+
+#: Causal attention with CP: load-balanced ring attention computes half of the (s/cp) x s scores
+#: each rank would compute without the causal mask.
+CAUSAL_FRACTION: Final = 0.5
+
+#: Unfused attention (no FlashAttention): bytes moved per attention score in the forward besides
+#: the two GEMMs' own traffic: the fused scale-mask-softmax reads the fp16 scores (2 B) and writes
+#: probabilities (2 B); dropout writes its mask (1 B) and output (2 B) (Megatron-LM's kernels).
+UNFUSED_SOFTMAX_BYTES_PER_SCORE: Final = 2.0 + 2.0 + 1.0 + 2.0
+
+#: Eager-mode kernels (PyTorch without fusion: HF/FSDP model code): extra bytes per element beyond
+#: the fused op's one read and one write, per forward, counted from the kernels eager code launches:
+#: * RMSNorm written out in PyTorch (upcast to fp32, square, mean, rsqrt, scale, downcast, weight):
+#:   ~36 B per element instead of 4;
+#: * rotary embedding (q·cos, rotate_half = slice + neg + cat, ·sin, add) on q and k: ~22 B per element;
+#: * SwiGLU as silu(gate) then multiply: 10 B per intermediate element instead of 6;
+#: * head transposes made contiguous around attention: 4 B per q, k, v and output element.
+#: LayerNorm and GELU are single native kernels in eager mode too (no extra). Backward moves ~2x.
+EAGER_RMSNORM_EXTRA_BYTES: Final = 32.0
+EAGER_ROPE_EXTRA_BYTES: Final = 22.0
+EAGER_SWIGLU_EXTRA_BYTES: Final = 4.0
+EAGER_TRANSPOSE_BYTES: Final = 4.0
+
+#: LoRA adapter path per targeted matrix and token (PEFT): read the input x (d_in), write the
+#: adapter output (d_out), read base and adapter outputs and write their sum (3 d_out): 2 B each,
+#: i.e. 2·(d_in + 4·d_out) bytes per forward; the rank-r intermediates are negligible.
+LORA_OUTPUT_PASSES: Final = 4.0
+
+#: MoE token permutation: routed tokens are gathered into expert order and scattered back
+#: (read + write 2 B each way) around the expert GEMMs.
+MOE_PERMUTE_BYTES_PER_ELEMENT: Final = 8.0
+
+#: MoE load imbalance: with auxiliary-loss balancing the busiest expert-parallel rank still gets
+#: ~10-20% more tokens than the mean, and every rank waits for it; expert GEMM time x this factor.
+MOE_IMBALANCE_FACTOR: Final = 1.15
+
+#: FP8 GEMM inputs are quantised from bf16 first (Transformer Engine): read 2 B, write 1 B per element.
+FP8_CAST_BYTES_PER_ELEMENT: Final = 3.0
+
+#: Cross-entropy over the logits: fp32 softmax and loss read and write each logit once (fused).
+LOSS_BYTES_PER_LOGIT: Final = 2 * 4.0
+
+#: QLoRA dequantises every NF4 weight to bf16 before each GEMM pass: read 0.5 B (+ constants),
+#: write 2 B per weight.
+NF4_DEQUANT_BYTES_PER_PARAM: Final = 0.5 + NF4_OVERHEAD_BYTES_PER_PARAM + 2.0
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Seconds of one micro-batch on one device, by operation class.
+
+    ``dense_*``: a layer with a dense MLP; ``moe_*``: a layer with the MoE MLP (forward GEMMs,
+    elementwise ops); ``attn_fwd`` / ``attn_bwd``: the attention core forward and backward (the same
+    in both layer kinds); ``head_*``: final norm, output projection and loss (forward);
+    ``dequant_*``: QLoRA NF4 -> bf16 dequantisation per pass.
+    """
+
+    dense_gemm: float
+    dense_elem: float
+    moe_gemm: float
+    moe_elem: float
+    attn_fwd: float
+    attn_bwd: float
+    head_gemm: float
+    head_elem: float
+    dequant_dense: float
+    dequant_moe: float
+
+
+def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> float:
+    """Roofline seconds of one op: GEMMs at the plan's precision, everything else in bf16."""
+    dtype = precision if op.op_class == "gemm" else "bf16"
+    return op_time(op, device, dtype, eff).time_s
+
+
+def attention_core_ops(
+    model: ModelArch, *, micro_batch: int, q_len: int, kv_len: int, tp: int, cp: int, flash: bool,
+) -> tuple[list[OpCost], float]:
+    """The attention core of one layer on one device and its backward/forward time ratio.
+
+    Flash (fused) attention: one kernel; with CP the local queries meet every key once over the
+    ring, half of them masked (load-balanced causal). Unfused attention (Megatron-LM before
+    FlashAttention): QK^T and P·V batched GEMMs over the *whole* s x s score matrix (cuBLAS does
+    not skip the masked half) plus a fused scale-mask-softmax-dropout kernel whose score traffic is
+    :data:`UNFUSED_SOFTMAX_BYTES_PER_SCORE`; its backward is 2x (GEMMs and elementwise alike).
+    """
+    heads = max(1, model.n_heads // tp)
+    kvh = max(1, model.kv_heads // tp)
+    dqk, dv = model.qk_head_dim, model.v_head_dim
+    if flash:
+        causal_square = cp == 1
+        op = cost_attention(micro_batch, heads, q_len, kv_len if cp == 1 else kv_len, dqk, causal=causal_square,
+                            kv_heads=kvh, v_head_dim=dv)
+        if not causal_square:
+            op = OpCost("attention (ring, causal)", "attention", op.flops * CAUSAL_FRACTION, op.bytes, op.min_dim)
+        return [op], ATTENTION_BACKWARD_FACTOR
+    bh = micro_batch * heads
+    qk = cost_gemm(q_len, kv_len, dqk, name="attention scores QK^T")
+    pv = cost_gemm(q_len, dv, kv_len, name="attention P·V")
+    scores = float(bh) * q_len * kv_len
+    soft = OpCost("softmax + dropout (unfused)", "elementwise", 5.0 * scores, scores * UNFUSED_SOFTMAX_BYTES_PER_SCORE)
+    ops = [OpCost(o.name, "gemm", o.flops * bh, o.bytes * bh, o.min_dim) for o in (qk, pv)] + [soft]
+    return ops, GEMM_BACKWARD_FACTOR
+
+
+def _fp8_cast_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost:
+    """FP8 (Transformer Engine) quantisation of every GEMM input per forward: read bf16, write fp8."""
+    q_in = model.d_model  # QKV and MLP-up inputs
+    o_in = model.n_heads * model.v_head_dim / tp
+    if moe and model.moe is not None:
+        f = (model.moe.top_k * model.moe.expert_ffn_dim + model.moe.n_shared_experts * model.moe.shared_ffn) / tp
+    else:
+        f = model.ffn_dim / tp
+    elems = tokens * (2 * q_in + o_in + f)
+    return OpCost("fp8 casts", "elementwise", elems, elems * FP8_CAST_BYTES_PER_ELEMENT)
+
+
+def _eager_extra_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost:
+    """Extra memory traffic of eager (unfused) elementwise kernels in one layer's forward (see the
+    ``EAGER_*`` constants)."""
+    q_dim = model.n_heads * model.qk_head_dim / tp
+    kv_dim = max(1, model.kv_heads // tp) * (model.qk_head_dim if model.mla is None else model.qk_head_dim)
+    o_dim = model.n_heads * model.v_head_dim / tp
+    per_token = 0.0
+    if model.norm == "rmsnorm":
+        per_token += EAGER_RMSNORM_EXTRA_BYTES * model.d_model * model.layer_norms
+    if model.position == "rope":
+        per_token += EAGER_ROPE_EXTRA_BYTES * (q_dim + kv_dim)
+    if model.mlp == "gated":
+        if moe and model.moe is not None:
+            f = (model.moe.top_k * model.moe.expert_ffn_dim + model.moe.n_shared_experts * model.moe.shared_ffn) / tp
+        else:
+            f = model.ffn_dim / tp
+        per_token += EAGER_SWIGLU_EXTRA_BYTES * f
+    per_token += EAGER_TRANSPOSE_BYTES * (q_dim + 2 * kv_dim + o_dim)
+    return OpCost("eager elementwise", "elementwise", 0.0, tokens * per_token)
+
+
+def _lora_adapter_op(model: ModelArch, tokens: int, tp: int) -> OpCost:
+    """Memory traffic of the LoRA adapter paths of one layer's forward (default targets q, k, v,
+    o, gate, up, down; see :data:`LORA_OUTPUT_PASSES`)."""
+    d = model.d_model
+    q = model.n_heads * model.qk_head_dim
+    kv = model.kv_heads * model.v_head_dim
+    o = model.n_heads * model.v_head_dim
+    f = model.ffn_dim
+    shapes = [(d, q), (d, kv), (d, kv), (o, d), (d, f), (f, d)] + ([(d, f)] if model.mlp == "gated" else [])
+    per_token = sum(2.0 * (a + LORA_OUTPUT_PASSES * b) for a, b in shapes) / tp
+    return OpCost("lora adapters", "elementwise", 0.0, tokens * per_token)
+
+
+def layer_compute(
+    model: ModelArch, device: Device, eff: Efficiency, *, micro_batch: int, seq_len: int, tp: int, cp: int,
+    ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
+    lora: bool = False,
+) -> LayerCompute:
+    """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
+
+    Tokens on a device: micro_batch · seq_len / cp. With SP the norms and residual adds run on
+    1/tp of the tokens. GEMMs come from :func:`xpuplan.perf.ops.layer_ops`; the attention core is
+    replaced by :func:`attention_core_ops`.
+    """
+    s_loc = max(1, seq_len // cp)
+
+    def classify(ops: list[OpCost]) -> tuple[float, float]:
+        g = e = 0.0
+        for op in ops:
+            t = _op_seconds(op, device, precision, eff)
+            if op.op_class == "gemm":
+                g += t
+            else:
+                if sp and tp > 1 and (op.name.startswith("norm") or op.name.startswith("residual")):
+                    t /= tp
+                e += t
+        return g, e
+
+    def without_attention(ops: list[OpCost]) -> list[OpCost]:
+        return [op for op in ops if op.op_class != "attention"]
+
+    tokens = micro_batch * s_loc
+    extra: list[OpCost] = []
+    dense_ops = without_attention(layer_ops(model, batch=micro_batch, q_len=s_loc, kv_len=s_loc, tp=tp,
+                                            dtype=precision, moe_layer=False))
+    if precision == "fp8":
+        extra = [_fp8_cast_op(model, tokens, tp, moe=False)]
+    if eager:
+        extra.append(_eager_extra_op(model, tokens, tp, moe=False))
+    if lora:
+        extra.append(_lora_adapter_op(model, tokens, tp))
+    dg, de = classify(dense_ops + extra)
+    mg = me = 0.0
+    if model.moe is not None:
+        base = without_attention(layer_ops(model, batch=micro_batch, q_len=s_loc, kv_len=s_loc, tp=tp,
+                                           dtype=precision, moe_layer=True))
+        # with EP carved from DP, each rank receives tokens from ep ranks: evaluate the expert ops
+        # for ep x the local batch split over ep ranks (= the local tokens x top_k per rank)
+        ep_ops = layer_ops(model, batch=micro_batch * ep, q_len=s_loc, kv_len=s_loc, tp=tp, ep=ep,
+                           dtype=precision, moe_layer=True)
+        experts = [OpCost(op.name, op.op_class, op.flops * MOE_IMBALANCE_FACTOR, op.bytes * MOE_IMBALANCE_FACTOR,
+                          op.min_dim) for op in ep_ops if op.name.startswith("experts")]
+        routed = tokens * model.moe.top_k * model.d_model
+        moe_extra = [OpCost("token permutation", "elementwise", 0.0, routed * MOE_PERMUTE_BYTES_PER_ELEMENT)]
+        if precision == "fp8":
+            moe_extra.append(_fp8_cast_op(model, tokens, tp, moe=True))
+        if eager:
+            moe_extra.append(_eager_extra_op(model, tokens, tp, moe=True))
+        if lora:
+            moe_extra.append(_lora_adapter_op(model, tokens, tp))
+        mg, me = classify([op for op in base if not op.name.startswith("experts")] + experts + moe_extra)
+    attn_ops, bwd_factor = attention_core_ops(model, micro_batch=micro_batch, q_len=s_loc, kv_len=seq_len if cp > 1 else s_loc,
+                                              tp=tp, cp=cp, flash=flash)
+    af = sum(_op_seconds(op, device, "bf16", eff) for op in attn_ops)
+    hops = head_ops(model, rows=tokens, tp=tp, dtype=precision)
+    loss = OpCost("loss", "elementwise", 5.0 * tokens * model.vocab_size / tp,
+                  tokens * model.vocab_size / tp * LOSS_BYTES_PER_LOGIT)
+    hg, he = classify(hops + ([loss] if hops else []))
+    dq_d = dq_m = 0.0
+    if qlora:
+        bw = device.memory_bandwidth * eff.memory_bw_fraction
+        per_dev = params_per_device(model, tp=tp, pp=1, ep=ep)
+        b = param_breakdown(model)
+        body = (per_dev.dense - (b.embedding + b.output_head) / tp) / model.n_layers
+        dq_d = body * NF4_DEQUANT_BYTES_PER_PARAM / bw
+        dq_m = (body + per_dev.expert / max(model.n_moe_layers, 1)) * NF4_DEQUANT_BYTES_PER_PARAM / bw
+    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m)
+
+
+@dataclass(frozen=True)
+class StageCompute:
+    """Seconds per micro-batch on the busiest pipeline stage, per plan: ``per_mb`` every layer's
+    forward + backward (+ QLoRA dequantisation) and the head; ``fwd``/``bwd`` the layers' forward and
+    backward alone (overlap windows); ``recompute`` the recomputed forward; ``attn_fwd`` one layer's
+    attention core forward (the window CP hides its ring exchange under)."""
+
+    per_mb: np.ndarray
+    fwd: np.ndarray
+    bwd: np.ndarray
+    recompute: np.ndarray
+    attn_fwd: np.ndarray
+    attn_bwd: np.ndarray
+
+
+def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, frozen: bool) -> StageCompute:
+    """Compute phase of many plans from their :class:`LayerCompute` table ``c`` (one array per field)."""
+    L = model.n_layers
+    n_moe = model.n_moe_layers
+    n_dense = L - n_moe
+    gbf = FROZEN_GEMM_BACKWARD_FACTOR if frozen else GEMM_BACKWARD_FACTOR
+
+    def fwd(kind: str) -> np.ndarray:
+        return c[f"{kind}_gemm"] + c["attn_fwd"] + c[f"{kind}_elem"]
+
+    def bwd(kind: str) -> np.ndarray:
+        return gbf * c[f"{kind}_gemm"] + c["attn_bwd"] + ELEMENTWISE_BACKWARD_FACTOR * c[f"{kind}_elem"]
+
+    def recomp(kind: str) -> np.ndarray:
+        return np.where(lay.full_rec, fwd(kind), np.where(lay.sel_rec, c["attn_fwd"], 0.0))
+
+    def passes_dequant(kind: str) -> np.ndarray:
+        return c[f"dequant_{kind}"] * (2.0 + lay.full_rec)
+
+    def per_stage(dense_v: np.ndarray, moe_v: np.ndarray) -> np.ndarray:
+        """Sum over one stage's layers: exact when pp = 1, the heaviest layer kind x L/pp otherwise."""
+        if n_moe == 0:
+            return np.where(lay.multi_stage, lay.Ls, L) * dense_v
+        heavy = np.maximum(dense_v, moe_v) if n_dense else moe_v
+        return np.where(lay.multi_stage, lay.Ls * heavy, n_dense * dense_v + n_moe * moe_v)
+
+    comp_layers = per_stage(fwd("dense") + bwd("dense") + passes_dequant("dense"),
+                            fwd("moe") + bwd("moe") + passes_dequant("moe"))
+    head = (1.0 + gbf) * c["head_gemm"] + (1.0 + ELEMENTWISE_BACKWARD_FACTOR) * c["head_elem"]
+    return StageCompute(per_mb=comp_layers + head, fwd=per_stage(fwd("dense"), fwd("moe")),
+                        bwd=per_stage(bwd("dense"), bwd("moe")), recompute=per_stage(recomp("dense"), recomp("moe")),
+                        attn_fwd=c["attn_fwd"], attn_bwd=c["attn_bwd"])

@@ -1,0 +1,53 @@
+"""The plan fields every phase of the step model reads, as float arrays, computed once per evaluation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from xpuplan.models.arch import ModelArch
+from xpuplan.workload.vocabulary import RECOMPUTE_MODES
+
+_FULL = RECOMPUTE_MODES.index("full")
+_SELECTIVE = RECOMPUTE_MODES.index("selective")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Per plan: sizes as floats, recomputation masks, layers on the busiest stage (``Ls`` = ceil(L/pp);
+    ``layers_stage`` = L without PP), passes over each layer (forward, backward, recomputed forward),
+    and the job's sequence length ``s`` and hidden size ``h``."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    vpp: np.ndarray
+    mb: np.ndarray
+    m: np.ndarray
+    sp: np.ndarray
+    full_rec: np.ndarray
+    sel_rec: np.ndarray
+    multi_stage: np.ndarray
+    Ls: np.ndarray
+    layers_stage: np.ndarray
+    passes: np.ndarray
+    s: float
+    h: float
+
+    @classmethod
+    def of(cls, p: object, model: ModelArch, seq_len: int) -> Layout:
+        """From :class:`~xpuplan.train.arrays.PlanArrays` ``p``."""
+        pp = p.pp.astype(float)  # type: ignore[attr-defined]
+        rec = p.rec  # type: ignore[attr-defined]
+        full_rec = rec == _FULL
+        multi = p.pp > 1  # type: ignore[attr-defined]
+        Ls = np.ceil(model.n_layers / pp)
+        return cls(
+            tp=p.tp.astype(float), pp=pp, dp=p.dp.astype(float), cp=p.cp.astype(float),  # type: ignore[attr-defined]
+            vpp=p.vpp.astype(float), mb=p.mb.astype(float), m=p.ga.astype(float),  # type: ignore[attr-defined]
+            sp=p.sp.astype(bool), full_rec=full_rec, sel_rec=rec == _SELECTIVE, multi_stage=multi,  # type: ignore[attr-defined]
+            Ls=Ls, layers_stage=np.where(multi, Ls, float(model.n_layers)), passes=2.0 + full_rec,
+            s=float(seq_len), h=float(model.d_model),
+        )

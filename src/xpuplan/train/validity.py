@@ -1,0 +1,244 @@
+"""Every rule a training plan must obey, in one place: one small function per rule.
+
+A rule function returns ``None`` when the rule holds, else a :class:`PlanIssue` naming the field the
+user typed (``tp``, ``pp``, ``global_batch``, ...) and saying why. :func:`plan_issues` lists every
+broken rule of a plan for a model and job; :func:`check_plan` raises the first as
+``UserInputError``. ``ParallelPlan`` (construction), ``make_plan``, the search's enumeration and
+:func:`xpuplan.train.fit.training_fit` all call these functions, so a layout one command rejects
+is rejected by every other.
+
+Memory fit is not a rule: it is a result of the step model (``train.step``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from xpuplan.errors import UserInputError
+from xpuplan.models.arch import ModelArch
+from xpuplan.workload.vocabulary import RECOMPUTE_MODES, TRAIN_PRECISIONS
+
+if TYPE_CHECKING:
+    from xpuplan.train.plan import ParallelPlan
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class PlanIssue:
+    """One broken validity rule: the field it concerns and a sentence saying why."""
+
+    field: str
+    message: str
+
+
+# ---------------------------------------------------------------------------------------
+# Values on their own
+# ---------------------------------------------------------------------------------------
+def positive_int(field: str, value: object) -> int:
+    """``value`` as a positive integer, else ``UserInputError`` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserInputError(f"{field} must be a positive integer (got {value!r})", field=field)
+    return value
+
+
+def check_zero_stage(value: object, field: str = "zero_stage") -> None:
+    if value not in ZERO_STAGES:
+        raise UserInputError(f"{field} must be 0, 1, 2 or 3 (got {value!r})", field=field)
+
+
+def check_recompute(value: object, field: str = "recompute") -> None:
+    if value not in RECOMPUTE_MODES:
+        raise UserInputError(f"{field} must be none, selective or full (got {value!r})", field=field)
+
+
+def check_precision(value: object, field: str = "precision") -> None:
+    if value not in TRAIN_PRECISIONS:
+        raise UserInputError(f"{field} must be one of {', '.join(TRAIN_PRECISIONS)} (got {value!r})", field=field)
+
+
+def check_device_counts(counts: Sequence[int], field: str = "devices") -> None:
+    """Every device count a positive integer."""
+    for c in counts:
+        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+            raise UserInputError(f"device counts must be positive integers (got {c!r})", field=field)
+
+
+def check_top(top: int) -> None:
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserInputError(f"top must be a positive integer (got {top!r})", field="top")
+
+
+# ---------------------------------------------------------------------------------------
+# Rules of the plan alone (checked when a ParallelPlan is built)
+# ---------------------------------------------------------------------------------------
+def rule_sp_needs_tp(tp: int, sp: bool) -> PlanIssue | None:
+    if sp and tp == 1:
+        return PlanIssue("sp", "sequence parallelism (sp) needs tp > 1")
+    return None
+
+
+def rule_vpp_needs_pp(pp: int, vpp: int) -> PlanIssue | None:
+    if vpp > 1 and pp == 1:
+        return PlanIssue("vpp", f"vpp ({vpp}) needs pipeline parallelism (pp > 1)")
+    return None
+
+
+def rule_ep_divides_dp_cp(ep: int, dp: int, cp: int) -> PlanIssue | None:
+    if (dp * cp) % ep:
+        return PlanIssue("ep", f"ep ({ep}) must divide dp·cp ({dp * cp}): experts are sharded over data-parallel ranks")
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Rules of the plan against the model and the job
+# ---------------------------------------------------------------------------------------
+def rule_tp_divides_heads(tp: int, model: ModelArch) -> PlanIssue | None:
+    if model.n_heads % tp:
+        return PlanIssue("tp", f"tp ({tp}) must divide n_heads ({model.n_heads})")
+    return None
+
+
+def rule_tp_divides_kv_heads(tp: int, model: ModelArch) -> PlanIssue | None:
+    """KV heads split over TP (MLA's latent is replicated, so it has no such rule)."""
+    if model.mla is None and model.kv_heads % tp:
+        return PlanIssue("tp", f"tp ({tp}) must divide n_kv_heads ({model.kv_heads})")
+    return None
+
+
+def rule_pp_layers(pp: int, vpp: int, model: ModelArch, *, uneven_pipeline: bool = False) -> PlanIssue | None:
+    """pp·vpp divides the layers; with ``uneven_pipeline`` it need only not exceed them."""
+    if uneven_pipeline:
+        if pp * vpp > model.n_layers:
+            return PlanIssue("pp", f"pp·vpp ({pp}·{vpp}) exceeds n_layers ({model.n_layers})")
+        return None
+    if model.n_layers % (pp * vpp):
+        what = f"pp·vpp ({pp}·{vpp})" if vpp > 1 else f"pp ({pp})"
+        return PlanIssue("pp", f"{what} must divide n_layers ({model.n_layers}) (or allow an uneven pipeline)")
+    return None
+
+
+def rule_ep_experts(ep: int, model: ModelArch) -> PlanIssue | None:
+    if ep <= 1:
+        return None
+    if model.moe is None:
+        return PlanIssue("ep", f"ep ({ep}) needs an MoE model; {model.id} is dense")
+    if model.moe.n_routed_experts % ep:
+        return PlanIssue("ep", f"ep ({ep}) must divide the routed experts ({model.moe.n_routed_experts})")
+    return None
+
+
+def rule_cp_divides_seq(cp: int, seq_len: int) -> PlanIssue | None:
+    if cp > 1 and seq_len % (2 * cp):
+        return PlanIssue("cp", f"2·cp ({2 * cp}) must divide seq_len ({seq_len}) for load-balanced ring attention")
+    return None
+
+
+def rule_sp_divides_seq(sp: bool, tp: int, cp: int, seq_len: int) -> PlanIssue | None:
+    if sp and (seq_len // cp) % tp:
+        return PlanIssue("sp", f"tp ({tp}) must divide the per-rank sequence ({seq_len // cp}) under sequence parallelism")
+    return None
+
+
+def rule_global_batch(dp: int, micro_batch: int, grad_accum: int, global_batch_seqs: int) -> PlanIssue | None:
+    """dp · micro_batch · grad_accum equals the job's global batch; blames the batch when it is
+    smaller than dp (no micro-batch size can help), the micro-batch otherwise."""
+    got = dp * micro_batch * grad_accum
+    if got == global_batch_seqs:
+        return None
+    if global_batch_seqs < dp:
+        return PlanIssue("global_batch", f"the global batch ({global_batch_seqs} sequences) is smaller than dp ({dp}): "
+                         "every data-parallel rank needs at least one sequence")
+    return PlanIssue("micro_batch", f"dp·micro_batch·grad_accum ({dp}·{micro_batch}·{grad_accum} = {got}) must equal "
+                     f"the global batch ({global_batch_seqs} sequences)")
+
+
+def rule_interleaved_schedule(pp: int, vpp: int, grad_accum: int) -> PlanIssue | None:
+    if vpp > 1 and grad_accum % pp:
+        return PlanIssue("vpp", f"interleaving (vpp {vpp}) needs the micro-batch count ({grad_accum}) divisible by pp ({pp})")
+    return None
+
+
+def rule_device_count(tp: int, pp: int, dp: int, cp: int, n_devices: int) -> PlanIssue | None:
+    n = tp * pp * dp * cp
+    if n != n_devices:
+        return PlanIssue("dp", f"tp·pp·dp·cp ({tp}·{pp}·{dp}·{cp} = {n}) must equal the device count ({n_devices})")
+    return None
+
+
+def rule_model_parallel_divides_devices(tp: int, pp: int, cp: int, n_devices: int) -> PlanIssue | None:
+    if n_devices % (tp * pp * cp):
+        return PlanIssue("tp", f"tp·pp·cp ({tp}·{pp}·{cp} = {tp * pp * cp}) must divide the device count ({n_devices})")
+    return None
+
+
+def rule_dp_micro_batch_divides_batch(dp: int, micro_batch: int, global_batch_seqs: int) -> PlanIssue | None:
+    if global_batch_seqs % (dp * micro_batch) == 0:
+        return None
+    if global_batch_seqs < dp:
+        return rule_global_batch(dp, micro_batch, 1, global_batch_seqs)
+    return PlanIssue("micro_batch", f"dp·micro_batch ({dp}·{micro_batch} = {dp * micro_batch}) must divide the global "
+                     f"batch ({global_batch_seqs} sequences)")
+
+
+def model_issues(model: ModelArch, *, tp: int, pp: int, vpp: int = 1, ep: int = 1,
+                 uneven_pipeline: bool = False) -> list[PlanIssue]:
+    """The rules that need only the model: heads, KV heads, layers, experts."""
+    heads = rule_tp_divides_heads(tp, model) or rule_tp_divides_kv_heads(tp, model)
+    rules = (heads, rule_pp_layers(pp, vpp, model, uneven_pipeline=uneven_pipeline), rule_ep_experts(ep, model))
+    return [r for r in rules if r is not None]
+
+
+def plan_issues(
+    plan: ParallelPlan,
+    model: ModelArch,
+    *,
+    seq_len: int,
+    global_batch_seqs: int | None = None,
+    n_devices: int | None = None,
+    uneven_pipeline: bool = False,
+) -> list[PlanIssue]:
+    """Every structural rule ``plan`` breaks for ``model`` and the job (empty list: valid).
+
+    Rules: heads and KV heads divisible by TP; layers by PP · VPP; routed experts by EP (EP > 1
+    only for MoE models); sequence length by 2 · CP (load-balanced causal ring attention) and by
+    TP under sequence parallelism; the global batch equal to DP · micro-batch · grad_accum;
+    interleaving (VPP > 1) needs the micro-batch count divisible by PP (Megatron's schedule);
+    TP · PP · DP · CP equal to the device count. ``uneven_pipeline`` accepts stages of different
+    depth (Megatron's --decoder-first/last-pipeline-num-layers): the busiest stage then holds
+    ceil(layers / pp) layers.
+    """
+    out = model_issues(model, tp=plan.tp, pp=plan.pp, vpp=plan.vpp, ep=plan.ep, uneven_pipeline=uneven_pipeline)
+    rules = [rule_cp_divides_seq(plan.cp, seq_len), rule_sp_divides_seq(plan.sp, plan.tp, plan.cp, seq_len)]
+    if global_batch_seqs is not None:
+        rules.append(rule_global_batch(plan.dp, plan.micro_batch, plan.grad_accum, global_batch_seqs))
+    rules.append(rule_interleaved_schedule(plan.pp, plan.vpp, plan.grad_accum))
+    if n_devices is not None:
+        rules.append(rule_device_count(plan.tp, plan.pp, plan.dp, plan.cp, n_devices))
+    return out + [r for r in rules if r is not None]
+
+
+def raise_first(issues: list[PlanIssue]) -> None:
+    """``UserInputError`` for the first issue (naming its field), mentioning the others."""
+    if issues:
+        first = issues[0]
+        more = f" (and {len(issues) - 1} more: {'; '.join(i.message for i in issues[1:])})" if len(issues) > 1 else ""
+        raise UserInputError(first.message + more, field=first.field)
+
+
+def check_plan(
+    plan: ParallelPlan, model: ModelArch, *, seq_len: int, global_batch_seqs: int | None = None,
+    n_devices: int | None = None, uneven_pipeline: bool = False,
+) -> None:
+    """Raise ``UserInputError`` (naming the field) for the first rule ``plan`` breaks."""
+    raise_first(plan_issues(plan, model, seq_len=seq_len, global_batch_seqs=global_batch_seqs, n_devices=n_devices,
+                            uneven_pipeline=uneven_pipeline))
+
+
+def check_finite_positive(field: str, value: float | None) -> None:
+    """A finite, positive number (None allowed: not given)."""
+    if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise UserInputError(f"{field} must be a finite positive number (got {value!r})", field=field)

@@ -1,0 +1,30 @@
+"""The words jobs, plans and results share, defined once (``Literal`` types and their value tuples).
+
+Every planner, perf function and request model imports these; nothing redefines them.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+#: Activation recomputation: none; selective (the attention core, Korthikanti et al. 2022); full
+#: (the whole layer's forward again in the backward).
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_MODES: Final[tuple[str, ...]] = get_args(Recompute)
+
+#: Training GEMM precision: bf16/fp16 mixed precision, or fp8 (Transformer Engine style, bf16 elsewhere).
+TrainPrecision = Literal["bf16", "fp16", "fp8"]
+TRAIN_PRECISIONS: Final[tuple[str, ...]] = get_args(TrainPrecision)
+
+#: Fine-tuning method: full training, or LoRA/QLoRA adapters on a frozen base.
+Method = Literal["full", "lora", "qlora"]
+METHODS: Final[tuple[str, ...]] = get_args(Method)
+
+#: Elementwise kernel style: fused (Megatron-LM/Transformer Engine, torch.compile) or eager PyTorch.
+Kernels = Literal["fused", "eager"]
+KERNELS: Final[tuple[str, ...]] = get_args(Kernels)
+
+#: Serving batching: continuous (iteration-level scheduling, vLLM/SGLang/TRT-LLM in-flight) or static
+#: (a batch runs to completion before the next starts).
+BatchingMode = Literal["continuous", "static"]
+BATCHING_MODES: Final[tuple[str, ...]] = get_args(BatchingMode)
