@@ -19,7 +19,8 @@ _DATA_HOME = tempfile.mkdtemp(prefix="xpuplan-test-data-")
 atexit.register(shutil.rmtree, _DATA_HOME, ignore_errors=True)
 os.environ["XDG_DATA_HOME"] = _DATA_HOME
 os.environ["XPUPLAN_TEST_DATA_HOME"] = _DATA_HOME
-for _var in ("XPUPLAN_DB_URL", "XPUPLAN_ASSUMPTIONS_PATH", "XPUPLAN_HARDWARE_PATH", "XPUPLAN_MODEL_PATH"):
+for _var in ("XPUPLAN_DB_URL", "XPUPLAN_ASSUMPTIONS_PATH", "XPUPLAN_HARDWARE_PATH", "XPUPLAN_MODEL_PATH",
+             "XPUPLAN_PRICES_PATH"):
     os.environ.pop(_var, None)
 
 

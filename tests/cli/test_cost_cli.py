@@ -44,11 +44,13 @@ def test_bad_input_exit_2_naming_the_flag():
     r = run("tco", "--hw", "H1OO0", "--devices", "8")
     assert r.exit_code == 2 and "--hw" in r.output
     r = run("tco", "--hw", "MLU590", "--devices", "8")
-    assert r.exit_code == 2 and "device_price_usd" in r.output
+    assert r.exit_code == 2 and "--device-price-usd" in r.output
     r = run("tco", "--hw", "H100", "--devices", "8", "--region", "eu")
-    assert r.exit_code == 2 and "usd_per_eur" in r.output
+    assert r.exit_code == 2 and "--usd-per-eur" in r.output
     r = run("tco", "--hw", "H100", "--devices", "8", "--region", "mars")
-    assert r.exit_code == 2 and "region" in r.output
+    assert r.exit_code == 2 and "--region" in r.output
+    r = run("tco", "--hw", "H100", "--devices", "8", "--cooling", "liquidd")
+    assert r.exit_code == 2 and "--cooling" in r.output and "did you mean liquid" in r.output
     r = run("tco", "--hw", "TPU v5p", "--devices", "8")
     assert r.exit_code == 2 and "--cloud" in r.output
 
@@ -106,3 +108,10 @@ def test_train_cost_under_power_cap_is_slower_and_uses_less_energy():
     assert capped["failure_free_time_s"] > base["failure_free_time_s"]
     assert capped["cost"]["it_energy_kwh"] < base["cost"]["it_energy_kwh"]
     assert capped["power_cap"]["cap_w"] == 525
+
+
+def test_fine_tuning_run_and_no_failures():
+    r = run("train", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--tokens", "1e9", "--method", "lora",
+            "--failures-per-device-hour", "0")
+    assert r.exit_code == 0, r.output
+    assert "job MTBF inf h" in r.stdout and "per million tokens" in r.stdout

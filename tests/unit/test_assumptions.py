@@ -117,6 +117,8 @@ def test_link_types_engines_and_recipes_carry_their_source() -> None:
     json.dumps(a.to_dict())
     assert a.fingerprint != default_assumptions().fingerprint
     assert default_assumptions().with_overrides({}).fingerprint == default_assumptions().fingerprint
+    assert build_assumptions() == default_assumptions() and hash(build_assumptions()) == hash(default_assumptions())
+    assert a != default_assumptions()
 
 
 def test_engine_versions_are_data() -> None:
@@ -140,10 +142,14 @@ def test_engine_versions_are_data() -> None:
     ({"engines": {"vllm": {"step_overhead_ms": "no-such-overhead"}}}, None),
     ({"state_recipes": {"bf16-adam": {"master_bytes_per_param": -4}}}, "state_recipes.bf16-adam.master_bytes_per_param"),
     ({"comparison_set": []}, "comparison_set"),
+    ({"link_types": {"nvlink": {"latency_us": float("inf")}}}, "link_types.nvlink.latency_us"),
+    ({"efficiency": {"defaults": {"gemm_half_dim": float("nan")}}}, "efficiency.defaults.gemm_half_dim"),
+    ({"link_types": {"nvlink": 5}}, "link_types.nvlink"),
+    (["not", "a", "mapping"], "assumptions"),
 ])
-def test_overrides_are_validated_and_errors_name_the_field(overrides: dict, field: str | None) -> None:
+def test_overrides_are_validated_and_errors_name_the_field(overrides: object, field: str | None) -> None:
     with pytest.raises(UserInputError) as err:
-        default_assumptions().with_overrides(overrides)
+        default_assumptions().with_overrides(overrides)  # type: ignore[arg-type]
     if field is not None:
         assert err.value.field == field, err.value
     else:

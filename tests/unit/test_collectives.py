@@ -46,7 +46,8 @@ def test_latency_steps_take_the_cheaper_of_ring_and_tree():
 
 
 def test_hierarchical_reduces_to_flat_collectives():
-    flat_up = c.time_all_reduce_s(GB, 8, BW, ALPHA)
+    # inside one domain: the flat bandwidth term, a ring's latency (NCCL rings within a node)
+    flat_up = c.time_all_reduce_s(GB, 8, BW, 0.0) + 2 * 7 * ALPHA
     assert c.time_hierarchical_s("all_reduce", GB, 8, 1, BW, ALPHA, 10e9, 1e-3) == pytest.approx(flat_up)
     flat_out = c.time_all_reduce_s(GB, 16, 25e9, 20e-6)
     assert c.time_hierarchical_s("all_reduce", GB, 1, 16, BW, ALPHA, 25e9, 20e-6) == pytest.approx(flat_out)
@@ -58,7 +59,7 @@ def test_hierarchical_bandwidth_is_the_slower_phase_latencies_add():
     t = c.time_hierarchical_s("all_reduce", b, 8, 4, up, 0.0, out, 0.0)
     assert t == pytest.approx(max(2 * 7 / 8 * b / up, 2 * 3 / 4 * (b / 8) / out))
     lat = c.time_hierarchical_s("all_reduce", 0.0, 8, 4, up, 1e-6, out, 1e-5)
-    assert lat == pytest.approx(2 * (6 * 1e-6 + 3 * 1e-5))  # steps(8) = 6, steps(4) = min(3, 4)
+    assert lat == pytest.approx(2 * (7 * 1e-6 + 3 * 1e-5))  # ring inside (7), min(3, 4) across domains
 
 
 def test_hierarchical_all_to_all_splits_traffic_by_destination():

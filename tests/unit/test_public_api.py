@@ -18,6 +18,8 @@ EXPECTED = {
     "train", "training_memory", "validate_file",
     # cost (helper D)
     "TcoResult", "tco", "training_cost", "serving_cost",
+    # decide (helper E)
+    "Recommendation", "recommend",
 }
 
 

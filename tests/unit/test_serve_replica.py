@@ -261,6 +261,9 @@ def test_public_api_is_curated():
         "emit", "engine_profile", "estimate", "estimate_continuous", "estimate_disagg", "estimate_encoder",
         "estimate_static", "load_point", "make_replica", "max_batch", "max_concurrent_sequences", "max_throughput",
         "memory_plan", "resolve_precision", "size_for_qps", "step_time", "throughput_at_slo",
+        # one validity module / memory model / vectorised serving (issue 9)
+        "ServingPlan", "ReplicaFit", "replica_fit", "EfficiencyArrays", "ServingArrays", "continuous_arrays",
+        "estimate_static_arrays", "step_time_arrays",
     }
     assert set(serve.__all__) == expected
     assert all(hasattr(serve, name) for name in serve.__all__)

@@ -1,8 +1,9 @@
-"""Measure real hardware: microbenchmarks, a small real transformer, collectives, calibration.
+"""Measure real hardware: microbenchmarks, a small real transformer, collectives, log imports.
 
 Everything that needs PyTorch (the ``bench`` extra) imports it inside functions, so
-``import xpuplan`` and ``import xpuplan.bench`` work without torch. The fitting
-(:mod:`xpuplan.bench.calibrate`) and the importers (:mod:`xpuplan.bench.imports`) need numpy only.
+``import xpuplan`` and ``import xpuplan.bench`` work without torch. The importers
+(:mod:`xpuplan.bench.imports`) need numpy only; fitting the efficiency parameters lives in
+:mod:`xpuplan.calibrate.fit` (re-exported as ``xpuplan.bench.calibrate``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xpuplan import units
-from xpuplan.bench.calibrate import bus_factor
+from xpuplan.calibrate.fit import bus_factor
 from xpuplan.errors import UserInputError
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")

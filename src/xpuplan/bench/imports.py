@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from xpuplan import units
-from xpuplan.bench.calibrate import bus_factor
+from xpuplan.calibrate.fit import bus_factor
 from xpuplan.errors import UserInputError
 from xpuplan.store.records import Record, RunInfo
 

@@ -1,8 +1,8 @@
 """``xpuplan validate --local RUN``: the planner's predictions vs this machine's measurements.
 
 For a benchmark run, the measured small-transformer steps are predicted with perf's functions
-and the device's efficiency parameters (the stored calibration profile when there is one, else
-the defaults) - the same math the planners use:
+and the device's efficiency parameters (the stored calibration profile when there is one, laid over
+the given assumptions, else those assumptions' values) - the same math the planners use:
 
 - decode step = one forward pass at q_len 1 over ``decode_context + 1`` keys
   (``layer_ops`` per layer + ``head_ops``);
@@ -76,7 +76,8 @@ def efficiency_for_run(device: Device, db_url: str | None, assumptions: Assumpti
     return assumptions_with_profiles(assumptions, [device], db_url).efficiency(device)
 
 
-def _bench_rows(run: Run, meas: list[Measurement], db_url: str | None, eff: Efficiency | None) -> list[RowResult]:
+def _bench_rows(run: Run, meas: list[Measurement], db_url: str | None, eff: Efficiency | None,
+                assumptions: Assumptions | None = None) -> list[RowResult]:
     steps = [m for m in meas if m.kind == "model_step"]
     if not steps:
         raise UserInputError(f"run {run.id} has no model-step measurements to validate (was it run with --only?)",
@@ -85,7 +86,7 @@ def _bench_rows(run: Run, meas: list[Measurement], db_url: str | None, eff: Effi
         raise UserInputError(f"run {run.id} has no catalog device ({run.device_name!r}); re-run with --device-id",
                              field="run")
     device = load_catalog().get(run.device_id)
-    eff = eff or efficiency_for_run(device, db_url)
+    eff = eff or efficiency_for_run(device, db_url, assumptions)
     source = f"xpuplan bench run {run.id} ({run.device_name}, {run.started_at:%Y-%m-%d})"
     out = []
     for m in steps:
@@ -123,12 +124,14 @@ def rows_from_run(run: Run, meas: list[Measurement]) -> list[ValidationRow]:
     return rows
 
 
-def validate_run(store: Store, ref: str, *, eff: Efficiency | None = None) -> tuple[Run, ValidationReport]:
-    """Predictions vs the measurements of stored run ``ref`` (an id or ``latest``)."""
+def validate_run(store: Store, ref: str, *, eff: Efficiency | None = None,
+                 assumptions: Assumptions | None = None) -> tuple[Run, ValidationReport]:
+    """Predictions vs the measurements of stored run ``ref`` (an id or ``latest``); a benchmark run's
+    device uses ``eff``, else its newest stored profile over ``assumptions`` (built-in when None)."""
     run = resolve_run(store, ref, kinds=("bench", "import-csv", "import-vllm"))
     meas = run_measurements(store, run.id)
     if run.kind == "bench":
-        return run, ValidationReport(_bench_rows(run, meas, store.url, eff))
+        return run, ValidationReport(_bench_rows(run, meas, store.url, eff, assumptions))
     if run.kind in ("import-csv", "import-vllm"):
         rows = rows_from_run(run, meas)
         if not rows:

@@ -155,7 +155,7 @@ class StateRecipe:
 # File schemas (units in the keys, converted once when the runtime objects are built)
 # =================================================================================================
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LinkTypeSpec(_Strict):
@@ -557,6 +557,9 @@ class Assumptions(BaseModel):
         ``docs/assumptions.md``). Unknown names or out-of-range values raise UserInputError naming
         the field (and the file and line when ``file``/``lines`` are given)."""
         lines = lines or {}
+        if not isinstance(overrides, Mapping | AssumptionOverrides):
+            raise UserInputError(f"assumption overrides must be a mapping of sections (got {type(overrides).__name__})",
+                                 field="assumptions", file=file, line=lines.get(()))
         if isinstance(overrides, AssumptionOverrides):
             ov = overrides
         else:
@@ -655,6 +658,9 @@ class Assumptions(BaseModel):
         data.pop("files", None)
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    def __hash__(self) -> int:  # usable as a cache key (equal bundles have equal fingerprints)
+        return hash(self.fingerprint)
 
     def summary(self) -> dict[str, Any]:
         """What sets these assumptions apart from the built-in ones (for a result's header)."""

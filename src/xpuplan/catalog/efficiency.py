@@ -32,7 +32,7 @@ EFFICIENCY_FIELDS = (
 class Efficiency(BaseModel):
     """Achievable fractions of peak and fixed overheads for one device (dimensionless / seconds)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gemm_peak_fraction: float = Field(gt=0, le=1, description="fraction of dense peak a large GEMM reaches")
     gemm_half_dim: float = Field(ge=0, description="smallest GEMM dimension at which efficiency halves")
@@ -73,7 +73,7 @@ class Efficiency(BaseModel):
 class EfficiencyOverrides(BaseModel):
     """Some of the :class:`Efficiency` parameters (a family, device or user entry), each range-checked."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gemm_peak_fraction: float | None = Field(default=None, gt=0, le=1)
     gemm_half_dim: float | None = Field(default=None, ge=0)
@@ -107,7 +107,7 @@ class FamilyRule(EfficiencyOverrides):
 class EfficiencyFile(BaseModel):
     """``efficiency.yaml``: defaults, family rules (applied in file order), per-device entries."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     schema_version: int
     defaults: Efficiency

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from xpuplan import units
 from xpuplan.cli.common import cli_command, console, print_json, render_infeasible, request, table
 from xpuplan.errors import InfeasibleError
-from xpuplan.jobs import catalog as jc
-from xpuplan.jobs.memory import (
-    MemoryInferRequest,
-    MemoryInferResult,
-    MemoryTrainRequest,
-    MemoryTrainResult,
-)
-from xpuplan.jobs.memory import memory_infer as memory_infer_job
-from xpuplan.jobs.memory import memory_train as memory_train_job
+
+if TYPE_CHECKING:
+    from xpuplan.jobs.memory import MemoryInferResult, MemoryTrainResult
 from xpuplan.units import format_bytes, format_count
 
 memory_app = typer.Typer(help="Memory per device for training/fine-tuning or inference.", no_args_is_help=True)
@@ -44,7 +38,11 @@ def memory_train(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Weights, gradients, optimizer states and activations per device (exit 3 when it does not fit --hw)."""
-    req = request(MemoryTrainRequest, **dict(locals()))
+    args = dict(locals())
+    from xpuplan.jobs.memory import MemoryTrainRequest, MemoryTrainResult
+    from xpuplan.jobs.memory import memory_train as memory_train_job
+
+    req = request(MemoryTrainRequest, **args)
     try:
         res = memory_train_job(req)
     except InfeasibleError as exc:
@@ -92,7 +90,11 @@ def memory_infer(
 ) -> None:
     """Weights, KV cache and workspace per device for serving; with --hw the serving planner's verdict
     (the same check as `infer estimate`; exit 3 when it does not fit)."""
-    req = request(MemoryInferRequest, **dict(locals()))
+    args = dict(locals())
+    from xpuplan.jobs.memory import MemoryInferRequest, MemoryInferResult
+    from xpuplan.jobs.memory import memory_infer as memory_infer_job
+
+    req = request(MemoryInferRequest, **args)
     try:
         res = memory_infer_job(req)
     except InfeasibleError as exc:
@@ -132,7 +134,10 @@ def flops(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """FLOPs per token (forward, training with and without recompute), prefill and decode."""
-    res = jc.flops(request(jc.FlopsRequest, **dict(locals())))
+    args = dict(locals())
+    from xpuplan.jobs import catalog as jc
+
+    res = jc.flops(request(jc.FlopsRequest, **args))
     out = res.to_dict()
     if json_:
         print_json(out)
@@ -174,7 +179,10 @@ def roofline(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Compute- vs memory-bound time of a GEMM, an elementwise op, or a model layer's ops."""
-    res = jc.roofline(request(jc.RooflineRequest, **dict(locals())))
+    args = dict(locals())
+    from xpuplan.jobs import catalog as jc
+
+    res = jc.roofline(request(jc.RooflineRequest, **args))
     if json_:
         print_json(res.to_dict())
         return

@@ -8,7 +8,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -18,6 +18,11 @@ from rich.table import Table
 
 from xpuplan.datafile import format_loc
 from xpuplan.errors import InfeasibleError, UserInputError, XpuplanError
+
+if TYPE_CHECKING:
+    from xpuplan.jobs.requests import Request
+
+R = TypeVar("R", bound="Request")
 
 #: Width when output is not a terminal (pipes, files, tests): wide enough that tables don't fold.
 NON_TTY_WIDTH = 180
@@ -34,7 +39,6 @@ console = Console(width=_width(), emoji=False)
 err_console = Console(stderr=True, width=_width(), emoji=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
-R = TypeVar("R")
 
 EXIT_USER_ERROR = 2
 EXIT_INFEASIBLE = 3
@@ -132,7 +136,7 @@ def cli_command(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def request(cls: type[R], **values: Any) -> R:  # type: ignore[misc]
+def request(cls: type[R], **values: Any) -> R:
     """Validate CLI values as the job's request (errors name the flag)."""
     from xpuplan.jobs.requests import parse_request
 

@@ -126,6 +126,7 @@ def tco_cmd(
     team: Annotated[str | None, typer.Option("--team", help="software stacks the team knows, e.g. CUDA,ROCm")] = None,
     porting_engineer_months: Annotated[float | None, typer.Option()] = None,
     cloud_usd_per_device_hour: Money = None,
+    tdp_w: Annotated[float | None, typer.Option(help="device power, W, when the catalog has none")] = None,
     prices: Annotated[list[str] | None, typer.Option("--prices", help="extra price file (repeatable)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
@@ -137,7 +138,7 @@ def tco_cmd(
                      grid_kg_co2e_per_kwh=grid_kg_co2e_per_kwh, space_usd_per_kw_year=space_usd_per_kw_year,
                      operations_usd_per_year=operations_usd_per_year, development_usd=development_usd,
                      team_stacks=team, porting_engineer_months=porting_engineer_months,
-                     cloud_usd_per_device_hour=cloud_usd_per_device_hour, prices=prices or [])
+                     cloud_usd_per_device_hour=cloud_usd_per_device_hour, prices=prices or [], tdp_w=tdp_w)
     req = parse_request(TcoRequest, {"hw": hw, "devices": devices, "years": years, "busy_fraction": busy,
                                      "compute_bound_fraction": compute_bound_fraction, **values})
     res = run_tco(req)
@@ -182,6 +183,7 @@ def train_cmd(
     team: Annotated[str | None, typer.Option("--team", help="stacks the team knows; adds porting cost")] = None,
     porting_engineer_months: Annotated[float | None, typer.Option()] = None,
     cloud_usd_per_device_hour: Money = None,
+    tdp_w: Annotated[float | None, typer.Option(help="device power, W, when the catalog has none")] = None,
     prices: Annotated[list[str] | None, typer.Option("--prices")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -191,7 +193,7 @@ def train_cmd(
                      usd_per_eur=usd_per_eur, pue=pue, grid_kg_co2e_per_kwh=grid_kg_co2e_per_kwh,
                      operations_usd_per_year=operations_usd_per_year, team_stacks=team,
                      porting_engineer_months=porting_engineer_months,
-                     cloud_usd_per_device_hour=cloud_usd_per_device_hour, prices=prices or [],
+                     cloud_usd_per_device_hour=cloud_usd_per_device_hour, prices=prices or [], tdp_w=tdp_w,
                      checkpoint_bytes=checkpoint_bytes, storage_gb_per_s=storage_gb_per_s,
                      failures_per_device_hour=failures_per_device_hour, restart_s=restart_s,
                      power_cap_w=power_cap_w)
@@ -202,11 +204,12 @@ def train_cmd(
         print_json(res.to_dict())
         return
     rel, c = res.reliability, res.cost
+    mtbf = "inf" if rel.job_mtbf_s is None else f"{rel.job_mtbf_s / units.HOUR:.2f}"
     console.print(f"{res.model} on {res.devices} x {res.hardware}, {res.tokens:.3g} tokens: plan {res.plan['key']} "
                   f"(MFU {res.plan['mfu']:.0%})", highlight=False)
     console.print(f"time: {res.failure_free_time_s / units.DAY:.1f} d failure-free -> "
                   f"{rel.effective_time_s / units.DAY:.1f} d with failures (goodput {rel.goodput:.1%}; job MTBF "
-                  f"{rel.job_mtbf_s / units.HOUR:.2f} h, checkpoint {rel.checkpoint_write_s:.1f} s every "
+                  f"{mtbf} h, checkpoint {rel.checkpoint_write_s:.1f} s every "
                   f"{rel.interval_s / 60:.1f} min, ~{rel.expected_failures:.0f} failures)", highlight=False)
     if res.power_cap is not None:
         pc = res.power_cap
@@ -243,6 +246,7 @@ def serve_cmd(
     grid_kg_co2e_per_kwh: Annotated[float | None, typer.Option()] = None,
     operations_usd_per_year: Money = None,
     cloud_usd_per_device_hour: Money = None,
+    tdp_w: Annotated[float | None, typer.Option(help="device power, W, when the catalog has none")] = None,
     prices: Annotated[list[str] | None, typer.Option("--prices")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -251,7 +255,7 @@ def serve_cmd(
                      node_system_price_usd=node_system_price_usd, electricity_usd_per_kwh=electricity_usd_per_kwh,
                      usd_per_eur=usd_per_eur, pue=pue, grid_kg_co2e_per_kwh=grid_kg_co2e_per_kwh,
                      operations_usd_per_year=operations_usd_per_year,
-                     cloud_usd_per_device_hour=cloud_usd_per_device_hour, prices=prices or [])
+                     cloud_usd_per_device_hour=cloud_usd_per_device_hour, prices=prices or [], tdp_w=tdp_w)
     req = parse_request(ServeCostRequest, {"model": model, "hw": hw, "qps": qps, "input_len": input_len,
                                            "output_len": output_len, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
                                            "hours": hours, **values})

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from xpuplan import units
-from xpuplan.catalog import Device, Figure
 from xpuplan.cli.common import cli_command, console, print_json, request, table
-from xpuplan.jobs import catalog as jc
-from xpuplan.jobs.context import default_context
+
+if TYPE_CHECKING:
+    from xpuplan.catalog import Device, Figure
 
 app = typer.Typer(help="Hardware catalog: every figure with its source, date and trust.", no_args_is_help=True)
 
@@ -45,7 +45,10 @@ def list_(
     json_: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """List devices with headline dense figures."""
-    res = jc.hw_list(request(jc.HwListRequest, **dict(locals())))
+    args = dict(locals())
+    from xpuplan.jobs import catalog as jc
+
+    res = jc.hw_list(request(jc.HwListRequest, **args))
     if json_:
         print_json(res.to_dict())
         return
@@ -68,6 +71,9 @@ def show(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Every figure of one device with its range, source and trust."""
+    from xpuplan.jobs import catalog as jc
+    from xpuplan.jobs.context import default_context
+
     ctx = default_context()
     res = jc.hw_show(device_id, ctx)
     if json_:
@@ -125,6 +131,9 @@ def compare(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Side-by-side figures (dense peaks, memory, links, power, price) with trust grades."""
+    from xpuplan.jobs import catalog as jc
+    from xpuplan.jobs.context import default_context
+
     ctx = default_context()
     res = jc.hw_compare(ids, ctx)
     if json_:

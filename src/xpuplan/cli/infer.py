@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, request, table
-from xpuplan.jobs.serve import CapacityRequest, InferEstimateRequest, infer_capacity, infer_estimate
 from xpuplan.units import GB
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
@@ -52,7 +51,10 @@ def estimate_cmd(
     json_: Json = False,
 ) -> None:
     """TTFT, TPOT, end-to-end latency, tokens/s and requests/s of one replica at a batch."""
-    res = infer_estimate(request(InferEstimateRequest, **dict(locals())))
+    args = dict(locals())
+    from xpuplan.jobs.serve import InferEstimateRequest, infer_estimate
+
+    res = infer_estimate(request(InferEstimateRequest, **args))
     results, failures, is_encoder = res.results, res.infeasible, res.encoder
     m_id, in_len, out_len, dt, pp_, ep_ = res.model, res.input_len, res.output_len, res.dtype, res.pp, res.ep
     rows = [_row(r, is_encoder) for r in results]
@@ -141,7 +143,10 @@ def capacity_cmd(
     json_: Json = False,
 ) -> None:
     """Devices of each hardware option needed to serve --qps within the TTFT/TPOT SLO."""
-    plan = infer_capacity(request(CapacityRequest, **dict(locals())))
+    args = dict(locals())
+    from xpuplan.jobs.serve import CapacityRequest, infer_capacity
+
+    plan = infer_capacity(request(CapacityRequest, **args))
     if plan.assumed_lengths and not json_:
         console.print(f"[dim]assuming {plan.input_len:g} prompt and {plan.output_len:g} output tokens per request "
                       "(--in/--out or --scenario to change)[/]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from xpuplan import __version__
-from xpuplan.cli import analyze, bench, cost, hw, infer, model, overview, schema, train, validate
+from xpuplan.cli import analyze, bench, cost, hw, infer, model, overview, recommend, schema, train, validate
 
 app = typer.Typer(
     name="xpuplan",
@@ -23,7 +23,7 @@ app.command("flops")(analyze.flops)
 app.command("roofline")(analyze.roofline)
 app.command("validate")(validate.validate)
 # Planner and measurement front ends register their own commands (one edit here per front end).
-for _frontend in (overview, train, infer, bench, cost, schema):
+for _frontend in (overview, train, infer, bench, cost, schema, recommend):
     _frontend.register(app)
 
 

@@ -7,8 +7,6 @@ from typing import Annotated
 import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, table
-from xpuplan.jobs import catalog as jc
-from xpuplan.jobs.context import default_context
 from xpuplan.units import format_count
 
 app = typer.Typer(help="Model architectures: presets and local config.json files.", no_args_is_help=True)
@@ -18,6 +16,8 @@ app = typer.Typer(help="Model architectures: presets and local config.json files
 @cli_command
 def list_(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """All preset models with total and active parameter counts."""
+    from xpuplan.jobs import catalog as jc
+
     res = jc.model_list()
     if json_:
         print_json(res.to_dict())
@@ -38,6 +38,8 @@ def show(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Architecture and parameter breakdown of one model."""
+    from xpuplan.jobs import catalog as jc
+    from xpuplan.jobs.context import default_context
     from xpuplan.perf.params import param_breakdown
 
     ctx = default_context()

@@ -8,7 +8,7 @@ take. ``search`` shows progress over device counts and stops on Ctrl-C with what
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,15 +23,12 @@ from xpuplan.cli.common import (
     table,
 )
 from xpuplan.errors import InfeasibleError
-from xpuplan.jobs.train import (
-    FRAMEWORKS,
-    TrainEstimateRequest,
-    TrainEstimateResult,
-    TrainSearchRequest,
-    TrainSearchResult,
-    train_estimate,
-    train_search,
-)
+
+if TYPE_CHECKING:
+    from xpuplan.jobs.train import TrainEstimateResult, TrainSearchResult
+
+#: ``--emit`` choices (checked by the request model; ``xpuplan.jobs.train.FRAMEWORKS``).
+FRAMEWORKS_HELP = "megatron | torchtitan | deepspeed"
 
 app = typer.Typer(help="Training planner: estimate a parallel plan or search for the best one.", no_args_is_help=True)
 
@@ -116,11 +113,13 @@ def estimate_cmd(
     scale_out_gbit: Annotated[float | None, typer.Option(help="scale-out NIC per device, Gbit/s")] = None,
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
-    emit: Annotated[str | None, typer.Option(help=f"print launch arguments: {' | '.join(FRAMEWORKS)}")] = None,
+    emit: Annotated[str | None, typer.Option(help=f"print launch arguments: {FRAMEWORKS_HELP}")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Predict one parallel plan: step time and breakdown, tokens/s, MFU, memory, time to train."""
     args = dict(locals())
+    from xpuplan.jobs.train import TrainEstimateRequest, TrainEstimateResult, train_estimate
+
     req = request(TrainEstimateRequest, **args)
     try:
         res = train_estimate(req)
@@ -166,12 +165,15 @@ def search_cmd(
     scale_out_gbit: Annotated[float | None, typer.Option(help="scale-out NIC per device, Gbit/s")] = None,
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
-    emit: Annotated[str | None, typer.Option(help=f"launch arguments of the best plan: {' | '.join(FRAMEWORKS)}")] = None,
+    emit: Annotated[str | None, typer.Option(help=f"launch arguments of the best plan: {FRAMEWORKS_HELP}")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Enumerate every valid plan, evaluate them all, rank by throughput; Pareto front over device counts.
     Progress is shown over device counts; Ctrl-C stops and prints what was found."""
-    req = request(TrainSearchRequest, **dict(locals()))
+    args = dict(locals())
+    from xpuplan.jobs.train import TrainSearchRequest, TrainSearchResult, train_search
+
+    req = request(TrainSearchRequest, **args)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     show_bar = not json_ and err_console.is_terminal

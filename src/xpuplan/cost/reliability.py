@@ -86,7 +86,7 @@ class ReliabilityResult(BaseModel):
     kind: str = "reliability"
     devices: int
     failures_per_device_hour: float
-    job_mtbf_s: float
+    job_mtbf_s: float | None = Field(description="None: no failures (rate 0)")
     checkpoint_bytes: float
     storage_bytes_per_s: float
     checkpoint_write_s: float
@@ -197,7 +197,7 @@ def reliability(
     return ReliabilityResult(
         devices=devices,
         failures_per_device_hour=failures_per_device_hour,
-        job_mtbf_s=m,
+        job_mtbf_s=m if math.isfinite(m) else None,
         checkpoint_bytes=checkpoint_bytes,
         storage_bytes_per_s=storage_bytes_per_s,
         checkpoint_write_s=delta,

@@ -75,8 +75,13 @@ def _catalog_figure(device: Any, path: str, name: str, unit: str) -> PriceFigure
 
 
 def _default_fabric(device: Any) -> str | None:
+    """Fabric priced by default, from the catalog's scale-out NIC name (InfiniBand NDR, else RoCE)."""
     nic = (device.scale_out_name or "").casefold()
-    return "infiniband-ndr" if "infiniband ndr" in nic else None
+    if "infiniband ndr" in nic:
+        return "infiniband-ndr"
+    if "roce" in nic:
+        return "roce-400g"
+    return None
 
 
 def resolve_inputs(device: Any, book: PriceBook, options: CostOptions | None = None) -> CostInputs:

@@ -215,7 +215,8 @@ def _cost_lines(
         missing += m
         share = min(1.0, usage.duration_s / _amortisation_s(inputs, horizon_s))
         lines["hardware_usd"] = capex * share
-        lines["network_usd"] = net * share
+        if usage.devices > inputs.devices_per_node:
+            lines["network_usd"] = net * share
         price = _require(inputs.electricity, "electricity_usd_per_kwh", "electricity price")
         if inputs.pue is None:
             raise UserInputError("no PUE known; give one (or a cooling kind)", field="pue")

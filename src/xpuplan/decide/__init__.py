@@ -9,7 +9,14 @@ formula.
 
 from xpuplan.decide.engine import Evaluation, evaluate
 from xpuplan.decide.result import Recommendation
-from xpuplan.decide.scenario import DEFAULT_PRESET, Scenario, list_presets, load_scenario, preset, scenario_from
+from xpuplan.decide.scenario import (
+    DEFAULT_PRESET,
+    Scenario,
+    list_presets,
+    load_scenario,
+    preset,
+    scenario_from,
+)
 from xpuplan.decide.weights import Weights, criteria_data, make_weights
 
 __all__ = [

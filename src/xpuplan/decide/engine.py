@@ -314,6 +314,18 @@ def _hardware(s: Scenario, catalog: Any) -> list[Any]:
     return list({d.id: d for d in out}.values())
 
 
+def _check_vendors(s: Scenario, catalog: Any) -> None:
+    """Unknown vendor names in allowed/denied lists are the user's typo: error with suggestions."""
+    from xpuplan.errors import UnknownIdError
+
+    known = {d.vendor.casefold(): d.vendor for d in catalog}
+    for name in ("allowed_vendors", "denied_vendors"):
+        for i, v in enumerate(getattr(s.constraints, name) or []):
+            if v.casefold() not in known:
+                err = UnknownIdError("vendor", v, list(known.values()), field=f"constraints.{name}[{i}]")
+                raise err
+
+
 def _model(s: Scenario) -> Any:
     from xpuplan.models import get_model
 
@@ -335,15 +347,16 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
     catalog = catalog if catalog is not None else load_catalog()
     book = book if book is not None else load_prices()
     w = weights or make_weights(s.weights, s.weight_adjustments)
+    _check_vendors(s, catalog)
     model = _model(s)
     share = roles(s)
     devs = _hardware(s, catalog)
     rejected: list[Rejected] = []
     usable = []
     for d in devs:
-        v = fact_violation(d, s)
-        if v is not None:
-            rejected.append(Rejected(d.id, d.id, None, v[0], [v[1]]))
+        fv = fact_violation(d, s)
+        if fv is not None:
+            rejected.append(Rejected(d.id, d.id, None, fv[0], [fv[1]]))
         else:
             usable.append(d)
     # plan every role on every usable device

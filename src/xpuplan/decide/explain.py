@@ -17,6 +17,9 @@ from xpuplan.i18n import t
 
 TOP_REASONS = 3
 TOP_CHANGES = 3
+#: Figures whose low trust is worth a caveat (the ones the planners' time and memory rest on).
+LOW_TRUST_PATHS = ("dense_tflops.bf16", "dense_tflops.fp16", "memory.capacity_gb", "memory.bandwidth_gb_per_s",
+                   "scale_up.bandwidth_gb_per_s_per_direction")
 
 
 def fmt_num(x: float | None, unit: str = "") -> str:
@@ -50,7 +53,6 @@ def label(ev: Evaluation, k: int, lang: str) -> str:
 def explain(ev: Evaluation, lang: str) -> Explanation:
     cands = ev.candidates
     w = ev.weights.to_dict()
-    win = cands[0]
     total = [float(x) for x in ev.total]
     why: list[str] = []
     changes: list[str] = []
@@ -107,10 +109,10 @@ def explain(ev: Evaluation, lang: str) -> Explanation:
             sigma = efficiency_sigma(dev.min_trust(), p.efficiency_source)
             if p.device_id not in devs or sigma > devs[p.device_id][0]:
                 devs[p.device_id] = (sigma, dev, p.efficiency_source, p.compute_bound_fraction)
-    for d, (sigma, dev, src, cb) in sorted(devs.items(), key=lambda kv: -kv[1][0]):
+    for dev_id, (sig, dev, src, cb) in sorted(devs.items(), key=lambda kv: -kv[1][0]):
         what = t("bench.compute" if cb >= 0.5 else "bench.memory", lang)
-        bench.append(t("bench.device", lang, device=d, what=what, trust=dev.min_trust(),
-                       source=t("effsrc." + efficiency_source_kind(src), lang), sigma=sigma * 100))
+        bench.append(t("bench.device", lang, device=dev_id, what=what, trust=dev.min_trust(),
+                       source=t("effsrc." + efficiency_source_kind(src), lang), sigma=sig * 100))
     # caveats
     for f in _low_trust(ev):
         caveats.append(t("caveat.low_trust", lang, device=f["device"], path=f["path"], trust=f["trust"],
@@ -132,6 +134,6 @@ def _low_trust(ev: Evaluation) -> list[dict[str, Any]]:
 
     out = []
     for f in figures_used(ev.candidates[0]):
-        if f["trust"] in ("C", "D") and not f["path"].startswith(("power.", "price")) and "usd" not in f["path"]:
+        if f["trust"] in ("C", "D") and f["path"] in LOW_TRUST_PATHS:
             out.append(f)
     return out[:6]

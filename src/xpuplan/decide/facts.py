@@ -18,6 +18,8 @@ from xpuplan.datafile import parse_text, read_text
 from xpuplan.decide.weights import criteria_data
 
 AVAILABILITY_FILE = Path(__file__).parent / "data" / "availability.yaml"
+#: Deployment region that skips availability checks (the user can deploy anywhere).
+ANY_REGION = "any"
 
 
 def _c() -> Any:
@@ -129,7 +131,13 @@ def matching_rules(device: Any) -> list[AvailabilityRule]:
 
 
 def unavailable_reason(device: Any, region: str) -> str | None:
-    """Why ``device`` cannot be deployed in ``region`` (None: nothing in the catalog says so)."""
+    """Why ``device`` cannot be deployed in ``region`` (None: nothing in the catalog says so).
+
+    Region ``any`` skips these checks: the user states they can deploy anywhere (e.g. they hold
+    the export licences); supply risks scoped to particular regions are then not applied either.
+    """
+    if region == ANY_REGION:
+        return None
     for r in matching_rules(device):
         if region in r.unavailable_in:
             return f"{r.note} [{r.id}]"

@@ -85,6 +85,8 @@ class OptionOut(_M):
     binding: list[str]
     figures: list[FigureUsed]
     min_trust: str
+    assumptions: list[dict[str, Any]] = Field(default_factory=list,
+                                              description="per device: efficiency source and its assumed spread")
     uncertainty: Uncertainty | None = None
     notes: list[str] = Field(default_factory=list)
 

@@ -21,8 +21,9 @@ from xpuplan.workload.vocabulary import Method
 
 PRESET_DIR = Path(__file__).parent / "data" / "presets"
 #: The scenario ``xpuplan recommend`` runs without a file or ``--preset``.
-DEFAULT_PRESET = "online-inference"
+DEFAULT_PRESET = "pretraining"
 CUSTOM = "custom"
+Kind = Literal["GPU", "NPU", "TPU", "CPU"]
 
 
 class _Strict(BaseModel):
@@ -92,8 +93,8 @@ class RoutingSpec(_Strict):
     complex_fraction: float = Field(gt=0, lt=1, description="share of requests that are complex")
     complex: RequestShape
     standard: RequestShape
-    complex_kinds: list[Literal["GPU", "NPU", "TPU", "CPU"]] = Field(default_factory=lambda: ["GPU"], min_length=1)
-    standard_kinds: list[Literal["GPU", "NPU", "TPU", "CPU"]] = Field(default_factory=lambda: ["NPU"], min_length=1)
+    complex_kinds: list[Kind] = Field(default_factory=lambda: list[Kind](["GPU"]), min_length=1)
+    standard_kinds: list[Kind] = Field(default_factory=lambda: list[Kind](["NPU"]), min_length=1)
     candidates_per_pool: int = Field(default=3, ge=1, le=10, description="best single options tried per pool")
 
 
@@ -120,7 +121,7 @@ class Constraints(_Strict):
     allowed_vendors: list[str] | None = None
     denied_vendors: list[str] = Field(default_factory=list)
     domestic_only: bool = Field(default=False, description="Chinese vendors only (catalog origin_country CN)")
-    region: str | None = Field(default=None, description="deployment region (us, eu, cn); default: cost.region")
+    region: str | None = Field(default=None, description="deployment region (us, eu, cn, or any: skip availability checks); default: cost.region")
     max_power_w_per_device: float | None = Field(default=None, gt=0)
     max_site_power_kw: float | None = Field(default=None, gt=0)
     min_memory_gb_per_device: float | None = Field(default=None, gt=0)

@@ -86,14 +86,9 @@ def _number(v: Any, field: str) -> float:
 
 def make_weights(replace: Mapping[str, Any] | None = None, adjust: Mapping[str, Any] | None = None,
                  *, field: str = "weights", adjust_field: str = "weight_adjustments") -> Weights:
-    """Default weights with leaves replaced by ``replace`` then shifted by ``adjust`` (module doc)."""
+    """Default weights shifted by ``adjust`` (a preset's deltas), then leaves replaced by ``replace``."""
     w = dict(criteria_data().defaults)
-    for name, v in (replace or {}).items():
-        _check_leaf(name, field)
-        x = _number(v, f"{field}.{name}")
-        if x < 0:
-            raise UserInputError(f"weights must be >= 0, got {x:g}", field=f"{field}.{name}")
-        w[name] = x
+    replace = dict(replace or {})
     if adjust:
         deltas = {}
         for name, v in adjust.items():
@@ -105,9 +100,15 @@ def make_weights(replace: Mapping[str, Any] | None = None, adjust: Mapping[str, 
                                  field=adjust_field)
         for name, d in deltas.items():
             w[name] += d
-            if w[name] < -SUM_TOLERANCE:
+            if w[name] < -SUM_TOLERANCE and name not in replace:
                 raise UserInputError(f"adjustment makes the weight negative ({w[name]:g})", field=f"{adjust_field}.{name}")
             w[name] = max(0.0, w[name])
+    for name, v in replace.items():
+        _check_leaf(name, field)
+        x = _number(v, f"{field}.{name}")
+        if x < 0:
+            raise UserInputError(f"weights must be >= 0, got {x:g}", field=f"{field}.{name}")
+        w[name] = x
     total = sum(w.values())
     if abs(total - TOTAL) > SUM_TOLERANCE:
         raise UserInputError(

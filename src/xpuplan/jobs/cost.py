@@ -8,15 +8,16 @@ hands that to the pure cost functions in :mod:`xpuplan.cost`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from xpuplan import units
 from xpuplan.catalog.prices import PriceBook, load_prices
 from xpuplan.cost import (
     CHECKPOINT_BYTES_PER_PARAM,
-    SCHEMA_VERSION,
     CostOptions,
     JobCostResult,
     ReliabilityResult,
@@ -43,6 +44,7 @@ from xpuplan.jobs.requests import (
     Tokens,
     parse_request,
 )
+from xpuplan.jobs.results import Result
 from xpuplan.perf.power import PowerCapResult, power_cap_what_if, power_profile_for
 
 MAX_YEARS = 50.0
@@ -77,6 +79,7 @@ class CostRequestBase(Request):
     engineer_usd_per_year: PositiveFloat | None = None
     cloud_usd_per_device_hour: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
     prices: tuple[str, ...] = Field(default=(), description="extra price files layered over the built-in ones")
+    tdp_w: PositiveFloat | None = Field(default=None, description="device power, W, when the catalog has none")
 
     @model_validator(mode="after")
     def _cloud_provider(self) -> CostRequestBase:
@@ -150,12 +153,11 @@ class ServeCostRequest(CostRequestBase):
 # ---------------------------------------------------------------------------------------
 # results
 # ---------------------------------------------------------------------------------------
-class TrainCostResult(BaseModel):
+class TrainCostResult(Result):
     """A training run: the plan, its time with failures and checkpoints, and its cost."""
 
-    model_config = ConfigDict(frozen=True)
+    NAME: ClassVar[str] = "cost-train"
 
-    schema_version: str = SCHEMA_VERSION
     kind: str = "train_cost"
     model: str
     hardware: str
@@ -168,16 +170,12 @@ class TrainCostResult(BaseModel):
     porting: dict[str, Any] | None = None
     power_cap: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump()
 
-
-class ServeCostResult(BaseModel):
+class ServeCostResult(Result):
     """Serving ``qps`` for ``hours``: the capacity option chosen and its cost per token and query."""
 
-    model_config = ConfigDict(frozen=True)
+    NAME: ClassVar[str] = "cost-serve"
 
-    schema_version: str = SCHEMA_VERSION
     kind: str = "serve_cost"
     model: str
     hardware: str
@@ -188,15 +186,26 @@ class ServeCostResult(BaseModel):
     cost: JobCostResult
     porting: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump()
-
 
 # ---------------------------------------------------------------------------------------
 # jobs
 # ---------------------------------------------------------------------------------------
 def _book(req: CostRequestBase) -> PriceBook:
     return load_prices(req.prices)
+
+
+@contextmanager
+def _flags(req: Request) -> Iterator[None]:
+    """Re-raise input errors about a request field under the flag the user typed (``--cooling``)."""
+    try:
+        yield
+    except UserInputError as exc:
+        name = (exc.field or "").removesuffix("_usd").split(".")[0]
+        last = (exc.field or "").split(".")[-1]
+        for cand in (exc.field, name, last):
+            if cand and cand in type(req).model_fields and not exc.file:
+                raise UserInputError(exc.message, field=type(req).flag(cand)) from None
+        raise
 
 
 def _porting(device: Any, book: PriceBook, req: CostRequestBase) -> dict[str, Any] | None:
@@ -208,9 +217,10 @@ def run_tco(req: TcoRequest, ctx: RunContext | None = None) -> TcoResult:
     """TCO of ``req.devices`` x ``req.hw`` over ``req.years``."""
     ctx = ctx or default_context()
     dev = ctx.device(req.hw, field="--hw")
-    inputs = resolve_inputs(dev, _book(req), req.options())
-    return tco_core(inputs, power_profile_for(dev), devices=req.devices, years=req.years,
-                    busy_fraction=req.busy_fraction, compute_bound_fraction=req.compute_bound_fraction)
+    with _flags(req):
+        inputs = resolve_inputs(dev, _book(req), req.options())
+        return tco_core(inputs, power_profile_for(dev, tdp_w=req.tdp_w), devices=req.devices, years=req.years,
+                        busy_fraction=req.busy_fraction, compute_bound_fraction=req.compute_bound_fraction)
 
 
 def run_train_cost(req: TrainCostRequest, ctx: RunContext | None = None) -> TrainCostResult:
@@ -221,14 +231,16 @@ def run_train_cost(req: TrainCostRequest, ctx: RunContext | None = None) -> Trai
     dev = ctx.device(req.hw, field="--hw")
     model = ctx.model(req.model, field="--model")
     book = _book(req)
-    inputs = resolve_inputs(dev, book, req.options())  # price errors before the (slower) search
+    with _flags(req):
+        inputs = resolve_inputs(dev, book, req.options())  # price errors before the (slower) search
     cluster = xp.Cluster.from_catalog(dev, req.devices, assumptions=ctx.assumptions([dev]))
     job = xp.TrainingJob(train_tokens=req.tokens, seq_len=req.seq_len, method=req.method)
     best = xp.search_training(model, cluster, job, top=1).best
     if best is None or best.time_to_train_s is None:
         raise InfeasibleError(f"no training plan of {model.id} fits on {req.devices} x {dev.id}",
                               reasons=["`xpuplan train search` says what it would take"])
-    power = power_profile_for(dev)
+    with _flags(req):
+        power = power_profile_for(dev, tdp_w=req.tdp_w)
     failure_free_s = best.time_to_train_s
     cap = None
     if req.power_cap_w is not None:
@@ -278,7 +290,8 @@ def run_serve_cost(req: ServeCostRequest, ctx: RunContext | None = None) -> Serv
     dev = ctx.device(req.hw, field="--hw")
     model = ctx.model(req.model, field="--model")
     book = _book(req)
-    inputs = resolve_inputs(dev, book, req.options())
+    with _flags(req):
+        inputs = resolve_inputs(dev, book, req.options())
     plan = xp.size_for_qps(model, [dev], qps=req.qps, input_len=req.input_len, output_len=req.output_len,
                            slo=xp.SLO(ttft_s=req.ttft_ms * units.MS, tpot_s=req.tpot_ms * units.MS))
     if not plan.options:
@@ -294,7 +307,8 @@ def run_serve_cost(req: ServeCostRequest, ctx: RunContext | None = None) -> Serv
     queries = req.qps * duration_s
     usage = Usage(device_id=dev.id, devices=opt.devices, duration_s=duration_s, busy_fraction=1.0,
                   compute_bound_fraction=prefill, queries=queries, tokens=queries * req.output_len)
-    cost = job_cost(inputs, power_profile_for(dev), usage)
+    with _flags(req):
+        cost = job_cost(inputs, power_profile_for(dev, tdp_w=req.tdp_w), usage)
     return ServeCostResult(model=model.id, hardware=dev.id, qps=req.qps, devices=opt.devices, replicas=opt.replicas,
                            option=opt.to_dict(), cost=cost, porting=_porting(dev, book, req))
 

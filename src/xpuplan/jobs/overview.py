@@ -9,18 +9,18 @@ figures, nothing fits) as reasons instead of failing the whole report.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, Field
 
-from xpuplan.catalog import Device
 from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.jobs.context import RunContext, default_context
 from xpuplan.jobs.results import TRAIN_FIGURES, Result, used
-from xpuplan.models import ModelArch
-from xpuplan.perf.memory import inference_weight_bytes, kv_cache_bytes_per_token
-from xpuplan.perf.params import param_breakdown
 from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
+
+if TYPE_CHECKING:
+    from xpuplan.catalog import Device
+    from xpuplan.models import ModelArch
 
 #: Default comparison set: the guide's main GPU and NPU options, one per family and generation.
 DEFAULT_HARDWARE = (
@@ -145,6 +145,9 @@ def overview(
 ) -> Overview:
     """Serving and training summaries of ``model`` on each of ``hardware`` (ids or aliases)."""
     import math
+
+    from xpuplan.perf.memory import inference_weight_bytes, kv_cache_bytes_per_token
+    from xpuplan.perf.params import param_breakdown
 
     ctx = ctx or default_context()
     for name, v in (("qps", qps), ("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms), ("train_tokens", train_tokens)):

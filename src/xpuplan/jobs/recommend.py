@@ -72,8 +72,23 @@ def recommend(request: RecommendRequest | Scenario | dict[str, Any] | str | None
     w = None
     if req.weights is not None:
         w = make_weights({**s.weights, **req.weights}, s.weight_adjustments, field="--weight")
-    ev = evaluate(s, samples=req.samples, seed=req.seed, weights=w)
+    from xpuplan.jobs.context import default_context
+
+    ev = evaluate(s, catalog=default_context().catalog, samples=req.samples, seed=req.seed, weights=w)
     return build(ev, req.lang)
+
+
+def _option_assumptions(c: Any) -> list[dict[str, Any]]:
+    from xpuplan.decide.facts import efficiency_sigma, efficiency_source_kind
+
+    out = []
+    for p in c.parts.values():
+        dev = c.device(p.device_id)
+        out.append({"role": p.role, "device": p.device_id, "efficiency_source": p.efficiency_source,
+                    "efficiency_source_kind": efficiency_source_kind(p.efficiency_source),
+                    "efficiency_sigma": efficiency_sigma(dev.min_trust(), p.efficiency_source),
+                    "worst_trust": dev.min_trust(), "cost_mode": p.cost_mode})
+    return out
 
 
 def _workload(s: Scenario) -> dict[str, Any]:
@@ -115,6 +130,7 @@ def build(ev: Evaluation, lang: str = "en") -> Recommendation:
             time_s=c.time_s, latency_s=c.latency_s, cost_usd=c.cost_usd, cost_lines_usd=c.cost_lines(),
             energy_kwh=c.energy_kwh, power_kw=c.power_kw, parts=parts, binding=binding(c, s),
             figures=[FigureUsed(**f) for f in figures_used(c)], min_trust=c.min_trust(), uncertainty=unc,
+            assumptions=_option_assumptions(c),
             notes=c.notes,
         ))
     rejected = [Rejection(key=r.key, hardware=r.hardware, mix=r.mix, constraint=r.constraint, reasons=r.reasons)

@@ -286,7 +286,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
                 batches: list[int] = []
                 for p in batch_parts:
                     batches += ([rep.max_num_seqs if is_encoder else max_batch(rep, in_len, out_len, mode=req.mode)]
-                                if p == "max" else list(p))
+                                if isinstance(p, str) else list(p))
             except InfeasibleError as exc:
                 if single:
                     raise

@@ -20,8 +20,10 @@ Ring collectives (Patarasuk & Yuan 2009; Thakur et al. 2005):
 * all-to-all:          (n-1)/n · B / bw + steps(n) · alpha   (each rank keeps 1/n of its data)
 * point-to-point:                B / bw + alpha
 
-The latency term takes the cheaper of a ring (n-1 steps) and a tree (2·ceil(log2 n) steps),
-as NCCL's tuner picks the tree algorithm when latency dominates; the bandwidth term stays the ring's.
+The latency term of a flat group takes the cheaper of a ring (n-1 steps) and a tree
+(2·ceil(log2 n) steps), as NCCL's tuner picks the tree algorithm when latency dominates across
+nodes; inside a scale-up domain NCCL runs rings (its tree is a chain within a node), which
+:func:`time_hierarchical_s` and :func:`time_group_s` follow. The bandwidth term stays the ring's.
 
 Hierarchical collectives (a group that spans ``nodes`` scale-up domains with ``local`` ranks in
 each): the intra-domain phase moves the whole buffer over the scale-up link, the inter-domain phase
@@ -118,17 +120,20 @@ def time_hierarchical_s(
     """A ring-type collective (``all_reduce``, ``all_gather``, ``reduce_scatter``) over ``local`` ranks
     in each of ``nodes`` domains (group size local·nodes).
 
-    Intra phase: the full buffer over ``local`` ranks on the scale-up link. Inter phase: 1/local of
-    the buffer over ``nodes`` ranks, each rank on its own NIC. Bandwidth terms are pipelined
-    (max), latency terms add. With nodes = 1 this is the flat collective on the scale-up link;
-    with local = 1 the flat collective on the scale-out link.
+    Intra phase: the full buffer over ``local`` ranks on the scale-up link, a ring (local-1 latency
+    steps). Inter phase: 1/local of the buffer over ``nodes`` ranks, each rank on its own NIC, ring
+    or tree (:func:`latency_steps`). Bandwidth terms are pipelined (max), latency terms add. With
+    nodes = 1 this is a ring on the scale-up link; with local = 1 the flat collective on the
+    scale-out link.
     """
     f = _BW_FACTOR[kind]
     local_a = np.asarray(local, dtype=float)
     nodes_a = np.asarray(nodes, dtype=float)
     t_intra_bw = f * _ring_fraction(local_a) * n_bytes / intra_bw
     t_inter_bw = f * _ring_fraction(nodes_a) * (n_bytes / np.maximum(local_a, 1.0)) / inter_bw
-    lat = f * (latency_steps(local_a) * intra_latency_s + latency_steps(nodes_a) * inter_latency_s)
+    # NCCL runs rings inside a node (its tree is an inter-node algorithm: within a node it is a chain),
+    # so the intra-domain phase pays the ring's local-1 steps; across domains the cheaper of ring and tree
+    lat = f * ((np.maximum(local_a, 1.0) - 1.0) * intra_latency_s + latency_steps(nodes_a) * inter_latency_s)
     out = np.maximum(t_intra_bw, t_inter_bw) + lat
     return float(out) if np.ndim(out) == 0 else out
 
@@ -179,8 +184,10 @@ CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_a
 
 #: All-reduce algorithms, as a collective library picks them (``time_group_s(algorithm=...)``):
 #:
-#: * ``nccl``: NCCL's choice between ring (2·(n-1) steps) and tree (2·2·ceil(log2 n) steps): the
-#:   cheaper latency term, the ring's bandwidth term (the model the training planner always used);
+#: * ``nccl``: NCCL's choice: rings inside a scale-up domain (2·(n-1) steps; NCCL's tree is an
+#:   inter-node algorithm, a chain within a node), and across domains the cheaper of ring and tree
+#:   (2·2·ceil(log2 n) steps) for the inter-domain phase; the ring's bandwidth term throughout. For a
+#:   flat group counted as one level, :func:`all_reduce_latency_steps` gives min(ring, tree);
 #: * ``ring``: always the ring, 2·(n-1) latency steps;
 #: * ``two_shot``: the custom all-reduce serving engines ship for small messages on a single-hop
 #:   domain (TensorRT-LLM and vLLM custom all-reduce: reduce-scatter then all-gather through peer

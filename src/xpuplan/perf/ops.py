@@ -128,8 +128,8 @@ def _attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int
     if not np.ndim(q_len):
         return absorbed
     one = np.asarray(q_len) == 1
-    return OpCost("attention", "attention", np.where(one, absorbed.flops, full.flops),
-                  np.where(one, absorbed.bytes, full.bytes), np.where(one, absorbed.min_dim, full.min_dim))
+    return OpCost("attention", "attention", np.where(one, absorbed.flops, full.flops),  # type: ignore[arg-type]
+                  np.where(one, absorbed.bytes, full.bytes), np.where(one, absorbed.min_dim, full.min_dim))  # type: ignore[arg-type]
 
 
 def _named(op: OpCost, name: str) -> OpCost:

@@ -69,6 +69,7 @@ def cost_attention(
     ``q_len`` and ``kv_len`` may be arrays."""
     kvh = kv_heads or heads
     dv = v_head_dim or head_dim
+    frac: Any
     if np.ndim(q_len) or np.ndim(kv_len):
         frac = np.where(causal & (np.asarray(q_len) == kv_len) & (np.asarray(q_len) > 1), 0.5, 1.0)
     else:
@@ -76,7 +77,7 @@ def cost_attention(
     flops = 2.0 * batch * heads * q_len * kv_len * (head_dim + dv) * frac
     e = bytes_per_element(dtype)
     bytes_ = e * batch * (heads * q_len * (head_dim + dv) + kvh * kv_len * (head_dim + dv))
-    return OpCost("attention", "attention", flops, bytes_, _min_dim(q_len, kv_len))
+    return OpCost("attention", "attention", flops, bytes_, _min_dim(q_len, kv_len))  # arrays when given arrays
 
 
 def _min_dim(*dims: float) -> float:

@@ -33,6 +33,13 @@ from xpuplan.serve.plan import ServingPlan
 from xpuplan.serve.precision import Precision, resolve_precision
 from xpuplan.serve.replica import Replica, StepTime, make_replica, step_time
 from xpuplan.serve.slo import SLO, LoadPoint, SLOResult, load_point, throughput_at_slo
+from xpuplan.serve.step import EfficiencyArrays
+from xpuplan.serve.vectorised import (
+    ServingArrays,
+    continuous_arrays,
+    estimate_static_arrays,
+    step_time_arrays,
+)
 
 __all__ = [
     "EMITTERS",
@@ -41,6 +48,7 @@ __all__ = [
     "CapacityOption",
     "CapacityPlan",
     "DisaggEstimate",
+    "EfficiencyArrays",
     "EncoderEstimate",
     "EngineProfile",
     "LoadPoint",
@@ -49,9 +57,11 @@ __all__ = [
     "Replica",
     "ReplicaFit",
     "SLOResult",
+    "ServingArrays",
     "ServingEstimate",
     "ServingPlan",
     "StepTime",
+    "continuous_arrays",
     "emit",
     "engine_profile",
     "estimate",
@@ -59,6 +69,7 @@ __all__ = [
     "estimate_disagg",
     "estimate_encoder",
     "estimate_static",
+    "estimate_static_arrays",
     "load_point",
     "make_replica",
     "max_batch",
@@ -69,5 +80,6 @@ __all__ = [
     "resolve_precision",
     "size_for_qps",
     "step_time",
+    "step_time_arrays",
     "throughput_at_slo",
 ]

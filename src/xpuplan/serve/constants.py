@@ -65,7 +65,8 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 
 def default_engine(serving_engines: tuple[str, ...], *, encoder: bool = False,
                    assumptions: Assumptions | None = None) -> str:
-    """First engine family the device's ecosystem lists (catalog order), vLLM when none is known;
+    """First engine family the device's ecosystem lists (catalog order), the assumptions' default
+    engine (``engines.yaml`` ``default_engine``: vLLM) when none is known;
     for encoders a compiled graph runtime (TensorRT on CUDA devices, MindIE on Ascend)."""
     families = []
     for name in serving_engines:
@@ -77,7 +78,7 @@ def default_engine(serving_engines: tuple[str, ...], *, encoder: bool = False,
         if "mindie" in families:
             return "mindie"
         return "tensorrt" if ("trtllm" in families or "tensorrt" in families) else (families[0] if families else "pytorch")
-    return families[0] if families else "vllm"
+    return families[0] if families else (assumptions or default_assumptions()).default_engine_id
 
 
 def engine_profile(name: str | None, *, field: str = "engine", assumptions: Assumptions | None = None) -> EngineProfile:

@@ -151,13 +151,13 @@ def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tu
     dseq = _ceil_div(sh.decode_seqs, rep.ep)
     if not rep.engine.gqa_shared_kv_load and m.mla is None and m.kv_heads < m.n_heads:
         heads = max(1, m.n_heads // rep.tp)  # no GQA sharing (TRT-LLM < 0.8): each query head loads its KV
-        att = [cost_attention(dseq, heads, 1, sh.decode_context, m.qk_head_dim, causal=False, dtype=p.kv_dtype,
+        att = [cost_attention(dseq, heads, 1, sh.decode_context, m.qk_head_dim, causal=False, dtype=p.kv_dtype,  # type: ignore[arg-type]
                               kv_heads=heads, v_head_dim=m.v_head_dim)]
     else:
         att = [o for o in lops(dseq, 1, sh.decode_context) if o.op_class == "attention"]
     ops += [(o, sh.has_decode) for o in att]
     if m.type == "encoder":  # bidirectional: every token attends to all (layer_ops assumes causal)
-        att = [cost_attention(1, max(1, m.n_heads // rep.tp), sh.prefill_len, sh.prefill_kv_len, m.qk_head_dim,
+        att = [cost_attention(1, max(1, m.n_heads // rep.tp), sh.prefill_len, sh.prefill_kv_len, m.qk_head_dim,  # type: ignore[arg-type]
                               causal=False, dtype=act16, kv_heads=max(1, m.kv_heads // rep.tp), v_head_dim=m.v_head_dim)]
     else:
         att = [o for o in lops(1, sh.prefill_len, sh.prefill_kv_len) if o.op_class == "attention"]
@@ -186,15 +186,20 @@ def _ops_seconds(rep: Replica, ops: list[tuple[OpCost, np.ndarray]], sh: _Shape,
     launch = rep.engine.launch_overhead_s_per_kernel
     c = mem = t = dq = k = 0.0
     for o, mask in ops:
+        whole = mask.all()  # every step runs it (the common case; no masking needed)
+        if not whole and not mask.any():
+            continue
         gemm = o.op_class == "gemm" and o.name != "router"
         t_c, t_m, t_o, _ = op_seconds(o, dev, gemm_dtype if (gemm and gemm_dtype) else op16, eff)
-        c = c + np.where(mask, t_c, 0.0)
-        mem = mem + np.where(mask, t_m, 0.0)
-        t = t + np.where(mask, t_o + launch, 0.0)
-        k = k + np.where(mask, eff.kernel_overhead_s + launch, 0.0)
+        parts = [t_c, t_m, t_o + launch, eff.kernel_overhead_s + launch]
         if p.weight_only and gemm and gemm_dtype:
             rows = _gemm_rows(rep, o, sh)
-            dq = dq + np.where(mask, time_dequant_s(o.flops / (2.0 * rows), rows, dev, act16), 0.0)
+            parts.append(time_dequant_s(o.flops / (2.0 * rows), rows, dev, act16))
+        if not whole:
+            parts = [np.where(mask, x, 0.0) for x in parts]
+        c, mem, t, k = c + parts[0], mem + parts[1], t + parts[2], k + parts[3]
+        if len(parts) > 4:
+            dq = dq + parts[4]
     return c, mem, t, dq, k
 
 
@@ -239,7 +244,7 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
                                             rep.precision.gemm_dtype)
             comp, memb, ops_t = comp + count * c, memb + count * mem, ops_t + count * t
             dq_t, kern = dq_t + count * dq, kern + count * k
-    head = head_ops(m, rows=_ceil_div(rows, rep.ep), tp=rep.tp, dtype=act16, weight_dtype=act16)
+    head = head_ops(m, rows=_ceil_div(rows, rep.ep), tp=rep.tp, dtype=act16, weight_dtype=act16)  # type: ignore[arg-type]
     every = np.ones_like(tokens, dtype=bool)
     c, mem, t, _, k = _ops_seconds(rep, [(o, every) for o in head], sh, eff, op16, act16, None)
     zeros = np.zeros(np.broadcast(tokens, eff.kernel_overhead_s).shape)

@@ -5,8 +5,9 @@ SQLite in the user's data directory by default (``~/.local/share/xpuplan/xpuplan
 managed by Alembic migrations shipped in ``store/migrations``.
 
 This package is imported lazily: ``import xpuplan.store`` does not import SQLAlchemy, so the
-planners' cheap look-up of a calibration profile (:func:`xpuplan.store.calibrations.latest_profile`)
-costs nothing when there is no database.
+jobs layer's cheap look-up of a stored calibration (:func:`xpuplan.store.calibrations.latest_calibration_row`,
+raw values; :mod:`xpuplan.calibrate.profile` turns them into efficiencies) costs nothing when there
+is no database. Planners never read the store.
 """
 
 from __future__ import annotations

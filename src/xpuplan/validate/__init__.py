@@ -1,27 +1,37 @@
-"""Predictions vs published measurements (``xpuplan validate``)."""
+"""Predictions vs published measurements (``xpuplan validate``).
+
+``rows`` reads the CSV format and builds a row's model; ``train_predictor`` and ``serve_predictor``
+predict one row each; ``core`` runs them over files (never aborting a file) and computes error
+statistics; ``band`` turns a hardware family's measured error into an uncertainty band; ``data/``
+holds the public validation files shipped with the package (:func:`public_files`).
+"""
 
 from xpuplan.validate.core import (
     ErrorStats,
     Prediction,
     RowResult,
     ValidationReport,
-    ValidationRow,
     error_stats,
-    read_rows,
-    register_predictor,
+    predict_row,
     validate_file,
     validate_rows,
 )
+from xpuplan.validate.data_files import PUBLIC_FILES, public_file, public_files
+from xpuplan.validate.rows import ValidationRow, model_from_row, read_rows
 
 __all__ = [
+    "PUBLIC_FILES",
     "ErrorStats",
     "Prediction",
     "RowResult",
     "ValidationReport",
     "ValidationRow",
     "error_stats",
+    "model_from_row",
+    "predict_row",
+    "public_file",
+    "public_files",
     "read_rows",
-    "register_predictor",
     "validate_file",
     "validate_rows",
 ]

@@ -1,57 +1,33 @@
-"""Predictions vs published measurements.
+"""Predictions vs published measurements: the harness.
 
-Reads CSV files in the format of ``shared/validation/README.md`` (one measured figure per row),
-asks the predictor registered for the row's ``kind`` (``train`` / ``infer``) for the same figure,
-and reports signed errors with median and P90 absolute percentage errors by trust grade, source
-and hardware. A row that cannot be predicted is kept with its reason, never dropped.
+Reads CSV files in the format of ``validate/data/README.md`` (one measured figure per row; see
+:mod:`xpuplan.validate.rows`), asks the predictor of the row's ``kind`` (``train``:
+:mod:`~xpuplan.validate.train_predictor`, ``infer``: :mod:`~xpuplan.validate.serve_predictor`) for
+the same figure, and reports signed errors with median and P90 absolute percentage errors by trust
+grade, metric, hardware and hardware family. **A file is never aborted by a row**: whatever a
+planner raises for a row (bad input, infeasible, a data file that fails to load, or an internal
+error) becomes that row's "cannot predict" with the reason; rows are kept, never dropped.
 """
 
 from __future__ import annotations
 
-import csv
 import statistics
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xpuplan.errors import UserInputError
+from pydantic import ValidationError
 
-REQUIRED_COLUMNS = ("id", "kind", "source", "trust", "hardware", "n_devices", "precision", "metric", "value")
+from xpuplan.errors import InfeasibleError, UserInputError, XpuplanError
+from xpuplan.validate.rows import REQUIRED_COLUMNS, TRUST_GRADES, ValidationRow, read_rows
 
-_INT_COLUMNS = {
-    "layers", "d_model", "heads", "kv_heads", "head_dim", "ffn", "vocab", "gated_mlp", "moe_experts", "moe_top_k",
-    "moe_ffn", "moe_shared_experts", "moe_dense_layers", "n_devices", "seq_len", "micro_batch", "tp", "pp", "vpp",
-    "dp", "cp", "ep", "sp", "zero_stage", "input_len", "output_len", "batch", "concurrency",
-}
-_FLOAT_COLUMNS = {"params_b", "value", "global_batch_tokens", "train_tokens"}
+if TYPE_CHECKING:
+    from xpuplan.catalog.assumptions import Assumptions
 
-
-@dataclass(frozen=True)
-class ValidationRow:
-    """One measurement row; numeric columns parsed, blanks as None. ``raw`` keeps every column."""
-
-    id: str
-    kind: str
-    metric: str
-    value: float
-    trust: str
-    source: str
-    hardware: str
-    n_devices: int
-    precision: str
-    raw: dict[str, str]
-
-    def get(self, column: str) -> Any:
-        """Typed value of any column (int/float for numeric columns, None when blank)."""
-        text = (self.raw.get(column) or "").strip()
-        if text == "":
-            return None
-        if column in _INT_COLUMNS:
-            return int(float(text))
-        if column in _FLOAT_COLUMNS:
-            return float(text)
-        return text
+__all__ = ["REQUIRED_COLUMNS", "TRUST_GRADES", "ErrorStats", "Prediction", "RowResult", "ValidationReport",
+           "ValidationRow", "error_stats", "percentile", "predict_row", "read_rows", "validate_file", "validate_rows"]
 
 
 @dataclass(frozen=True)
@@ -67,64 +43,7 @@ class Prediction:
         return Prediction(None, reason)
 
 
-Predictor = Callable[[ValidationRow], Prediction]
-_PREDICTORS: dict[str, Predictor] = {}
-
-
-def register_predictor(kind: str, predictor: Predictor) -> None:
-    """One predictor per row kind (``train``, ``infer``); registering twice is a bug."""
-    assert kind not in _PREDICTORS or _PREDICTORS[kind] is predictor, f"predictor for {kind!r} registered twice"
-    _PREDICTORS[kind] = predictor
-
-
-def _ensure_predictors() -> None:
-    # Importing the planners registers their predictors (one registry, one import per family).
-    import importlib
-
-    for module in ("xpuplan.train.validation", "xpuplan.serve.validation"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-
-
-def read_rows(path: str | Path) -> list[ValidationRow]:
-    """Parse a validation CSV; a missing column or a non-numeric value names the row and column."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError("file not found", file=str(p)) from None
-    reader = csv.DictReader(text.splitlines())
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise UserInputError(f"missing column(s) {', '.join(missing)}", file=str(p), line=1, field=missing[0])
-    rows = []
-    for i, raw in enumerate(reader, start=2):
-        try:
-            value = float(raw["value"])
-            n = int(float(raw["n_devices"]))
-        except (TypeError, ValueError):
-            col = "value"
-            try:
-                float(raw["value"])
-                col = "n_devices"
-            except (TypeError, ValueError):
-                pass
-            raise UserInputError(f"not a number: {raw.get(col)!r}", file=str(p), line=i, field=col) from None
-        row = ValidationRow(
-            id=raw["id"], kind=raw["kind"].strip(), metric=raw["metric"].strip(), value=value,
-            trust=raw["trust"].strip(), source=raw["source"], hardware=raw["hardware"].strip(), n_devices=n,
-            precision=raw["precision"].strip(), raw={k: (v or "") for k, v in raw.items() if k is not None},
-        )
-        for col in _INT_COLUMNS | _FLOAT_COLUMNS:
-            try:
-                row.get(col)
-            except ValueError:
-                raise UserInputError(f"not a number: {raw.get(col)!r}", file=str(p), line=i, field=col) from None
-        rows.append(row)
-    return rows
+Predictor = Callable[[ValidationRow, "Assumptions | None"], Prediction]
 
 
 @dataclass(frozen=True)
@@ -140,6 +59,7 @@ class RowResult:
     error: float | None  # signed relative error (predicted / measured - 1)
     reason: str | None
     details: dict[str, Any]
+    file: str | None = None  # the CSV the row came from (None: built in code or from a stored run)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,6 +111,11 @@ class ValidationReport:
             keys = sorted({getattr(r, key) for r in self.rows})
             return {k: error_stats([r for r in self.rows if getattr(r, key) == k]).to_dict() for k in keys}
 
+        from xpuplan.validate.band import hardware_family
+
+        fams = {r.hardware: hardware_family(r.hardware) for r in self.rows}
+        by_family = {f: error_stats([r for r in self.rows if fams[r.hardware] == f]).to_dict()
+                     for f in sorted(set(fams.values()))}
         by_metric = group("metric")
         return {
             "rows": len(self.rows),
@@ -200,6 +125,7 @@ class ValidationReport:
             "by_trust": group("trust"),
             "by_metric": by_metric,
             "by_hardware": group("hardware"),
+            "by_family": by_family,
             "by_source": {k[:80]: v for k, v in group("source").items()},
         }
 
@@ -207,30 +133,59 @@ class ValidationReport:
         return {"rows": [r.to_dict() for r in self.rows], "summary": self.summary()}
 
 
-def predict_row(row: ValidationRow) -> Prediction:
-    _ensure_predictors()
-    predictor = _PREDICTORS.get(row.kind)
+def _predictor(kind: str) -> Predictor | None:
+    # The two predictors live in this package; imported on use (they pull in the planners).
+    if kind == "train":
+        from xpuplan.validate import train_predictor
+
+        return train_predictor.predict
+    if kind == "infer":
+        from xpuplan.validate import serve_predictor
+
+        return serve_predictor.predict
+    return None
+
+
+def predict_row(row: ValidationRow, assumptions: Assumptions | None = None) -> Prediction:
+    """The row's prediction, or "cannot predict" with the first cause; never raises for a row."""
+    predictor = _predictor(row.kind)
     if predictor is None:
-        return Prediction.cannot(f"no predictor for kind {row.kind!r} yet")
+        return Prediction.cannot(f"field 'kind': no predictor for kind {row.kind!r} (train or infer)")
     try:
-        return predictor(row)
+        return predictor(row, assumptions)
     except UserInputError as exc:
         return Prediction.cannot(exc.render())
+    except InfeasibleError as exc:
+        why = "; ".join(exc.reasons)
+        return Prediction.cannot(f"infeasible: {exc}" + (f" ({why})" if why and why not in str(exc) else ""))
+    except ValidationError as exc:  # a model or data file the row names failed to validate
+        e = exc.errors()[0]
+        return Prediction.cannot(f"data error while building the prediction: {e['msg']} "
+                                 f"({'.'.join(map(str, e['loc']))})")
+    except XpuplanError as exc:
+        return Prediction.cannot(str(exc))
+    except Exception as exc:  # a planner bug must not abort the file: the row says so, loudly
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return Prediction(None, f"internal error (a bug, please report it): {type(exc).__name__}: {exc}",
+                          {"internal_error": True, "at": f"{Path(where.filename).name}:{where.lineno}"})
 
 
-def validate_rows(rows: Iterable[ValidationRow]) -> ValidationReport:
+def validate_rows(rows: Iterable[ValidationRow], assumptions: Assumptions | None = None) -> ValidationReport:
+    """Every row predicted (or explained) under ``assumptions`` (None: the built-in defaults)."""
     results = []
     for row in rows:
-        pred = predict_row(row)
+        pred = predict_row(row, assumptions)
         err = None
         if pred.value is not None and row.value:
             err = pred.value / row.value - 1.0
         results.append(RowResult(
             id=row.id, kind=row.kind, metric=row.metric, hardware=row.hardware, trust=row.trust, source=row.source,
             measured=row.value, predicted=pred.value, error=err, reason=pred.reason, details=pred.details,
+            file=row.file,
         ))
     return ValidationReport(results)
 
 
-def validate_file(path: str | Path) -> ValidationReport:
-    return validate_rows(read_rows(path))
+def validate_file(path: str | Path, assumptions: Assumptions | None = None) -> ValidationReport:
+    """Every row of one validation CSV (:func:`~xpuplan.validate.rows.read_rows` checks the file)."""
+    return validate_rows(read_rows(path), assumptions)

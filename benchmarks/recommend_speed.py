@@ -1,0 +1,54 @@
+"""Speed of ``recommend`` over every catalog accelerator that can run the workload.
+
+Targets (issue 10, section 4): without Monte Carlo < 3 s on one core; with 1,000 samples < 15 s.
+Run on one core for a fair figure:
+
+    taskset -c 0 python benchmarks/recommend_speed.py            # training and serving workloads
+    taskset -c 0 python benchmarks/recommend_speed.py --only training
+
+It prints, per workload: devices compared, options ranked, rejected, seconds without Monte Carlo,
+seconds with 1,000 samples, and the Monte Carlo share (the planners' time is the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from xpuplan.decide import preset
+from xpuplan.decide.engine import evaluate
+
+#: Workloads timed: the pre-training preset and the batch-inference preset over the whole catalog.
+WORKLOADS = {
+    "training": ("pretraining", {"hardware": "all", "mixes": False}),
+    "serving": ("batch-inference", {"hardware": "all", "mixes": False}),
+}
+
+
+def run(name: str, base: str, over: dict[str, object], samples: int) -> None:
+    s = preset(base, over)
+    t0 = time.perf_counter()
+    ev0 = evaluate(s, samples=0)
+    t_plain = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ev1 = evaluate(s, samples=samples, seed=0)
+    t_mc = time.perf_counter() - t0
+    print(f"{name:9s} {len(ev0.candidates) + len(ev0.rejected):4d} devices  {len(ev0.candidates):3d} ranked  "
+          f"{len(ev0.rejected):3d} rejected  no MC {t_plain:6.2f} s (target < 3 s)  "
+          f"{samples} samples {t_mc:6.2f} s (target < 15 s)  MC share {max(0.0, t_mc - t_plain):5.2f} s  "
+          f"winner {ev1.candidates[0].key}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=sorted(WORKLOADS))
+    ap.add_argument("--samples", type=int, default=1000)
+    a = ap.parse_args()
+    for name, (base, over) in WORKLOADS.items():
+        if a.only and name != a.only:
+            continue
+        run(name, base, over, a.samples)
+
+
+if __name__ == "__main__":
+    main()

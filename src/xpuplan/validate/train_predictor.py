@@ -1,0 +1,239 @@
+"""Training predictor for ``xpuplan validate``: one published measurement row -> one prediction.
+
+The row gives the model (a preset id, else the architecture columns), the hardware and device
+count, and as much of the plan as the source printed. Missing pieces are inferred, and every
+inference is listed in the prediction's ``details``:
+
+* dp = n / (tp·pp·cp); sp off unless given; vpp = 1; cp = ep = 1;
+* ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
+* recomputation: selective (searched when the whole plan is);
+* kernels: eager for PyTorch-FSDP stacks, fused for Megatron-style frameworks;
+* global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
+  the device count (so every dp divides it);
+* attention kernels: unfused (softmax materialised) when the source predates 2023, when
+  FlashAttention had not reached Megatron-LM, DeepSpeed or metaseq; fused otherwise;
+* pipelines whose pp does not divide the layers (BLOOM: 70 layers on 12 stages) are uneven, the
+  busiest stage holding ceil(layers/pp);
+* micro-batch: when blank, the fastest that fits among the divisors of the per-replica batch
+  (the value a team tuning the run would pick);
+* no tp/pp at all: the prediction is the planner's own best plan (``train.search_plans``) with
+  whatever the row fixes, an upper bound on what the run achieved; the details also give the
+  prediction for a conventional layout (:func:`conventional_layout`: TP across a server, the
+  smallest pipeline that fits) so both can be compared with the measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Final, Literal
+
+from xpuplan.catalog.assumptions import Assumptions
+from xpuplan.errors import UserInputError
+from xpuplan.train.cluster import Cluster
+from xpuplan.train.estimate import TrainEstimate, estimate
+from xpuplan.train.plan import ParallelPlan, make_plan
+from xpuplan.train.search import SearchSpace, search_plans
+from xpuplan.train.step import StepModel
+from xpuplan.validate.core import Prediction
+from xpuplan.validate.rows import ValidationRow, model_from_row
+from xpuplan.workload.training import DEFAULT_GLOBAL_BATCH_TOKENS, TrainingJob
+
+METRICS: Final = ("tokens_per_s_per_device", "step_time_s", "mfu", "model_tflops_per_device",
+                  "hw_tflops_per_device", "device_hours")
+
+#: Training precisions the step model covers.
+PRECISIONS: Final = ("bf16", "fp16", "fp8")
+
+#: FlashAttention (Dao et al., May 2022) reached the large-scale training frameworks in 2023; runs
+#: published before then used unfused attention.
+FLASH_ATTENTION_YEAR: Final = 2023
+
+#: Largest tensor-parallel degree of the conventional layout: the accelerators of one server
+#: (8 on HGX and OAM boards), the scale-up domain practitioners keep TP inside.
+CONVENTIONAL_TP_MAX: Final = 8
+
+
+def source_year(row: ValidationRow) -> int | None:
+    """The publication year in the row's ``source`` (first 19xx/20xx), or None."""
+    m = re.search(r"\b(19|20)\d{2}\b", row.source or "")
+    return int(m.group(0)) if m else None
+
+
+def framework_kernels(row: ValidationRow) -> Literal["fused", "eager"]:
+    """Eager kernels for PyTorch-FSDP stacks (model code in plain PyTorch), fused otherwise
+    (Megatron-LM, NeMo, MindSpeed, DeepSpeed-Megatron fuse their elementwise ops)."""
+    fw = (row.get("framework") or "").casefold()
+    return "eager" if "fsdp" in fw else "fused"
+
+
+def _framework_zero(row: ValidationRow) -> int:
+    fw = (row.get("framework") or "").casefold()
+    return 3 if "fsdp" in fw else 1
+
+
+def check_row(row: ValidationRow) -> None:
+    """What the row must give before anything is built, in the order a reader would check it
+    (the first missing piece is the reason reported)."""
+    if row.metric not in METRICS:
+        raise UserInputError(f"metric {row.metric!r} is not a training metric the planner predicts", field="metric")
+    if row.metric == "device_hours" and row.get("train_tokens") is None:
+        raise UserInputError("device_hours needs train_tokens", field="train_tokens")
+    if row.get("seq_len") is None:
+        raise UserInputError("seq_len is blank", field="seq_len")
+    if (row.precision or "bf16") not in PRECISIONS:
+        raise UserInputError(f"training precision {row.precision!r} is not modelled ({', '.join(PRECISIONS)})",
+                             field="precision")
+
+
+def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
+    n, seq = row.n_devices, row.get("seq_len")
+    gbt = row.get("global_batch_tokens")
+    if gbt is None:
+        inferred["global_batch_tokens"] = "planner default"
+        gbt = max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq / n)) * n * seq
+    year = source_year(row)
+    flash = year is None or year >= FLASH_ATTENTION_YEAR
+    if not flash:
+        inferred["flash_attention"] = False
+    kernels = framework_kernels(row)
+    if kernels == "eager":
+        inferred["kernels"] = kernels
+    return TrainingJob(seq_len=seq, global_batch_tokens=int(gbt), train_tokens=row.get("train_tokens"),
+                       flash_attention=flash, kernels=kernels)
+
+
+def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate, dict[str, Any]]:
+    """The estimate behind a row's prediction and what was inferred to build it."""
+    check_row(row)
+    model = model_from_row(row)
+    inferred: dict[str, Any] = {}
+    job = _job(row, inferred)
+    precision = row.precision or "bf16"
+    cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
+    sm = StepModel(model, cluster.device, cluster.efficiency, job)
+    zero = row.get("zero_stage")
+    if zero is None:
+        zero = _framework_zero(row)
+        inferred["zero_stage"] = zero
+    recompute = row.get("recompute")
+    tp, pp = row.get("tp"), row.get("pp")
+    if tp is None and pp is None:
+        space = SearchSpace(
+            cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero],
+            recompute=[recompute] if recompute else None,
+            sp=[bool(row.get("sp"))] if row.get("sp") is not None else None,
+            micro_batch=[row.get("micro_batch")] if row.get("micro_batch") else None, precision=[precision],
+        )
+        res = search_plans(model, cluster, job, space=space, top=1, step_model=sm)
+        if res.best is None:
+            res = search_plans(model, cluster, job, space=space, top=1, step_model=sm, require_feasible=False)
+        if res.best is None:
+            raise UserInputError("no valid plan for this row's model, devices and batch", field="tp")
+        inferred["plan"] = f"searched: {res.best.key}"
+        return res.best, inferred
+    if recompute is None:
+        recompute = "selective"
+        inferred["recompute"] = recompute
+    tp, pp = tp or 1, pp or 1
+    cp = row.get("cp") or 1
+    dp = row.get("dp")
+    if dp is None:
+        inferred["dp"] = "n/(tp·pp·cp)"
+    sp = row.get("sp")
+    sp_b = bool(sp) if sp is not None else False
+    vpp = row.get("vpp") or 1
+    ep = row.get("ep") or 1
+    mb = row.get("micro_batch")
+    n = row.n_devices
+
+    def build(micro: int) -> ParallelPlan:
+        return make_plan(n_devices=n, global_batch_seqs=job.global_batch_seqs, tp=tp, pp=pp, cp=cp, dp=dp, vpp=vpp,
+                         ep=ep, sp=sp_b, zero_stage=zero, recompute=recompute, micro_batch=micro,
+                         precision=precision)  # type: ignore[arg-type]
+
+    uneven = model.n_layers % (pp * vpp) != 0
+    if uneven:
+        inferred["pipeline"] = f"uneven: {model.n_layers} layers on {pp} stages"
+    if mb is not None:
+        return estimate(model, cluster, build(mb), job, step_model=sm, uneven_pipeline=uneven), inferred
+    per_replica = job.global_batch_seqs // (dp or n // (tp * pp * cp))
+    best: TrainEstimate | None = None
+    first_error: UserInputError | None = None
+    for micro in [d for d in range(1, min(per_replica, 32) + 1) if per_replica % d == 0]:
+        try:
+            e = estimate(model, cluster, build(micro), job, step_model=sm, uneven_pipeline=uneven)
+        except UserInputError as exc:
+            first_error = first_error or exc
+            continue
+        if best is None or (e.feasible, e.tokens_per_s) > (best.feasible, best.tokens_per_s):
+            best = e
+    if best is None:
+        if first_error is not None:  # every micro-batch fails for the same structural reason: say it
+            raise first_error
+        raise UserInputError("no micro-batch size gives a valid plan", field="micro_batch")
+    inferred["micro_batch"] = best.plan.micro_batch
+    return best, inferred
+
+
+def conventional_layout(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[int, int]:
+    """(tp, pp) of the layout a team would start from when the source printed none: TP over one
+    server (the largest divisor of the heads and of the device count up to the scale-up domain,
+    at most :data:`CONVENTIONAL_TP_MAX`), then the smallest pipeline depth dividing the remaining
+    devices at which the planner's memory estimate fits (the deepest tried when none fits)."""
+    model = model_from_row(row)
+    n = row.n_devices
+    domain = Cluster.from_catalog(row.hardware, n, assumptions=assumptions).domain_size
+    limit = min(domain, CONVENTIONAL_TP_MAX)
+    tp = max(t for t in range(1, limit + 1) if model.n_heads % t == 0 and n % t == 0)
+    depths = [p for p in range(1, n // tp + 1) if (n // tp) % p == 0 and p <= model.n_layers]
+    for pp in depths:
+        try:
+            e, _ = predict_estimate(_with(row, tp=tp, pp=pp), assumptions)
+        except UserInputError:
+            continue
+        if e.feasible:
+            return tp, pp
+    return tp, depths[-1]
+
+
+def _with(row: ValidationRow, **cols: int) -> ValidationRow:
+    return dataclasses.replace(row, raw={**row.raw, **{k: str(v) for k, v in cols.items()}})
+
+
+def _metric(e: TrainEstimate, metric: str) -> float:
+    value = {
+        "tokens_per_s_per_device": e.tokens_per_s_per_device,
+        "step_time_s": e.step_time_s,
+        "mfu": e.mfu,
+        "model_tflops_per_device": e.model_tflops_per_device,
+        "hw_tflops_per_device": e.hw_tflops_per_device,
+        "device_hours": e.device_hours,
+    }[metric]
+    assert value is not None, metric  # device_hours is checked to have train_tokens
+    return float(value)
+
+
+def predict(row: ValidationRow, assumptions: Assumptions | None = None) -> Prediction:
+    """Predict the row's metric (see ``METRICS``); the planner's errors propagate (the harness
+    turns them into the row's reason). ``assumptions``: None means the built-in defaults."""
+    e, inferred = predict_estimate(row, assumptions)
+    details: dict[str, Any] = {"plan": e.key, "feasible": e.feasible, "memory_gb": round(e.memory.total_bytes / 1e9, 1),
+                               "efficiency_source": e.efficiency_source, "inferred": inferred}
+    if not e.feasible:
+        details["note"] = "the planner's memory estimate exceeds the device (the run happened: prediction kept)"
+    if row.get("tp") is None and row.get("pp") is None:
+        details["layout"] = "not given: the prediction is the planner's best plan, an upper bound on the run"
+        details["conventional"] = _conventional(row, assumptions)
+    return Prediction(_metric(e, row.metric), None, details)
+
+
+def _conventional(row: ValidationRow, assumptions: Assumptions | None) -> dict[str, Any]:
+    try:
+        tp, pp = conventional_layout(row, assumptions)
+        e, _ = predict_estimate(_with(row, tp=tp, pp=pp), assumptions)
+    except UserInputError as exc:
+        return {"reason": exc.render()}
+    value = _metric(e, row.metric)
+    return {"layout": f"tp{tp}-pp{pp} (TP over a server, smallest pipeline that fits)", "plan": e.key,
+            "predicted": value, "error": value / row.value - 1.0, "feasible": e.feasible}

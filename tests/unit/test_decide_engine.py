@@ -1,0 +1,165 @@
+"""The decision engine: constraints -> rejected with reasons, infeasible scenarios, determinism,
+hybrids, per-option provenance, scenario files and i18n completeness."""
+
+import pytest
+
+from xpuplan.decide import list_presets, load_scenario, preset
+from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.i18n import catalogue, t
+from xpuplan.jobs.recommend import recommend
+
+# QLoRA on two cards: the fastest preset to plan (a fraction of a second).
+QLORA = "finetuning-qlora"
+
+
+def _qlora(**over):
+    return preset(QLORA, over)
+
+
+def test_ranking_is_complete_and_explained():
+    r = recommend(QLORA)
+    assert r.schema_version == 1 and r.scenario == QLORA
+    scores = [o.score for o in r.options]
+    assert scores == sorted(scores, reverse=True) and [o.rank for o in r.options] == list(range(1, len(scores) + 1))
+    for o in r.options:
+        assert set(o.criteria) == set(r.weights) and 0 <= o.score <= 100
+        assert o.score == pytest.approx(sum(c.points for c in o.criteria.values()))
+        assert o.figures and all(f.trust in "ABCD" for f in o.figures)
+        assert o.parts[0].plan["kind"] == "training" and o.time_s > 0
+    # the 24 GB RTX 4090 cannot hold a 70B QLoRA run on two cards: rejected with the planner's reason
+    rej = {x.key: x for x in r.rejected}
+    assert rej["nvidia-rtx-4090-24gb"].constraint == "workload" and rej["nvidia-rtx-4090-24gb"].reasons
+    assert r.explanation.summary and r.explanation.why and r.explanation.benchmark_first
+
+
+def test_fact_constraints_reject_with_reasons():
+    s = _qlora(constraints={"denied_vendors": ["AMD"], "max_power_w_per_device": 650, "region": "any"})
+    r = recommend(s)
+    rej = {x.key: x for x in r.rejected}
+    assert rej["amd-mi300x-192gb"].constraint == "denied_vendors"
+    assert rej["nvidia-h100-sxm-80gb"].constraint == "max_power_w_per_device"
+    assert "700 W > 650 W" in rej["nvidia-h100-sxm-80gb"].reasons[0]
+    assert all(o.hardware not in rej for o in r.options)
+
+
+def test_domestic_only_and_region():
+    r = recommend(_qlora(constraints={"domestic_only": True, "region": "cn"}))
+    assert [o.hardware for o in r.options] == ["huawei-ascend-910b"]
+    rej = {x.key: x.constraint for x in r.rejected}
+    assert rej["nvidia-h100-sxm-80gb"] == "domestic_only"
+    # in the US the Ascend part is not available (catalog: sold in mainland China only)
+    r = recommend(_qlora(constraints={"region": "us"}))
+    rej = {x.key: x for x in r.rejected}
+    assert rej["huawei-ascend-910b"].constraint == "region" and "mainland China" in rej["huawei-ascend-910b"].reasons[0]
+
+
+def test_option_constraints_and_binding():
+    r = recommend(_qlora(constraints={"region": "any", "max_budget_usd": 1000}))
+    assert all(o.cost_usd is not None and o.cost_usd <= 1000 for o in r.options)
+    budget = [x for x in r.rejected if x.constraint == "max_budget_usd"]
+    assert budget and any("unknown" in x.reasons[0] or "> budget" in x.reasons[0] for x in budget)
+
+
+def test_impossible_constraint_names_what_eliminated_what():
+    with pytest.raises(InfeasibleError) as e:
+        recommend(_qlora(constraints={"region": "any", "max_power_w_per_device": 10}))
+    text = " ".join(e.value.reasons)
+    assert "max_power_w_per_device eliminated" in text and "nvidia-h100-sxm-80gb" in text
+
+
+def test_same_seed_same_result_and_seed_matters():
+    a = recommend(QLORA, samples=300, seed=11).to_dict()
+    b = recommend(QLORA, samples=300, seed=11).to_dict()
+    c = recommend(QLORA, samples=300, seed=12).to_dict()
+    for d in (a, b, c):
+        d.pop("elapsed_s")
+    assert a == b
+    ua = [o["uncertainty"] for o in a["options"]]
+    uc = [o["uncertainty"] for o in c["options"]]
+    assert ua != uc
+    for o in a["options"]:
+        u = o["uncertainty"]
+        assert u["time_s"]["p10"] <= u["time_s"]["p50"] <= u["time_s"]["p90"]
+    assert sum(o["uncertainty"]["p_rank_first"] for o in a["options"]) == pytest.approx(1.0)
+
+
+def test_low_trust_hardware_gets_a_wider_band():
+    r = recommend(_qlora(constraints={"region": "any"}), samples=2000, seed=1)
+    width = {o.hardware: o.uncertainty.time_s.p90 / o.uncertainty.time_s.p10 for o in r.options}
+    assert width["huawei-ascend-910b"] > width["nvidia-h100-sxm-80gb"]
+
+
+def test_weights_override_changes_the_ranking_and_is_validated():
+    base = recommend(QLORA)
+    # all weight on hardware cost: the cheapest known purchase wins
+    w = {k: 0.0 for k in base.weights}
+    w["hardware_cost"] = 100.0
+    r = recommend(QLORA, weights=w)
+    costs = {o.key: o.criteria["hardware_cost"].raw for o in r.options}
+    known = {k: v for k, v in costs.items() if v is not None}
+    assert r.options[0].key == min(known, key=known.get)
+    with pytest.raises(UserInputError) as e:
+        recommend(QLORA, weights={"latency": -5})
+    assert e.value.field.startswith("--weight")
+
+
+def test_routed_hybrid_is_an_option_with_both_pools_sized():
+    sc = {"scenario": "custom", "model": "llama3-8b", "hardware": ["nvidia-h100-sxm-80gb", "huawei-ascend-910b"],
+          "workload": {"kind": "serving",
+                       "serving": {"qps": 4, "input_len": 1024, "output_len": 128, "ttft_ms": 2000, "tpot_ms": 60},
+                       "routing": {"complex_fraction": 0.3, "complex": {"input_len": 4096, "output_len": 512},
+                                   "standard": {"input_len": 512, "output_len": 64}}},
+          "constraints": {"region": "any"}}
+    r = recommend(sc)
+    mixes = [o for o in r.options if o.kind == "mix"]
+    assert len(mixes) == 1
+    m = mixes[0]
+    assert m.mix == {"complex": "nvidia-h100-sxm-80gb", "standard": "huawei-ascend-910b"}
+    assert {p.role for p in m.parts} == {"complex", "standard"} and all(p.devices >= 1 for p in m.parts)
+    assert m.devices == sum(p.devices for p in m.parts)
+
+
+def test_scenario_file_errors_name_file_line_and_field(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("scenario: pretraining\nworkload:\n  training: {train_tokens: -5, devices: 8}\n", encoding="utf-8")
+    with pytest.raises(UserInputError) as e:
+        load_scenario(p)
+    assert e.value.file == str(p) and e.value.line == 3 and "train_tokens" in e.value.field
+    p.write_text("scenario: pretraning\n", encoding="utf-8")
+    with pytest.raises(UserInputError) as e:
+        load_scenario(p)
+    assert e.value.field == "scenario" and "pretraining" in e.value.message and e.value.line == 1
+    p.write_text("scenario: pretraining\nconstraints: {max_devices: many}\n", encoding="utf-8")
+    with pytest.raises(UserInputError) as e:
+        load_scenario(p)
+    assert e.value.field == "constraints.max_devices" and e.value.line == 2
+
+
+def test_every_preset_is_valid_and_documents_a_title():
+    for name in list_presets():
+        s = preset(name)
+        assert s.scenario == name and s.title and s.title_zh
+
+
+def test_every_english_message_has_a_chinese_entry():
+    en, zh = catalogue("en"), catalogue("zh")
+    assert set(en) == set(zh)
+    for k in en:
+        assert zh[k].strip(), k
+        # the same placeholders in both languages
+        import string
+
+        fields = lambda s: {f for _, f, _, _ in string.Formatter().parse(s) if f}  # noqa: E731
+        assert fields(en[k]) == fields(zh[k]), k
+    assert t("criterion.latency", "zh") == "延迟性能"
+
+
+def test_chinese_explanation():
+    r = recommend(QLORA, lang="zh")
+    assert r.explanation.lang == "zh" and "排名第一" in r.explanation.summary
+
+
+def test_unknown_vendor_is_a_field_error():
+    with pytest.raises(UserInputError) as e:
+        recommend(_qlora(constraints={"denied_vendors": ["Nvidai"]}))
+    assert e.value.field == "constraints.denied_vendors[0]" and "NVIDIA" in e.value.message

@@ -1,0 +1,137 @@
+"""The jobs layer: requests, context, results and their schemas, search interruption, advice as data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from xpuplan.cli.main import app
+from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.jobs.context import offline_context, resolve_context
+from xpuplan.jobs.requests import MAX_RANGE_POINTS, count_int_range, int_range, parse_request
+from xpuplan.jobs.results import SCHEMA_VERSION, all_results, result_schema
+from xpuplan.jobs.train import (
+    TrainEstimateRequest,
+    TrainSearchRequest,
+    train_estimate,
+    train_search,
+)
+
+CTX = offline_context()
+runner = CliRunner()
+
+
+def test_int_range_counts_before_expanding_and_states_the_bound():
+    assert count_int_range("16:1024", "--x") == 7 and count_int_range("8:64:8", "--x") == 8
+    assert int_range("1,8,8,2", "--x") == [1, 2, 8]
+    with pytest.raises(UserInputError) as exc:
+        int_range(f"1:{MAX_RANGE_POINTS + 1}:1", "--devices-range")
+    assert exc.value.field == "--devices-range" and str(MAX_RANGE_POINTS) in exc.value.message
+    with pytest.raises(UserInputError):
+        int_range("8:4", "--x")
+
+
+def test_request_errors_name_the_flag_as_typed():
+    with pytest.raises(UserInputError) as exc:
+        parse_request(TrainEstimateRequest, {"global_batch": 0})
+    assert exc.value.field == "--global-batch"
+    with pytest.raises(UserInputError) as exc:
+        parse_request(TrainEstimateRequest, {"seq_len": float("nan")})
+    assert exc.value.field == "--seq-len"
+
+
+def test_context_reads_calibration_switch_from_env(monkeypatch):
+    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+    assert resolve_context().use_calibration is False
+    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "1")
+    assert resolve_context().use_calibration is True
+    assert resolve_context(use_calibration=False).use_calibration is False
+
+
+def test_offline_context_gives_default_efficiency():
+    dev = CTX.device("H100")
+    assert CTX.efficiency(dev).source == CTX.base_assumptions.efficiency(dev).source
+    assert CTX.calibration(dev) is None
+
+
+def test_estimate_result_lists_figures_with_trust_and_assumptions():
+    res = train_estimate(parse_request(TrainEstimateRequest, dict(model="llama3-8b", hw="H100", devices=8)), CTX)
+    d = res.to_dict()
+    assert d["schema_version"] == SCHEMA_VERSION and d["feasible"] is True
+    paths = {f["path"] for f in d["used"]["figures"]}
+    assert {"dense_tflops.bf16", "memory.capacity_gb", "memory.bandwidth_gb_per_s"} <= paths
+    assert all(f["trust"] in "ABCD" and f["source"] for f in d["used"]["figures"])
+    eff = d["used"]["assumptions"]["efficiency"]["nvidia-h100-sxm-80gb"]
+    assert all("source" in v for v in eff.values())
+
+
+def test_infeasible_estimate_carries_result_and_advice():
+    req = parse_request(TrainEstimateRequest, dict(model="llama3-70b", hw="H100", devices=8, tp=8))
+    with pytest.raises(InfeasibleError) as exc:
+        train_estimate(req, CTX)
+    res = exc.value.result
+    assert res is not None and res.feasible is False
+    assert res.advice and res.advice[0].kind in ("fits_on_same_devices", "devices_to_fit")
+    assert res.advice[0].message in exc.value.reasons
+
+
+def test_search_stops_on_ctrl_c_with_what_it_found():
+    req = parse_request(TrainSearchRequest, dict(model="llama3-8b", hw="H100", devices_range="8:64", top=3))
+
+    def progress(done: int, total: int) -> None:
+        if done == 2:
+            raise KeyboardInterrupt
+
+    res = train_search(req, CTX, progress=progress)
+    assert res.interrupted and res.counts_done == 2 and res.plans
+    assert {p.n_devices for p in res.plans} <= {8, 16}
+    assert "interrupted" in res.reasons[-1]
+
+
+def test_search_per_count_merge_ranks_like_one_search():
+    from xpuplan.train import Cluster, SearchSpace, search_plans
+    from xpuplan.workload.training import TrainingJob
+
+    req = parse_request(TrainSearchRequest, dict(model="llama3-8b", hw="H100", devices_range="8:32", top=4))
+    res = train_search(req, CTX)
+    dev = CTX.device("H100")
+    ref = search_plans(CTX.model("llama3-8b"), Cluster.from_catalog(dev, 8, assumptions=CTX.assumptions([dev])),
+                       TrainingJob(), device_counts=[8, 16, 32], space=SearchSpace(precision=["bf16"]), top=4)
+    assert [p.key + str(p.n_devices) for p in res.plans] == [e.key + str(e.n_devices) for e in ref.top]
+    assert res.plans_evaluated == ref.plans_evaluated
+    assert [p["n_devices"] for p in res.pareto] == [p.n_devices for p in ref.pareto]
+
+
+def test_every_result_has_a_json_schema_with_schema_version():
+    results = all_results()
+    assert {"train.estimate", "train.search", "infer.estimate", "infer.capacity", "memory.train", "memory.infer",
+            "hw.list", "model.show", "flops", "roofline", "overview"} <= set(results)
+    for name in results:
+        schema = result_schema(name)
+        assert "schema_version" in schema["properties"], name
+
+
+def test_schema_command():
+    r = runner.invoke(app, ["schema", "memory.infer"])
+    assert r.exit_code == 0, r.output
+    assert "max_batch_at_context" in json.loads(r.stdout)["properties"]
+    r = runner.invoke(app, ["schema"])
+    assert r.exit_code == 0 and "train.search" in r.stdout
+    r = runner.invoke(app, ["schema", "nope"])
+    assert r.exit_code == 2 and "unknown result" in r.output
+
+
+def test_overview_still_importable_from_the_package():
+    import xpuplan as xp
+    from xpuplan.jobs.overview import overview
+    from xpuplan.overview import overview as old
+
+    assert xp.overview is overview is old
+
+
+def test_py_typed_is_shipped():
+    from importlib.resources import files
+
+    assert files("xpuplan").joinpath("py.typed").is_file()
