@@ -24,10 +24,10 @@ import sys
 from pathlib import Path
 
 from xpuplan.catalog.assumptions import DATA_DIR, Assumptions, default_assumptions
-from xpuplan.serve import validation as serve_validation
-from xpuplan.validate.core import ValidationRow, percentile, read_rows
+from xpuplan.validate import public_file
+from xpuplan.validate.core import ValidationRow, percentile, predict_row, read_rows
 
-DEFAULT_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / "inference_public.csv"
+DEFAULT_CSV = public_file("inference_public.csv")  # the copy shipped in the package
 ENGINES_FILE = DATA_DIR / "engines.yaml"
 GRID_MS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
 
@@ -43,7 +43,7 @@ def errors_for(rows: list[ValidationRow], family: str, overhead_ms: float, base:
     for row in rows:
         if base.engine(row.get("engine")).id != family:
             continue
-        pred = serve_validation.predict(row, assumptions=a)
+        pred = predict_row(row, a)
         if pred.value is not None:
             out.append(abs(pred.value / row.value - 1.0) * 100)
     return out

@@ -1,22 +1,23 @@
-"""Markdown per-row table and summary of the inference validation (for docs/validation.md).
+"""Markdown per-row tables and summaries of the validation (for docs/validation.md).
 
-    python benchmarks/infer_validation_report.py [../shared/validation/inference_public.csv]
+    python benchmarks/infer_validation_report.py [FILE.csv ...]   # default: the packaged inference_public.csv
+    python benchmarks/infer_validation_report.py --public-2       # the second public set (TPU, Gaudi, MI300X, Ascend)
 
-The same predictions as ``xpuplan validate FILE --kind infer``; calibration profiles are ignored so
-the numbers depend only on the repository.
+The same predictions as ``xpuplan validate FILE``, under the built-in assumptions (no calibration
+profile, no override file), so the numbers depend only on the repository. Inference rows print the
+replica; training rows print the plan (and, for rows without a layout, the conventional layout's error).
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
-os.environ.setdefault("XPUPLAN_USE_CALIBRATION", "0")
+from xpuplan.validate import public_file
+from xpuplan.validate.core import RowResult, ValidationReport, error_stats, read_rows, validate_rows
+from xpuplan.validate.rows import ValidationRow
 
-from xpuplan.validate.core import error_stats, read_rows, validate_rows  # noqa: E402
-
-DEFAULT_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / "inference_public.csv"
+DEFAULT_CSV = public_file("inference_public.csv")
+PUBLIC_2 = ("training_public_2.csv", "inference_public_2.csv")
 
 
 def _fmt(x: float | None) -> str:
@@ -25,25 +26,42 @@ def _fmt(x: float | None) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def main(path: str) -> None:
-    rows = [r for r in read_rows(path) if r.kind == "infer"]
-    by_id = {r.id: r for r in rows}
-    report = validate_rows(rows)
+def _err(res: RowResult) -> str:
+    return f"{res.error * 100:+.1f}%" if res.error is not None else "-"
+
+
+def infer_table(report: ValidationReport, by_id: dict[str, ValidationRow]) -> None:
     print("| id | trust | model | hardware | tp | in/out | batch | metric | measured | predicted | error | replica / reason |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for res in report.rows:
         row = by_id[res.id]
         lens = f"{row.get('input_len') or '-'}/{row.get('output_len') or '-'}"
-        err = f"{res.error * 100:+.1f}%" if res.error is not None else "-"
-        what = res.details.get("replica", "") if res.predicted is not None else (res.reason or "")
-        what = what.split("@", 1)[-1] if res.predicted is not None else what
-        print(f"| {res.id} | {res.trust} | {row.get('model') or row.get('params_b')} | {res.hardware} | {row.get('tp') or 1} "
-              f"| {lens} | {row.get('batch') or '-'} | {res.metric} | {_fmt(res.measured)} | {_fmt(res.predicted)} | {err} "
-              f"| {what} |")
-    print()
+        what = res.details.get("replica", "").split("@", 1)[-1] if res.predicted is not None else (res.reason or "")
+        print(f"| {res.id} | {res.trust} | {row.get('model') or str(row.get('params_b')) + 'B'} | {res.hardware} | {row.get('tp') or 1} "
+              f"| {lens} | {row.get('batch') or '-'} | {res.metric} | {_fmt(res.measured)} | {_fmt(res.predicted)} "
+              f"| {_err(res)} | {what} |")
+
+
+def train_table(report: ValidationReport, by_id: dict[str, ValidationRow]) -> None:
+    print("| id | trust | model | hardware | n | metric | measured | predicted | error | plan / reason |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for res in report.rows:
+        row = by_id[res.id]
+        if res.predicted is None:
+            what = res.reason or ""
+        else:
+            what = res.details.get("plan", "")
+            conv = res.details.get("conventional") or {}
+            if conv.get("error") is not None:
+                what = f"best plan (upper bound) {what}; conventional {conv['plan']}: {conv['error'] * 100:+.1f}%"
+        print(f"| {res.id} | {res.trust} | {row.get('model') or str(row.get('params_b')) + 'B'} | {res.hardware} "
+              f"| {row.n_devices} | {res.metric} | {_fmt(res.measured)} | {_fmt(res.predicted)} | {_err(res)} | {what} |")
+
+
+def summary(report: ValidationReport) -> None:
     print("| rows | n | coverage | median abs % | P90 abs % | mean signed % |")
     print("|---|---|---|---|---|---|")
-    for name, grades in (("trust A/B", ("A", "B")), ("trust C", ("C",)), ("all", ("A", "B", "C", "D"))):
+    for name, grades in (("trust A/B", ("A", "B")), ("trust C", ("C",)), ("trust D", ("D",)), ("all", ("A", "B", "C", "D"))):
         sub = [r for r in report.rows if r.trust in grades]
         if not sub:
             continue
@@ -53,5 +71,24 @@ def main(path: str) -> None:
               f"| {_fmt(s.mean_signed_pct)} |")
 
 
+def main(path: str) -> None:
+    rows = read_rows(path)
+    by_id = {r.id: r for r in rows}
+    for kind, table in (("infer", infer_table), ("train", train_table)):
+        sub = [r for r in rows if r.kind == kind]
+        if not sub:
+            continue
+        report = validate_rows(sub)
+        print(f"<!-- {kind} rows of {path.rsplit('/', 1)[-1]} -->")
+        table(report, by_id)
+        print()
+        summary(report)
+        print()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(DEFAULT_CSV))
+    args = sys.argv[1:]
+    if args == ["--public-2"]:
+        args = [str(public_file(n)) for n in PUBLIC_2]
+    for p in args or [str(DEFAULT_CSV)]:
+        main(p)

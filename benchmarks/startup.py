@@ -46,7 +46,7 @@ def main() -> None:
              + f"\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     print(f"heavy modules imported by hw list: {out or 'none'}")
-    imp = subprocess.run([sys.executable, "-X", "importtime", "-c", "import xpuplan.cli.main"], capture_output=True,
+    imp = subprocess.run([sys.executable, "-X", "importtime", "-c", COMMAND], capture_output=True,
                          text=True, check=True).stderr.splitlines()
     rows = []
     for line in imp:
@@ -56,7 +56,7 @@ def main() -> None:
                 rows.append((int(parts[1]), parts[2].strip()))
             except ValueError:
                 continue
-    print("slowest xpuplan imports (cumulative, ms):")
+    print("slowest xpuplan imports of hw list (cumulative, ms):")
     for us, name in sorted(rows, reverse=True)[:8]:
         print(f"  {us / 1e3:7.1f}  {name}")
 

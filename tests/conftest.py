@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-#: ../shared/validation next to the repository root (the project's published measurements).
+#: ../shared/validation next to the repository root (the project's published measurements); the
+#: package ships a copy (xpuplan/validate/data), which the tests use and check identical to it.
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 VALIDATION_DIR = SHARED / "validation"
 
@@ -26,6 +27,9 @@ for _var in ("XPUPLAN_DB_URL", "XPUPLAN_ASSUMPTIONS_PATH", "XPUPLAN_HARDWARE_PAT
 
 @pytest.fixture
 def validation_dir() -> Path:
-    if not (VALIDATION_DIR / "training_public.csv").exists():
-        pytest.skip(f"validation data not found at {VALIDATION_DIR}")
-    return VALIDATION_DIR
+    """The public validation files shipped in the package; a test that cannot find them fails."""
+    from xpuplan.validate.data_files import data_dir
+
+    d = data_dir()
+    assert (d / "training_public.csv").is_file(), f"packaged validation data missing at {d}"
+    return d

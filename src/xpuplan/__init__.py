@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from xpuplan.catalog.assumptions import Assumptions, default_assumptions, load_assumptions
     from xpuplan.cost import TcoResult
     from xpuplan.errors import InfeasibleError, UnknownIdError, UserInputError, XpuplanError
+    from xpuplan.fleet import FleetPlan
     from xpuplan.jobs.cost import serving_cost, tco, training_cost
+    from xpuplan.jobs.fleet import optimize_fleet
     from xpuplan.jobs.recommend import Recommendation, recommend
     from xpuplan.models import MLAConfig, ModelArch, MoEConfig, get_model, list_models, load_hf_config
     from xpuplan.perf import (
@@ -46,9 +48,9 @@ if TYPE_CHECKING:
         training_memory,
     )
     from xpuplan.serve import SLO, Replica, ServingEstimate, make_replica, size_for_qps
-    from xpuplan.serve import estimate as estimate_serving
+    from xpuplan.serve import estimate as estimate_serving  # type: ignore[no-redef]  # (mypy: module vs function)
     from xpuplan.train import Cluster, ParallelPlan, SearchResult, TrainEstimate, make_plan
-    from xpuplan.train import estimate as estimate_training
+    from xpuplan.train import estimate as estimate_training  # type: ignore[no-redef]
     from xpuplan.train import search_plans as search_training
     from xpuplan.validate import ValidationReport, validate_file
     from xpuplan.workload import ServingScenario, TrainingJob, TrainingScenario
@@ -170,4 +172,7 @@ __all__ = [
     "training_cost",
     "training_memory",
     "validate_file",
+    # fleet (helper J)
+    "FleetPlan",
+    "optimize_fleet",
 ]

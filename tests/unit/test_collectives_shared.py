@@ -81,3 +81,22 @@ def test_all_reduce_latency_steps_by_algorithm():
     assert c.all_reduce_latency_steps(1, "two_shot") == 0
     with pytest.raises(ValueError):
         c.all_reduce_latency_steps(8, "bogus")  # type: ignore[arg-type]
+
+
+def test_serving_collectives_use_the_replicas_assumptions():
+    """Link types overridden in the Assumptions reach the serving step (through ``Replica.links``)."""
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.models import get_model
+    from xpuplan.serve.replica import make_replica, step_time
+
+    a = default_assumptions()
+    slow = a.with_overrides({"link_types": {"nvlink": {"bus_bw_fraction": 0.1, "latency_us": 50.0,
+                                                        "description": "test: a slow NVLink"}}})
+    m, d = get_model("llama3-70b"), load_catalog().get("H100")
+    fast_rep = make_replica(m, d, tp=8, dtype="fp8", engine="vllm", assumptions=a)
+    slow_rep = make_replica(m, d, tp=8, dtype="fp8", engine="vllm", assumptions=slow)
+    assert slow_rep.device_links.scale_up.latency_s == pytest.approx(50e-6)
+    fast = step_time(fast_rep, decode_seqs=8, decode_context=1024)
+    slow_st = step_time(slow_rep, decode_seqs=8, decode_context=1024)
+    assert slow_st.comm_s > 5 * fast.comm_s
+    assert slow_st.ops_s == pytest.approx(fast.ops_s)

@@ -163,3 +163,28 @@ def test_unknown_vendor_is_a_field_error():
     with pytest.raises(UserInputError) as e:
         recommend(_qlora(constraints={"denied_vendors": ["Nvidai"]}))
     assert e.value.field == "constraints.denied_vendors[0]" and "NVIDIA" in e.value.message
+
+
+def test_binding_constraints_are_reported():
+    r = recommend(_qlora(constraints={"region": "any", "max_devices": 2, "max_power_w_per_device": 760}))
+    top = r.options[0]
+    assert any(b.startswith("max_devices: 2 of 2") for b in top.binding)
+    h100 = next(o for o in r.options if o.hardware == "nvidia-h100-sxm-80gb")
+    assert any("max_power_w_per_device" in b and "700 W of 760 W" in b for b in h100.binding)
+
+
+def test_every_example_file_is_a_valid_scenario():
+    from pathlib import Path
+
+    import yaml
+
+    # examples/ also holds other commands' inputs (e.g. fleet-*.yaml); recommend scenarios name a scenario
+    files = [f for f in sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+             if "scenario" in (yaml.safe_load(f.read_text(encoding="utf-8")) or {})]
+    assert len(files) >= 10
+    names = {load_scenario(f).scenario for f in files}
+    assert set(list_presets()) <= names | {"custom"}
+    domestic = load_scenario(files[0].parent / "pretraining-domestic.yaml")
+    assert domestic.constraints.domestic_only and domestic.region == "cn"
+    hybrid = load_scenario(files[0].parent / "online-hybrid.yaml")
+    assert hybrid.workload.routing is not None

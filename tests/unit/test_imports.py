@@ -180,5 +180,5 @@ def test_validate_local_argument_errors(db_url: str, tmp_path: Path) -> None:
     assert res.exit_code == 2 and "not both" in res.output
     res = runner.invoke(app, ["validate", "--local", "latest"])
     assert res.exit_code == 2 and "no runs" in res.output
-    res = runner.invoke(app, ["validate"])
-    assert res.exit_code == 2
+    res = runner.invoke(app, ["validate", "--public", "--local", "latest"])  # no file: the packaged public files
+    assert res.exit_code == 2 and "not both" in res.output

@@ -135,3 +135,25 @@ def test_py_typed_is_shipped():
     from importlib.resources import files
 
     assert files("xpuplan").joinpath("py.typed").is_file()
+
+
+def test_stored_calibration_reaches_a_result_through_the_context(tmp_path, monkeypatch):
+    from xpuplan.jobs.catalog import RooflineRequest, roofline
+    from xpuplan.store import paths
+    from xpuplan.store.calibrations import save_calibration
+    from xpuplan.store.engine import open_store
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    monkeypatch.setenv(paths.ENV_DB_URL, url)
+    dev = CTX.device("H100")
+    base = CTX.base_assumptions.efficiency(dev)
+    cal_id, _ = save_calibration(open_store(), dev.id, base.merged({"gemm_peak_fraction": 0.5}, "fit"), run_ids=[1],
+                                 report={})
+    req = parse_request(RooflineRequest, dict(hw="H100", m=4096, n=4096, k=4096))
+    on = roofline(req, resolve_context(use_calibration=True, db_url=url))
+    off = roofline(req, resolve_context(use_calibration=False, db_url=url))
+    assert on.efficiency["source"].startswith(f"calibration:#{cal_id}") and on.efficiency["gemm_peak_fraction"] == 0.5
+    assert off.efficiency["source"] == base.source
+    assert on.total_time_s > off.total_time_s
+    eff = on.to_dict()["used"]["assumptions"]["efficiency"][dev.id]
+    assert eff["gemm_peak_fraction"]["source"].startswith(f"calibration:#{cal_id}")

@@ -20,6 +20,8 @@ EXPECTED = {
     "TcoResult", "tco", "training_cost", "serving_cost",
     # decide (helper E)
     "Recommendation", "recommend",
+    # fleet (helper J)
+    "FleetPlan", "optimize_fleet",
 }
 
 

@@ -195,3 +195,10 @@ def roofline(
 
 
 Kind = Literal["train", "infer"]
+
+
+def register(root: typer.Typer) -> None:
+    """Add ``memory``, ``flops`` and ``roofline`` to the root CLI."""
+    root.add_typer(memory_app, name="memory")
+    root.command("flops")(flops)
+    root.command("roofline")(roofline)

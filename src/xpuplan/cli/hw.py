@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Hardware catalog: every figure with its source, date and trust.", no_args_is_help=True)
 
+
+def register(root: typer.Typer) -> None:
+    """Add ``hw`` to the root CLI."""
+    root.add_typer(app, name="hw")
+
 _DISPLAY: dict[str, tuple[float, str]] = {
     "FLOP/s": (units.TFLOPS, "TFLOP/s"),
     "OP/s": (units.TFLOPS, "TOP/s"),

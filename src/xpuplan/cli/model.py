@@ -12,6 +12,11 @@ from xpuplan.units import format_count
 app = typer.Typer(help="Model architectures: presets and local config.json files.", no_args_is_help=True)
 
 
+def register(root: typer.Typer) -> None:
+    """Add ``model`` to the root CLI."""
+    root.add_typer(app, name="model")
+
+
 @app.command("list")
 @cli_command
 def list_(json_: Annotated[bool, typer.Option("--json")] = False) -> None:

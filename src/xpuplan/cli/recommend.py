@@ -24,6 +24,12 @@ def _fmt_time(s: float | None) -> str:
     return f"{s * 1e3:,.0f} ms"
 
 
+def _fmt_kwh(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x / 1e3:,.1f} MWh" if x >= 1e3 else f"{x:,.1f} kWh"
+
+
 def _fmt_usd(x: float | None) -> str:
     if x is None:
         return "?"
@@ -58,7 +64,8 @@ def recommend_cmd(
     if preset is not None and preset not in list_presets():
         from xpuplan.errors import UnknownIdError
 
-        raise UnknownIdError("preset", preset, list_presets(), field="--preset")
+        err = UnknownIdError("preset", preset, list_presets(), field="--preset")
+        raise UserInputError(f"{err.message} (presets: {', '.join(list_presets())})", field="--preset")
     if report is not None and Path(report).suffix.lower() not in (".html", ".htm", ".md"):
         raise UserInputError("the report file must end in .html or .md", field="--report")
     if samples is not None and samples < 0:
@@ -79,7 +86,7 @@ def recommend_cmd(
     for o in rec.options[:top]:
         u = o.uncertainty
         rows.append([o.rank, o.label, f"{o.score:.1f}", o.devices, _fmt_time(o.time_s), _fmt_usd(o.cost_usd),
-                     None if o.energy_kwh is None else f"{o.energy_kwh / 1e3:,.1f} MWh",
+                     _fmt_kwh(o.energy_kwh),
                      None if u is None else f"{u.p_rank_first:.0%}", o.min_trust])
     console.print(table(
         t("cli.ranked_title", lang, title=rec.title or rec.scenario),

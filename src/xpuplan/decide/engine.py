@@ -31,6 +31,23 @@ from xpuplan.errors import InfeasibleError, UserInputError
 TRUST_ORDER = "ABCD"
 
 
+@dataclass(frozen=True)
+class Reason:
+    """A message from the translation catalogue (``xpuplan.i18n``) with its parameters."""
+
+    key: str
+    params: tuple[tuple[str, Any], ...]
+
+    def render(self, lang: str = "en") -> str:
+        from xpuplan.i18n import t
+
+        return t(self.key, lang, **dict(self.params))
+
+
+def R(key: str, **params: Any) -> Reason:
+    return Reason(key, tuple(sorted(params.items())))
+
+
 @dataclass
 class Candidate:
     key: str
@@ -140,7 +157,7 @@ class Rejected:
     hardware: str | None
     mix: dict[str, str] | None
     constraint: str
-    reasons: list[str]
+    reasons: list[Reason]
 
 
 @dataclass
@@ -163,85 +180,90 @@ class Evaluation:
 # ---------------------------------------------------------------------------------------------
 # constraints on facts
 # ---------------------------------------------------------------------------------------------
-def fact_violation(dev: Any, s: Scenario) -> tuple[str, str] | None:
+def fact_violation(dev: Any, s: Scenario) -> tuple[str, Reason] | None:
     """(constraint, reason) that rules ``dev`` out before planning, or None."""
     c = s.constraints
     vendor = dev.vendor.casefold()
     if c.allowed_vendors is not None and vendor not in {v.casefold() for v in c.allowed_vendors}:
-        return "allowed_vendors", f"vendor {dev.vendor} not in allowed_vendors ({', '.join(c.allowed_vendors)})"
+        return "allowed_vendors", R("reason.allowed_vendors", vendor=dev.vendor, allowed=", ".join(c.allowed_vendors))
     if vendor in {v.casefold() for v in c.denied_vendors}:
-        return "denied_vendors", f"vendor {dev.vendor} is in denied_vendors"
+        return "denied_vendors", R("reason.denied_vendors", vendor=dev.vendor)
     if c.domestic_only and dev.origin_country != "CN":
-        return "domestic_only", f"{dev.vendor} is not a Chinese vendor (catalog origin_country {dev.origin_country})"
+        return "domestic_only", R("reason.domestic_only", vendor=dev.vendor, country=dev.origin_country)
     why = facts.unavailable_reason(dev, s.region)
     if why is not None:
-        return "region", f"not available in region {s.region}: {why}"
+        return "region", R("reason.region", region=s.region, why=why)
     if c.max_power_w_per_device is not None:
         if dev.tdp_w is None:
-            return "max_power_w_per_device", "no TDP in the catalog to check the power limit against"
+            return "max_power_w_per_device", R("reason.no_tdp")
         if dev.tdp_w > c.max_power_w_per_device:
-            return "max_power_w_per_device", f"TDP {dev.tdp_w:g} W > {c.max_power_w_per_device:g} W"
+            return "max_power_w_per_device", R("reason.power", tdp=f"{dev.tdp_w:g}", limit=f"{c.max_power_w_per_device:g}")
     if c.min_memory_gb_per_device is not None:
         fig = dev.figure("memory.capacity_gb")
         if fig is None or fig.value / 1e9 < c.min_memory_gb_per_device:
             have = "unknown" if fig is None else f"{fig.value / 1e9:g} GB"
-            return "min_memory_gb_per_device", f"memory {have} < {c.min_memory_gb_per_device:g} GB"
+            return "min_memory_gb_per_device", R("reason.memory", have=have, limit=f"{c.min_memory_gb_per_device:g}")
     if c.min_trust is not None and TRUST_ORDER.index(dev.min_trust()) > TRUST_ORDER.index(c.min_trust):
-        return "min_trust", f"worst trust grade of its figures is {dev.min_trust()} (limit {c.min_trust})"
+        return "min_trust", R("reason.min_trust", grade=dev.min_trust(), limit=c.min_trust)
     return None
 
 
-def option_violations(cand: Candidate, s: Scenario) -> list[tuple[str, str]]:
+def option_violations(cand: Candidate, s: Scenario) -> list[tuple[str, Reason]]:
     c = s.constraints
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, Reason]] = []
     if c.max_devices is not None and cand.devices > c.max_devices:
-        out.append(("max_devices", f"needs {cand.devices} devices > {c.max_devices}"))
+        out.append(("max_devices", R("reason.max_devices", devices=cand.devices, limit=c.max_devices)))
     if c.max_site_power_kw is not None:
         p = cand.power_kw
         if p is None:
-            out.append(("max_site_power_kw", "no TDP in the catalog to check the site power limit against"))
+            out.append(("max_site_power_kw", R("reason.no_tdp")))
         elif p > c.max_site_power_kw:
-            out.append(("max_site_power_kw", f"{p:,.1f} kW of accelerator TDP > {c.max_site_power_kw:g} kW"))
+            out.append(("max_site_power_kw", R("reason.site_power", kw=f"{p:,.1f}", limit=f"{c.max_site_power_kw:g}")))
     if c.max_budget_usd is not None:
         cost = cand.cost_usd
         if cost is None:
-            out.append(("max_budget_usd", "cost unknown (no public price): cannot check the budget; give "
-                        "cost.device_price_usd"))
+            out.append(("max_budget_usd", R("reason.budget_unknown")))
         elif cost > c.max_budget_usd:
-            out.append(("max_budget_usd", f"cost ${cost:,.0f} > budget ${c.max_budget_usd:,.0f}"))
+            out.append(("max_budget_usd", R("reason.budget", cost=f"{cost:,.0f}", limit=f"{c.max_budget_usd:,.0f}")))
     if c.deadline_days is not None and "train" in cand.parts:
         t = cand.parts["train"].time_s
         if t is not None and t / 86400 > c.deadline_days:
-            out.append(("deadline_days", f"{t / 86400:,.1f} days to train > {c.deadline_days:g} days"))
+            out.append(("deadline_days", R("reason.deadline", days=f"{t / 86400:,.1f}", limit=f"{c.deadline_days:g}")))
     return out
 
 
-def binding(cand: Candidate, s: Scenario) -> list[str]:
+def binding(cand: Candidate, s: Scenario, lang: str = "en") -> list[str]:
     """Constraints the option uses at least ``binding_share`` of (data/criteria.yaml)."""
+    from xpuplan.i18n import t
+
     share = float(criteria_data().constants["binding_share"])
     c = s.constraints
     out: list[str] = []
+
+    def add(constraint: str, used: str, limit: str) -> None:
+        out.append(t("binding.use", lang, constraint=constraint, used=used, limit=limit))
+
     sv = s.workload.serving
     for role, p in cand.parts.items():
         if sv is not None and role != "train":
             if p.ttft_s is not None and p.ttft_s >= share * sv.ttft_ms / 1e3:
-                out.append(f"ttft_ms ({role}): {p.ttft_s * 1e3:,.0f} of {sv.ttft_ms:g} ms")
+                add(f"ttft_ms ({role})", f"{p.ttft_s * 1e3:,.0f} ms", f"{sv.ttft_ms:g} ms")
             if p.tpot_s is not None and p.tpot_s >= share * sv.tpot_ms / 1e3:
-                out.append(f"tpot_ms ({role}): {p.tpot_s * 1e3:,.1f} of {sv.tpot_ms:g} ms")
+                add(f"tpot_ms ({role})", f"{p.tpot_s * 1e3:,.1f} ms", f"{sv.tpot_ms:g} ms")
     for d in cand.device_ids:
         dev = cand.device(d)
         if c.max_power_w_per_device and dev.tdp_w and dev.tdp_w >= share * c.max_power_w_per_device:
-            out.append(f"max_power_w_per_device ({d}): {dev.tdp_w:g} of {c.max_power_w_per_device:g} W")
+            add(f"max_power_w_per_device ({d})", f"{dev.tdp_w:g} W", f"{c.max_power_w_per_device:g} W")
     if c.max_devices and cand.devices >= share * c.max_devices:
-        out.append(f"max_devices: {cand.devices} of {c.max_devices}")
+        add("max_devices", str(cand.devices), str(c.max_devices))
     if c.max_budget_usd and cand.cost_usd and cand.cost_usd >= share * c.max_budget_usd:
-        out.append(f"max_budget_usd: ${cand.cost_usd:,.0f} of ${c.max_budget_usd:,.0f}")
+        add("max_budget_usd", f"${cand.cost_usd:,.0f}", f"${c.max_budget_usd:,.0f}")
     if c.max_site_power_kw and cand.power_kw and cand.power_kw >= share * c.max_site_power_kw:
-        out.append(f"max_site_power_kw: {cand.power_kw:,.1f} of {c.max_site_power_kw:g} kW")
+        add("max_site_power_kw", f"{cand.power_kw:,.1f} kW", f"{c.max_site_power_kw:g} kW")
     if c.deadline_days and "train" in cand.parts:
-        t = cand.parts["train"].time_s
-        if t is not None and t / 86400 >= share * c.deadline_days:
-            out.append(f"deadline_days: {t / 86400:,.1f} of {c.deadline_days:g} days")
+        tt = cand.parts["train"].time_s
+        if tt is not None and tt / 86400 >= share * c.deadline_days:
+            add("deadline_days", f"{tt / 86400:,.1f} d", f"{c.deadline_days:g} d")
     return out
 
 
@@ -338,7 +360,7 @@ def _model(s: Scenario) -> Any:
 
 
 def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int | None = None,
-             seed: int | None = None, weights: Weights | None = None) -> Evaluation:
+             seed: int | None = None, weights: Weights | None = None, lang: str = "en") -> Evaluation:
     """Rank the options of scenario ``s`` (module doc). Raises InfeasibleError when none is left."""
     from xpuplan.catalog import load_catalog
     from xpuplan.catalog.prices import load_prices
@@ -381,7 +403,8 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
         ps = {role: parts[(role, d.id)] for role in share}
         bad = [r for p in ps.values() if not p.ok for r in p.reasons]
         if bad:
-            rejected.append(Rejected(d.id, d.id, None, "workload", list(dict.fromkeys(bad))))
+            rejected.append(Rejected(d.id, d.id, None, "workload",
+                                     [R("reason.planner", text=b) for b in dict.fromkeys(bad)]))
             continue
         singles.append(Candidate(d.id, ps, {role: d for role in share}))
     mixes = _mixes(s, usable, parts, share) if s.mixes else []
@@ -395,8 +418,10 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
         else:
             cands.append(c)
     if not cands:
-        raise InfeasibleError("no option meets the scenario's constraints", reasons=_elimination(rejected),
-                              hint="relax the constraint that eliminated the most options")
+        from xpuplan.i18n import t
+
+        raise InfeasibleError(t("reason.none_left", lang), reasons=_elimination(rejected, lang),
+                              hint=t("reason.none_left_hint", lang))
     scores, raw, role_raw = score_candidates(cands, s, share)
     wd = w.to_dict()
     total = totals(scores, wd)
@@ -424,11 +449,14 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
     return Evaluation(s, w, share, cands, scores, raw_out, total, rejected, mc, sens, time.perf_counter() - t0)
 
 
-def _elimination(rejected: list[Rejected]) -> list[str]:
+def _elimination(rejected: list[Rejected], lang: str) -> list[str]:
+    from xpuplan.i18n import t
+
     by: dict[str, list[str]] = {}
     for r in rejected:
         by.setdefault(r.constraint, []).append(r.key)
-    return [f"{c} eliminated {len(keys)}: {', '.join(keys)}" for c, keys in sorted(by.items())]
+    return [t("reason.eliminated", lang, constraint=c, n=len(keys), options=", ".join(keys))
+            for c, keys in sorted(by.items())]
 
 
 def _mixes(s: Scenario, usable: list[Any], parts: dict[tuple[str, str], Part], share: dict[str, float]

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from xpuplan.workload.serving import ServingScenario
     from xpuplan.workload.training import TrainingScenario
 
-#: Set to "0" to ignore stored calibration profiles (tests and reproducible runs).
+#: Set to "0" to ignore stored calibration profiles (tests and reproducible runs); the same name as
+#: ``xpuplan.calibrate.ENV_USE_CALIBRATION`` (not imported here: start-up time).
 ENV_USE_CALIBRATION: Final = "XPUPLAN_USE_CALIBRATION"
 
 
@@ -87,9 +88,10 @@ class RunContext:
         if not self.use_calibration:
             return None
         if device.id not in self._calibrated:
-            from xpuplan.calibration import stored_profile
+            from xpuplan.calibrate import stored_profile
 
-            self._calibrated[device.id] = stored_profile(device.id, self.db_url)
+            # the stored fitted values laid over this context's assumptions (user overrides included)
+            self._calibrated[device.id] = stored_profile(device, self.db_url, self.base_assumptions)
         return self._calibrated[device.id]
 
     def assumptions(self, devices: list[Device] | tuple[Device, ...] = ()) -> Assumptions:
@@ -124,7 +126,7 @@ def resolve_context(*, use_calibration: bool | None = None, db_url: str | None =
                     assumption_files: tuple[str, ...] = ()) -> RunContext:
     """A run context from explicit arguments, falling back to the environment (module doc)."""
     if use_calibration is None:
-        use_calibration = os.environ.get(ENV_USE_CALIBRATION, "1") != "0"
+        use_calibration = os.environ.get(ENV_USE_CALIBRATION, "1").strip() != "0"
     return RunContext(use_calibration=use_calibration, db_url=db_url, assumption_files=tuple(assumption_files))
 
 

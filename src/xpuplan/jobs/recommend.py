@@ -74,7 +74,8 @@ def recommend(request: RecommendRequest | Scenario | dict[str, Any] | str | None
         w = make_weights({**s.weights, **req.weights}, s.weight_adjustments, field="--weight")
     from xpuplan.jobs.context import default_context
 
-    ev = evaluate(s, catalog=default_context().catalog, samples=req.samples, seed=req.seed, weights=w)
+    ev = evaluate(s, catalog=default_context().catalog, samples=req.samples, seed=req.seed, weights=w,
+                  lang=req.lang)
     return build(ev, req.lang)
 
 
@@ -128,13 +129,13 @@ def build(ev: Evaluation, lang: str = "en") -> Recommendation:
             mix={r: p.device_id for r, p in c.parts.items()} if c.is_mix else None,
             label=label(ev, k, lang), score=float(ev.total[k]), criteria=crit, groups=groups, devices=c.devices,
             time_s=c.time_s, latency_s=c.latency_s, cost_usd=c.cost_usd, cost_lines_usd=c.cost_lines(),
-            energy_kwh=c.energy_kwh, power_kw=c.power_kw, parts=parts, binding=binding(c, s),
+            energy_kwh=c.energy_kwh, power_kw=c.power_kw, parts=parts, binding=binding(c, s, lang),
             figures=[FigureUsed(**f) for f in figures_used(c)], min_trust=c.min_trust(), uncertainty=unc,
             assumptions=_option_assumptions(c),
             notes=c.notes,
         ))
-    rejected = [Rejection(key=r.key, hardware=r.hardware, mix=r.mix, constraint=r.constraint, reasons=r.reasons)
-                for r in ev.rejected]
+    rejected = [Rejection(key=r.key, hardware=r.hardware, mix=r.mix, constraint=r.constraint,
+                          reasons=[x.render(lang) for x in r.reasons]) for r in ev.rejected]
     sens = [WeightChange(**x) for x in ev.sensitivity]
     expl: Explanation = explain(ev, lang)
     assumptions: list[dict[str, Any]] = [

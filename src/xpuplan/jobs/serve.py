@@ -160,7 +160,7 @@ class CapacityOptionOut(Detail):
     disaggregated_error: str | None = None
 
 
-class CapacityResult(Result):
+class CapacityResult(Result, Detail):
     """Result of ``infer capacity``: devices per hardware option to serve the load."""
 
     NAME: ClassVar[str] = "infer.capacity"

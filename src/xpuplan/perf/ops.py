@@ -24,7 +24,7 @@ NORM_FLOPS_PER_ELEMENT = 5.0
 
 def round_at_least_1(x: Any) -> Any:
     """``max(1, round(x))`` for a number or an array (both round halves to even)."""
-    if np.ndim(x):
+    if isinstance(x, np.ndarray):
         return np.maximum(1.0, np.round(x))
     return max(1, round(x))
 
@@ -57,7 +57,7 @@ def layer_ops(
 ) -> list[OpCost]:
     """Roofline costs of one layer on one device (see module docstring). ``batch``, ``q_len`` and
     ``kv_len`` may be arrays (many shapes at once); the costs' fields are then arrays."""
-    if any(np.any(np.asarray(v) <= 0) for v in (batch, q_len, kv_len, tp, ep)):
+    if any((np.any(v <= 0) if isinstance(v, np.ndarray) else v <= 0) for v in (batch, q_len, kv_len, tp, ep)):
         raise ValueError("batch, q_len, kv_len, tp and ep must be positive")
     wd = weight_dtype or dtype
     tokens = batch * q_len
@@ -116,16 +116,17 @@ def head_ops(model: ModelArch, *, rows: int, tp: int = 1, dtype: str = "bf16", w
 def _attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int, kvh: int, dtype: str) -> OpCost:
     """The attention core: absorbed MLA decode when one query token (scores and values over the
     latent kv_lora + rope), else fused attention, causal over a square block (decoders)."""
-    causal = (np.asarray(q_len) == kv_len) & (model.type != "encoder") if np.ndim(q_len) or np.ndim(kv_len) else (
+    arrays = isinstance(q_len, np.ndarray) or isinstance(kv_len, np.ndarray)
+    causal = (np.asarray(q_len) == kv_len) & (model.type != "encoder") if arrays else (
         q_len == kv_len and model.type != "encoder")
     full = cost_attention(batch, heads, q_len, kv_len, model.qk_head_dim, causal=causal, dtype=dtype, kv_heads=kvh,
                           v_head_dim=model.v_head_dim)
-    if model.mla is None or not np.any(np.asarray(q_len) == 1):
+    if model.mla is None or not (np.any(q_len == 1) if isinstance(q_len, np.ndarray) else q_len == 1):
         return full
     m = model.mla
     absorbed = cost_attention(batch, heads, 1, kv_len, m.kv_lora_rank + m.qk_rope_head_dim, causal=False,
                               dtype=dtype, kv_heads=1, v_head_dim=m.kv_lora_rank)
-    if not np.ndim(q_len):
+    if not isinstance(q_len, np.ndarray):
         return absorbed
     one = np.asarray(q_len) == 1
     return OpCost("attention", "attention", np.where(one, absorbed.flops, full.flops),  # type: ignore[arg-type]

@@ -51,7 +51,7 @@ def cost_gemm(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None
 def cost_linear(tokens: int, d_in: int, d_out: int, dtype: str = "bf16", weight_dtype: str | None = None) -> OpCost:
     """A linear layer over ``tokens`` rows: weights may be stored narrower than activations.
     ``tokens`` may be an array (many batch sizes at once): the cost's fields are then arrays."""
-    if np.any(np.asarray(tokens) <= 0) or d_in <= 0 or d_out <= 0:
+    if (np.any(tokens <= 0) if isinstance(tokens, np.ndarray) else tokens <= 0) or d_in <= 0 or d_out <= 0:
         raise ValueError("tokens, d_in and d_out must be positive")
     b_act = bytes_per_element(dtype if dtype not in LOW_PRECISION else "bf16")
     b_w = bytes_per_element(weight_dtype or dtype)
@@ -70,7 +70,7 @@ def cost_attention(
     kvh = kv_heads or heads
     dv = v_head_dim or head_dim
     frac: Any
-    if np.ndim(q_len) or np.ndim(kv_len):
+    if isinstance(q_len, np.ndarray) or isinstance(kv_len, np.ndarray):
         frac = np.where(causal & (np.asarray(q_len) == kv_len) & (np.asarray(q_len) > 1), 0.5, 1.0)
     else:
         frac = 0.5 if causal and q_len == kv_len and q_len > 1 else 1.0
@@ -82,7 +82,7 @@ def cost_attention(
 
 def _min_dim(*dims: float) -> float:
     """Smallest dimension (a float; an array when any dimension is one)."""
-    if any(np.ndim(d) for d in dims):
+    if any(isinstance(d, np.ndarray) for d in dims):
         out = np.asarray(dims[0], dtype=float)
         for d in dims[1:]:
             out = np.minimum(out, d)
@@ -129,7 +129,8 @@ class OpTime:
 
 def gemm_efficiency(eff: Efficiency, min_dim: float, dtype: str) -> float:
     """Fraction of dense peak a GEMM whose smallest dimension is ``min_dim`` reaches."""
-    frac = eff.gemm_peak_fraction / (1.0 + eff.gemm_half_dim / np.maximum(min_dim, 1e-9))
+    floor = np.maximum(min_dim, 1e-9) if isinstance(min_dim, np.ndarray) else max(min_dim, 1e-9)
+    frac = eff.gemm_peak_fraction / (1.0 + eff.gemm_half_dim / floor)
     if dtype in LOW_PRECISION:
         frac *= eff.low_precision_factor
     return frac
@@ -163,7 +164,8 @@ def op_seconds(op: OpCost, device: Device, dtype: str, eff: Any) -> tuple[Any, A
         frac = eff.gemm_peak_fraction
     t_c = op.flops / (peak * frac)
     t_m = op.bytes / (device.memory_bandwidth * eff.memory_bw_fraction)
-    return t_c, t_m, np.maximum(t_c, t_m) + eff.kernel_overhead_s, frac
+    arrays = isinstance(t_c, np.ndarray) or isinstance(t_m, np.ndarray)
+    return t_c, t_m, (np.maximum(t_c, t_m) if arrays else max(t_c, t_m)) + eff.kernel_overhead_s, frac
 
 
 def op_time(op: OpCost, device: Device, dtype: str = "bf16", eff: Efficiency | None = None, *,

@@ -61,11 +61,20 @@ def _usd(x: float | None) -> str:
 
 
 def _mwh(x: float | None) -> str:
-    return "-" if x is None else f"{x / 1e3:,.1f} MWh"
+    if x is None:
+        return "-"
+    return f"{x / 1e3:,.1f} MWh" if x >= 1e3 else f"{x:,.1f} kWh"
 
 
 def _pfirst(o: OptionOut) -> str:
     return "-" if o.uncertainty is None else f"{o.uncertainty.p_rank_first:.0%}"
+
+
+def short_label(o: OptionOut) -> str:
+    """Chart label: the device ids (a mix joins its pools' devices with '+')."""
+    if o.mix:
+        return " + ".join(dict.fromkeys(o.mix.values()))
+    return o.hardware or o.key
 
 
 def _lines(rec: Recommendation, lang: str) -> list[tuple[str, list[str]]]:
@@ -103,26 +112,27 @@ def render_html(rec: Recommendation) -> str:
                  f"<td>{_mwh(o.energy_kwh)}</td><td>{_pfirst(o)}</td><td><span class='tag'>{o.min_trust}</span></td></tr>")
     h.append("</table></section>")
     # charts
-    contrib = [(o.label, {k: c.points for k, c in o.criteria.items()}) for o in shown]
+    contrib = [(short_label(o), {k: c.points for k, c in o.criteria.items()}) for o in shown]
     h.append(f"<section><h2>{escape(t('report.contributions', lang))}</h2>"
              + stacked_bars(contrib, LEAF_COLOURS, leaf_names, t("report.contributions", lang), max_value=100.0)
              + "</section>")
-    pts = [(o.label, o.time_s or 0.0, o.cost_usd or 0.0, o.rank == 1) for o in shown]
+    pts = [(short_label(o), o.time_s or 0.0, o.cost_usd or 0.0, o.rank == 1) for o in shown]
     h.append(f"<section><h2>{escape(t('report.pareto', lang))}</h2>"
              + pareto_scatter(pts, t("report.pareto", lang), t("report.time", lang), t("report.cost", lang) + " (USD)")
              + "</section>")
     line_keys = list(dict.fromkeys(k for o in shown for k in o.cost_lines_usd))
     line_colours = {k: LINE_COLOURS[i % len(LINE_COLOURS)] for i, k in enumerate(line_keys)}
-    tco_rows = [(o.label + ("" if o.cost_usd is not None else " (hardware ?)"), dict(o.cost_lines_usd)) for o in shown]
+    tco_rows = [(short_label(o) + ("" if o.cost_usd is not None else " " + t("report.hw_unknown", lang)),
+                 dict(o.cost_lines_usd)) for o in shown]
     h.append(f"<section><h2>{escape(t('report.tco', lang))}</h2>"
              + stacked_bars(tco_rows, line_colours, {k: k.removesuffix("_usd") for k in line_keys},
                             t("report.tco", lang), unit="USD") + "</section>")
     unc = [o for o in shown if o.uncertainty is not None]
     h.append(f"<section><h2>{escape(t('report.uncertainty', lang))}</h2>")
     if unc:
-        crow = [(o.label, o.uncertainty.cost_usd.p10, o.uncertainty.cost_usd.p50, o.uncertainty.cost_usd.p90)
+        crow = [(short_label(o), o.uncertainty.cost_usd.p10, o.uncertainty.cost_usd.p50, o.uncertainty.cost_usd.p90)
                 for o in unc if o.uncertainty and o.uncertainty.cost_usd]
-        trow = [(o.label, o.uncertainty.time_s.p10, o.uncertainty.time_s.p50, o.uncertainty.time_s.p90)
+        trow = [(short_label(o), o.uncertainty.time_s.p10, o.uncertainty.time_s.p50, o.uncertainty.time_s.p90)
                 for o in unc if o.uncertainty and o.uncertainty.time_s]
         h.append(f"<p class='muted'>{escape(t('report.cost', lang))}</p>" + range_bars(crow, "cost", "usd"))
         h.append(f"<p class='muted'>{escape(t('report.time', lang))}</p>" + range_bars(trow, "time", "time"))
@@ -131,7 +141,7 @@ def render_html(rec: Recommendation) -> str:
     h.append("</section>")
     # sensitivity
     h.append(f"<section><h2>{escape(t('report.sensitivity', lang))}</h2><table><tr>"
-             f"<th>{escape(t('report.option', lang))}</th><th>{escape(t('report.weight', lang))}</th>"
+             f"<th>{escape(t('report.criterion', lang))}</th><th>{escape(t('report.weight', lang))}</th>"
              f"<th>{escape(t('report.change', lang))}</th><th>{escape(t('report.new_winner', lang))}</th></tr>")
     for x in rec.sensitivity:
         ch = "-" if x.change_points is None else f"{x.change_points:+.1f}"

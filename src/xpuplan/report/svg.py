@@ -21,6 +21,11 @@ LINE_COLOURS = ["#1f4e79", "#70ad47", "#ffc000", "#c55a11", "#7030a0", "#5b9bd5"
 FONT = "font-family='Inter, Segoe UI, Helvetica, Arial, sans-serif'"
 
 
+def text_width(s: str, size: int = 11) -> float:
+    """Approximate rendered width in px: CJK characters are about one em, Latin about 0.6 em."""
+    return sum(size if ord(ch) > 0x2E80 else 0.6 * size for ch in s)
+
+
 def _text(x: float, y: float, s: str, size: int = 11, anchor: str = "start", colour: str = "#333",
           weight: str = "normal") -> str:
     return (f"<text x='{x:.1f}' y='{y:.1f}' font-size='{size}' text-anchor='{anchor}' fill='{colour}' "
@@ -35,14 +40,14 @@ def _svg(width: int, height: int, body: list[str], title: str) -> str:
 def stacked_bars(rows: Sequence[tuple[str, dict[str, float]]], colours: dict[str, str], names: dict[str, str],
                  title: str, unit: str = "", width: int = 860, max_value: float | None = None) -> str:
     """Horizontal stacked bars: one row per (label, {segment: value}); a legend below."""
-    label_w, bar_h, gap, top = 260, 20, 8, 10
+    label_w, bar_h, gap, top = 300, 20, 8, 10
     keys = [k for k in colours if any(r[1].get(k, 0) > 0 for r in rows)]
     mx = max_value or max((sum(v for v in r[1].values() if v > 0) for r in rows), default=1.0) or 1.0
     plot_w = width - label_w - 80
     body: list[str] = []
     y = top
     for lab, seg in rows:
-        body.append(_text(label_w - 8, y + bar_h * 0.72, lab[:42], anchor="end"))
+        body.append(_text(label_w - 8, y + bar_h * 0.72, lab[:50], size=10, anchor="end"))
         x = float(label_w)
         tot = 0.0
         for k in keys:
@@ -61,7 +66,7 @@ def stacked_bars(rows: Sequence[tuple[str, dict[str, float]]], colours: dict[str
     lx = 10.0
     for k in keys:
         name = names.get(k, k)
-        wlab = 16 + 6.5 * len(name)
+        wlab = 16 + text_width(name, 10)
         if lx + wlab > width - 10:
             lx = 10.0
             y += 18
@@ -160,7 +165,7 @@ def range_bars(rows: Sequence[tuple[str, float, float, float]], title: str, fmt:
                width: int = 860) -> str:
     """One P10-P90 band per row with a P50 tick (log axis)."""
     rows = [r for r in rows if r[1] > 0 and r[3] > 0]
-    label_w, bar_h, gap, top = 260, 14, 10, 10
+    label_w, bar_h, gap, top = 300, 14, 10, 10
     height = top + len(rows) * (bar_h + gap) + 30
     body: list[str] = []
     if not rows:
@@ -174,7 +179,7 @@ def range_bars(rows: Sequence[tuple[str, float, float, float]], title: str, fmt:
 
     y = top
     for lab, p10, p50, p90 in rows:
-        body.append(_text(label_w - 8, y + bar_h * 0.8, lab[:42], anchor="end"))
+        body.append(_text(label_w - 8, y + bar_h * 0.8, lab[:50], size=10, anchor="end"))
         body.append(f"<line x1='{label_w}' x2='{label_w + pw}' y1='{y + bar_h / 2}' y2='{y + bar_h / 2}' stroke='#eaeef2'/>")
         body.append(f"<rect x='{sx(p10):.1f}' y='{y}' width='{max(1.0, sx(p90) - sx(p10)):.1f}' height='{bar_h}' "
                     f"rx='3' fill='#9dc3e6'><title>P10 {p10:,.4g} / P50 {p50:,.4g} / P90 {p90:,.4g}</title></rect>")

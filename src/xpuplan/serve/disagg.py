@@ -24,7 +24,6 @@ from typing import Any
 
 from xpuplan.errors import InfeasibleError
 from xpuplan.perf.collectives import time_p2p_s
-from xpuplan.perf.links import device_links
 from xpuplan.perf.memory import kv_cache_bytes_per_token
 from xpuplan.serve.constants import MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
 from xpuplan.serve.estimate import time_prefill_s
@@ -66,7 +65,7 @@ def time_kv_transfer_s(rep: Replica, input_len: float) -> float:
     point-to-point send per device over its scale-out link (``perf.collectives.time_p2p_s``, the
     link type's achievable bandwidth and latency), all devices in parallel."""
     total = kv_cache_bytes_per_token(rep.model, rep.precision.kv_dtype) * input_len
-    out = device_links(rep.device, rep.eff).scale_out
+    out = rep.device_links.scale_out
     return float(time_p2p_s(total / rep.n_devices, out.bus_bw, out.latency_s))
 
 

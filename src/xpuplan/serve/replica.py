@@ -28,6 +28,7 @@ from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.links import DeviceLinks, device_links
 from xpuplan.serve import validity
 from xpuplan.serve.constants import (
     EngineProfile,
@@ -56,6 +57,13 @@ class Replica:
     block_size_tokens: int = 16
     max_num_seqs: int = 256
     notes: tuple[str, ...] = field(default=())
+    links: DeviceLinks | None = None
+    """the device's links under the assumptions the replica was built with (None: built-in link types)"""
+
+    @property
+    def device_links(self) -> DeviceLinks:
+        """Links its collectives use (``perf.links``): those given, else from the built-in link types."""
+        return self.links if self.links is not None else device_links(self.device, self.eff)
 
     @property
     def n_devices(self) -> int:
@@ -127,9 +135,10 @@ def make_replica(
     if tp * ep > max(device.scale_up_domain, 1):
         notes.append(f"tp·ep = {tp * ep} exceeds the {device.id} scale-up domain ({device.scale_up_domain}); "
                      "its collectives cross the scale-out network")
-    return Replica(model=model, device=device, precision=prec, engine=prof, eff=eff or a.efficiency(device),
+    e = eff or a.efficiency(device)
+    return Replica(model=model, device=device, precision=prec, engine=prof, eff=e,
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
-                   notes=tuple(notes))
+                   notes=tuple(notes), links=device_links(device, e, assumptions=a))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import numpy as np
 from xpuplan.catalog.device import Device
 from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.perf import collectives as coll
-from xpuplan.perf.links import device_links
 from xpuplan.perf.ops import head_ops, layer_ops, routed_rows
 from xpuplan.perf.roofline import OpCost, cost_attention, op_seconds
 from xpuplan.serve.comm import SERVING_ALL_TO_ALL, serving_all_reduce_algorithm
@@ -103,8 +102,10 @@ def time_dequant_s(weight_elements: Any, rows: Any, device: Device, act16: str) 
     return weight_elements * tiles * DEQUANT_OPS_PER_WEIGHT / vector_flops(device, act16)
 
 
-def _ceil_div(a: Any, b: float) -> np.ndarray:
-    return np.maximum(1.0, np.ceil(np.asarray(a, dtype=float) / b))
+def _ceil_div(a: Any, b: float) -> Any:
+    if isinstance(a, np.ndarray):
+        return np.maximum(1.0, np.ceil(a / b))
+    return float(max(1.0, np.ceil(a / b)))
 
 
 def _scaled(op: OpCost, k: Any) -> OpCost:
@@ -139,7 +140,7 @@ def _dtypes(rep: Replica) -> tuple[str, str]:
 def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tuple[OpCost, np.ndarray]]:
     """One layer's ops, each with the mask of the steps that run it."""
     m, p = rep.model, rep.precision
-    every = np.ones_like(sh.tokens, dtype=bool)
+    every = np.ones(np.shape(sh.tokens), dtype=bool)
 
     def lops(batch: Any, q_len: Any, kv_len: Any) -> list[OpCost]:
         return layer_ops(m, batch=batch, q_len=q_len, kv_len=kv_len, tp=rep.tp, ep=rep.ep, dtype=p.gemm_dtype,
@@ -206,7 +207,7 @@ def _ops_seconds(rep: Replica, ops: list[tuple[OpCost, np.ndarray]], sh: _Shape,
 def _comm_s(rep: Replica, group_tokens: np.ndarray) -> np.ndarray:
     """TP all-reduces, MoE all-to-alls and pipeline hand-offs of one step (one collective model)."""
     m = rep.model
-    links = device_links(rep.device, rep.eff)
+    links = rep.device_links
     msg = group_tokens * m.d_model * ACTIVATION_BYTES
     per_layer_ar = 1 if m.parallel_attn_mlp else 2
     ar = coll.time_group_s("all_reduce", msg, rep.tp, 1, links,
@@ -228,12 +229,21 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
     ``serve.replica.step_time`` for their meaning). ``eff``: the replica's efficiency, or an
     :class:`EfficiencyArrays` of samples broadcasting against the inputs."""
     eff = rep.eff if eff is None else eff
-    ds, ctx, pt, plen, pkv, rows = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (
-        decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len, sampled_rows)))
+    inputs = (decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len, sampled_rows)
+    ds: Any
+    ctx: Any
+    pt: Any
+    plen: Any
+    pkv: Any
+    rows: Any
+    if any(np.ndim(v) for v in inputs):
+        ds, ctx, pt, plen, pkv, rows = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in inputs))
+    else:  # one step: plain floats keep the scalar path fast (same arithmetic)
+        ds, ctx, pt, plen, pkv, rows = (float(v) for v in inputs)
     tokens = ds + pt
     sh = _Shape(tokens=tokens, group_tokens=_ceil_div(tokens, rep.ep), decode_seqs=ds, decode_context=ctx,
-                prefill_tokens=pt, prefill_len=plen, prefill_kv_len=pkv, sampled_rows=rows, has_decode=ds > 0,
-                has_prefill=pt > 0)
+                prefill_tokens=pt, prefill_len=plen, prefill_kv_len=pkv, sampled_rows=rows,
+                has_decode=np.asarray(ds > 0), has_prefill=np.asarray(pt > 0))
     act16, op16 = _dtypes(rep)
     m = rep.model
     n_moe = m.n_moe_layers
@@ -245,7 +255,7 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
             comp, memb, ops_t = comp + count * c, memb + count * mem, ops_t + count * t
             dq_t, kern = dq_t + count * dq, kern + count * k
     head = head_ops(m, rows=_ceil_div(rows, rep.ep), tp=rep.tp, dtype=act16, weight_dtype=act16)  # type: ignore[arg-type]
-    every = np.ones_like(tokens, dtype=bool)
+    every = np.ones(np.shape(tokens), dtype=bool)
     c, mem, t, _, k = _ops_seconds(rep, [(o, every) for o in head], sh, eff, op16, act16, None)
     zeros = np.zeros(np.broadcast(tokens, eff.kernel_overhead_s).shape)
     return StepArrays(tokens=tokens + zeros, compute_s=comp + c + zeros, memory_s=memb + mem + zeros,

@@ -6,6 +6,7 @@ statistics; ``band`` turns a hardware family's measured error into an uncertaint
 holds the public validation files shipped with the package (:func:`public_files`).
 """
 
+from xpuplan.validate.band import Band, band_record, hardware_family, validation_band
 from xpuplan.validate.core import (
     ErrorStats,
     Prediction,
@@ -21,6 +22,10 @@ from xpuplan.validate.rows import ValidationRow, model_from_row, read_rows
 
 __all__ = [
     "PUBLIC_FILES",
+    "Band",
+    "band_record",
+    "hardware_family",
+    "validation_band",
     "ErrorStats",
     "Prediction",
     "RowResult",

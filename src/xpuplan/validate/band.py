@@ -56,11 +56,13 @@ def hardware_family(device: str | Device) -> str:
 
     if isinstance(device, str):
         try:
-            device = load_catalog().get(device)
+            dev = load_catalog().get(device)
         except UnknownIdError:
             return device
-    arch = (device.architecture or "").split("(")[0].strip()
-    return f"{device.vendor} {arch}" if arch else device.id
+    else:
+        dev = device
+    arch = (dev.architecture or "").split("(")[0].strip()
+    return f"{dev.vendor} {arch}" if arch else dev.id
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,6 @@ class RowResult:
     error: float | None  # signed relative error (predicted / measured - 1)
     reason: str | None
     details: dict[str, Any]
-    file: str | None = None  # the CSV the row came from (None: built in code or from a stored run)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,7 +180,6 @@ def validate_rows(rows: Iterable[ValidationRow], assumptions: Assumptions | None
         results.append(RowResult(
             id=row.id, kind=row.kind, metric=row.metric, hardware=row.hardware, trust=row.trust, source=row.source,
             measured=row.value, predicted=pred.value, error=err, reason=pred.reason, details=pred.details,
-            file=row.file,
         ))
     return ValidationReport(results)
 

@@ -106,6 +106,22 @@ def _positive(raw: dict[str, str], column: str, path: str, line: int, *, integer
     return x
 
 
+def _check_numbers(raw: dict[str, str], path: str, line: int) -> None:
+    """Every numeric column blank or a finite number; integer columns whole numbers."""
+    for col in sorted(INT_COLUMNS | FLOAT_COLUMNS):
+        text = (raw.get(col) or "").strip()
+        if not text:
+            continue
+        try:
+            x = float(text)
+        except ValueError:
+            raise UserInputError(f"not a number: {echo(text)}", file=path, line=line, field=col) from None
+        if not math.isfinite(x):
+            raise UserInputError(f"must be a finite number, got {echo(text)}", file=path, line=line, field=col)
+        if col in INT_COLUMNS and x != int(x):
+            raise UserInputError(f"must be a whole number, got {echo(text)}", file=path, line=line, field=col)
+
+
 def parse_rows(text: str, path: str) -> list[ValidationRow]:
     """Rows of a validation CSV given as text (``path`` names it in messages)."""
     reader = csv.DictReader(io.StringIO(text, newline=""))
@@ -135,11 +151,7 @@ def parse_rows(text: str, path: str) -> list[ValidationRow]:
             n_devices=n, precision=(raw["precision"] or "").strip(),
             raw={k: (v or "") for k, v in raw.items() if k is not None}, file=path, line=line,
         )
-        for col in sorted(INT_COLUMNS | FLOAT_COLUMNS):
-            try:
-                row.get(col)
-            except ValueError:
-                raise UserInputError(f"not a number: {echo(raw.get(col))}", file=path, line=line, field=col) from None
+        _check_numbers(raw, path, line)
         rows.append(row)
     if not rows:
         raise UserInputError("no measurement rows after the header", file=path, line=end + 1)

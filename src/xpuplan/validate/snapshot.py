@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-from xpuplan.validate.core import ValidationReport
+from xpuplan.validate.core import RowResult, ValidationReport
+from xpuplan.validate.rows import ValidationRow
 
 #: Relative tolerance of the comparison (floating-point reordering only).
 REL_TOL: Final = 1e-6
@@ -36,6 +37,19 @@ def compare(saved: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]
         pa, pb = a.get("predicted"), b.get("predicted")
         if (pa is None) != (pb is None):
             out.append(f"{rid}: {pa if pa is not None else a.get('reason')!r} -> {pb if pb is not None else b.get('reason')!r}")
-        elif pa is not None and not math.isclose(pa, pb, rel_tol=rel_tol):
+        elif pa is not None and pb is not None and not math.isclose(pa, pb, rel_tol=rel_tol):
             out.append(f"{rid}: {pa:.6g} -> {pb:.6g} ({(pb / pa - 1) * 100:+.4f}%)")
+    return out
+
+
+def results_from_snapshot(rows: list[ValidationRow], saved: dict[str, dict[str, Any]]) -> list[RowResult]:
+    """Row results rebuilt from a saved snapshot of one file (the figures the bands are computed from)."""
+    out = []
+    for row in rows:
+        entry = saved.get(row.id, {"reason": "not in the snapshot"})
+        pred = entry.get("predicted")
+        out.append(RowResult(id=row.id, kind=row.kind, metric=row.metric, hardware=row.hardware, trust=row.trust,
+                             source=row.source, measured=row.value, predicted=pred,
+                             error=None if pred is None else pred / row.value - 1.0, reason=entry.get("reason"),
+                             details={}))
     return out

@@ -1,0 +1,248 @@
+"""``xpuplan fleet optimize|sweep``: the cheapest mix of hardware for request classes (parse, call a job, render).
+
+``optimize`` prints the mix, cost, constraints (slack, binding) and the best single-hardware fleet;
+``--verify`` runs the request-level simulator on the mix; ``--report out.html|out.md`` writes a
+self-contained report (inline SVG, no external resources). ``sweep`` runs the optimiser over rate
+scales, single-hardware fleets and seeds on local processes or a Ray cluster (``--ray auto|ADDRESS``).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from xpuplan.cli.common import cli_command, console, print_json, request, table
+from xpuplan.errors import UserInputError
+
+app = typer.Typer(help="Fleet mix: which hardware, how many replicas per request class, at least cost "
+                  "(MILP over capacities at the SLO); sweeps on local processes or Ray.", no_args_is_help=True)
+
+
+def register(root: typer.Typer) -> None:
+    """Add the ``fleet`` sub-app to the root CLI."""
+    root.add_typer(app, name="fleet")
+
+
+def _usd(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if abs(x) >= 1e6:
+        return f"${x / 1e6:,.2f}M"
+    if abs(x) >= 1e3:
+        return f"${x:,.0f}"
+    return f"${x:,.2f}"
+
+
+# -- report -------------------------------------------------------------------------------------
+def _mix_svg(plan: Any) -> str:
+    from xpuplan.report.svg import LINE_COLOURS, stacked_bars
+
+    hws = list(dict.fromkeys(r.hardware for r in plan.mix))
+    if plan.best_single is not None:
+        hws += [h for h in dict.fromkeys(r.hardware for r in plan.best_single.mix) if h not in hws]
+    colours = {h: LINE_COLOURS[i % len(LINE_COLOURS)] for i, h in enumerate(hws)}
+    rows: list[tuple[str, dict[str, float]]] = []
+    for label, mix in [("mix", plan.mix), *([(f"best single: {plan.best_single.hardware}", plan.best_single.mix)]
+                                            if plan.best_single is not None else [])]:
+        seg: dict[str, float] = {}
+        for r in mix:
+            seg[r.hardware] = seg.get(r.hardware, 0.0) + r.usd_per_hour
+        rows.append((label, seg))
+    return stacked_bars(rows, colours, {h: h for h in hws}, "Cost per hour by hardware", unit="USD/h")
+
+
+def render_markdown(plan: Any) -> str:
+    out = ["# Fleet plan", "", f"Total cost: {_usd(plan.total_cost)} over {plan.horizon_hours:g} h "
+           f"({_usd(plan.usd_per_hour)}/h), {plan.devices} devices.", ""]
+    if plan.best_single is not None:
+        out.append(f"Best single hardware: {plan.best_single.hardware}, {_usd(plan.best_single.total_cost)} "
+                   f"(mix saves {100 * (plan.savings_vs_best_single or 0):.1f}%).")
+    else:
+        out.append(f"Best single hardware: none ({plan.best_single_reason}).")
+    out += ["", "| class | hardware | tp | dtype | replicas | devices | req/s per replica | USD/h |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in plan.mix:
+        out.append(f"| {r.request_class} | {r.hardware} | {r.tp} | {r.dtype} | {r.replicas} | {r.devices} | "
+                   f"{r.max_requests_per_s_per_replica:.3g} | {r.usd_per_hour:,.2f} |")
+    out += ["", "| constraint | limit | used | slack | binding |", "|---|---|---|---|---|"]
+    for c in plan.constraints:
+        out.append(f"| {c.label} | {c.limit:,.4g} {c.unit} | {c.used:,.4g} | {c.slack:,.4g} | {'yes' if c.binding else 'no'} |")
+    out += ["", "| class | demand req/s | capacity req/s | headroom |", "|---|---|---|---|"]
+    for c in plan.classes:
+        out.append(f"| {c.request_class} | {c.rate_per_s:g} | {c.capacity_per_s:.3g} | {c.headroom_per_s:.3g} |")
+    if plan.verification:
+        out += ["", "## Simulated SLO attainment", "", "| class | attainment | target |", "|---|---|---|"]
+        for v in plan.verification["classes"]:
+            att = v.get("slo_attainment")
+            out.append(f"| {v['request_class']} | {'-' if att is None else f'{100 * att:.2f}%'} | "
+                       f"{v['target_percentile']:g}% |")
+    if plan.training:
+        t = plan.training
+        out += ["", f"Training: {t['model']} on {t['devices']} x {t['hardware']}, {_usd(t['total_cost'])}; "
+                f"training + serving: {_usd(plan.combined_total_cost)}."]
+    out += ["", "Prices per device-hour:", ""] + [f"- {p['option']}: ${p['usd_per_device_hour']:.4g} ({p['source']})"
+                                                 for p in plan.prices]
+    return "\n".join(out) + "\n"
+
+
+def render_html(plan: Any) -> str:
+    from xpuplan.report import CSS
+
+    md_rows = render_markdown(plan).splitlines()
+    body: list[str] = []
+    in_table = False
+    for line in md_rows:
+        if line.startswith("|"):
+            cells = [escape(c.strip()) for c in line.strip("|").split("|")]
+            if set("".join(cells)) <= set("-"):
+                continue
+            if not in_table:
+                body.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in cells) + "</tr>")
+                in_table = True
+            else:
+                body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            continue
+        if in_table:
+            body.append("</table>")
+            in_table = False
+        if line.startswith("# "):
+            continue
+        if line.startswith("## "):
+            body.append(f"<h2>{escape(line[3:])}</h2>")
+        elif line.startswith("- "):
+            body.append(f"<li>{escape(line[2:])}</li>")
+        elif line.strip():
+            body.append(f"<p>{escape(line)}</p>")
+    if in_table:
+        body.append("</table>")
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Fleet plan</title>"
+            f"<style>{CSS}</style></head><body><main><header><h1>Fleet plan</h1><p>{_usd(plan.total_cost)} over "
+            f"{plan.horizon_hours:g} h</p></header><section>{_mix_svg(plan)}</section><section>{''.join(body)}"
+            "</section></main></body></html>\n")
+
+
+def write_report(plan: Any, path: str) -> Path:
+    p = Path(path)
+    if p.suffix.lower() in (".html", ".htm"):
+        text = render_html(plan)
+    elif p.suffix.lower() == ".md":
+        text = render_markdown(plan)
+    else:
+        raise UserInputError(f"unknown report format {p.suffix or '(none)'!r}; use .html or .md", field="--report")
+    try:
+        p.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserInputError(f"cannot write the report: {exc.strerror}", field="--report") from None
+    return p
+
+
+# -- commands -----------------------------------------------------------------------------------
+def _render(plan: Any) -> None:
+    console.print(table("Fleet mix", ["class", "hardware", "tp", "dtype", "replicas", "devices", "req/s/replica",
+                                      "USD/h"],
+                        [[r.request_class, r.hardware, r.tp, r.dtype, r.replicas, r.devices,
+                          r.max_requests_per_s_per_replica, r.usd_per_hour] for r in plan.mix]))
+    console.print(f"total cost: {_usd(plan.total_cost)} over {plan.horizon_hours:g} h ({_usd(plan.usd_per_hour)}/h), "
+                  f"{plan.devices} devices" + (f", {plan.power_w / 1e3:.1f} kW" if plan.power_w else ""),
+                  highlight=False)
+    if plan.best_single is not None:
+        console.print(f"best single hardware: {plan.best_single.hardware} {_usd(plan.best_single.total_cost)} "
+                      f"({plan.best_single.devices} devices); the mix saves "
+                      f"{100 * (plan.savings_vs_best_single or 0):.1f}%", highlight=False)
+    else:
+        console.print(f"best single hardware: none — {plan.best_single_reason}", highlight=False)
+    console.print(table("Demand", ["class", "req/s", "capacity req/s", "headroom req/s"],
+                        [[c.request_class, c.rate_per_s, c.capacity_per_s, c.headroom_per_s] for c in plan.classes]))
+    if plan.constraints:
+        console.print(table("Constraints", ["constraint", "limit", "used", "slack", "binding"],
+                            [[c.label, c.limit, c.used, c.slack, "yes" if c.binding else "no"]
+                             for c in plan.constraints]))
+    if plan.pruned:
+        console.print("pruned: " + "; ".join(plan.pruned), highlight=False)
+    if plan.training:
+        t = plan.training
+        console.print(f"training: {t['model']} on {t['devices']} x {t['hardware']}: {_usd(t['total_cost'])}; "
+                      f"training + serving: {_usd(plan.combined_total_cost)}", highlight=False)
+    if plan.verification:
+        console.print(table("Simulated SLO attainment", ["class", "attainment", "target", "meets"],
+                            [[v["request_class"], None if v["slo_attainment"] is None else
+                              f"{100 * v['slo_attainment']:.2f}%", f"{v['target_percentile']:g}%",
+                              {True: "yes", False: "no", None: "-"}[v["meets_target"]]]
+                             for v in plan.verification["classes"]]))
+
+
+@app.command("optimize")
+@cli_command
+def optimize(
+    scenario: Annotated[str, typer.Argument(help="fleet scenario YAML (docs/fleet.md; examples/fleet-*.yaml)")],
+    verify: Annotated[bool, typer.Option("--verify", help="simulate the chosen mix and report SLO attainment")] = False,
+    seed: Annotated[int | None, typer.Option("--seed", help="simulator seed (default: the scenario's)")] = None,
+    duration_s: Annotated[float | None, typer.Option("--duration", help="simulated seconds of arrivals")] = None,
+    report: Annotated[str | None, typer.Option("--report", help="write out.html or out.md")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="print the typed result as JSON")] = False,
+) -> None:
+    """Cheapest replicas of each hardware/TP/dtype per request class within the SLOs and constraints."""
+    from xpuplan.jobs.fleet import FleetRequest, run_fleet_optimize
+
+    req = request(FleetRequest, scenario=scenario, verify=verify, seed=seed, duration_s=duration_s)
+    plan = run_fleet_optimize(req)
+    if report:
+        write_report(plan, report)
+    if json_:
+        print_json(plan.to_dict())
+        return
+    _render(plan)
+    if report:
+        console.print(f"report: {report}", highlight=False)
+
+
+def _floats(text: str, field: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserInputError(f"expected numbers separated by commas, got {text[:80]!r}", field=field) from None
+    if not vals:
+        raise UserInputError("give at least one number", field=field)
+    return vals
+
+
+@app.command("sweep")
+@cli_command
+def sweep(
+    scenario: Annotated[str, typer.Argument(help="fleet scenario YAML")],
+    rate_scale: Annotated[str, typer.Option("--rate-scale", help="traffic multipliers, e.g. 0.5,1,2")] = "1",
+    each_hardware: Annotated[bool, typer.Option("--each-hardware", help="also one fleet per single hardware")] = False,
+    seeds: Annotated[int, typer.Option("--seeds", help="seeds per point (with --verify or --price-jitter)")] = 1,
+    base_seed: Annotated[int, typer.Option("--base-seed", help="seed the task seeds derive from")] = 0,
+    price_jitter: Annotated[float, typer.Option("--price-jitter", help="Monte Carlo: prices x U(1-f, 1+f)")] = 0.0,
+    verify: Annotated[bool, typer.Option("--verify", help="simulate every point")] = False,
+    duration_s: Annotated[float | None, typer.Option("--duration", help="simulated seconds")] = None,
+    ray: Annotated[str | None, typer.Option("--ray", help="run on Ray: 'auto' or a cluster address")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="local processes (default: CPU count)")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="print the results as JSON")] = False,
+) -> None:
+    """Optimise the scenario over rate scales x hardware sets x seeds (local processes or Ray)."""
+    from xpuplan.jobs.fleet import SweepRequest, run_fleet_sweep
+
+    req = request(SweepRequest, scenario=scenario, rate_scale=_floats(rate_scale, "--rate-scale"),
+                  hardware=each_hardware, seeds=seeds, base_seed=base_seed, price_jitter=price_jitter, verify=verify,
+                  duration_s=duration_s, ray=ray, workers=workers)
+    out = run_fleet_sweep(req)
+    if json_:
+        print_json(out)
+        return
+    rows = []
+    for r in out["results"]:
+        v = r["value"] or {}
+        att = v.get("slo_attainment")
+        rows.append([*[str(k) for k in r["key"]], v.get("usd_per_hour"), v.get("devices"),
+                     ", ".join(f"{m['replicas']}x{m['hardware']}/tp{m['tp']}" for m in v.get("mix", [])) or "-",
+                     (v.get("best_single") or {}).get("hardware"),
+                     None if not att else ", ".join(f"{k}:{100 * a:.1f}%" for k, a in att.items() if a is not None),
+                     r["error"]])
+    console.print(table(f"Fleet sweep ({out['backend']}, {out['tasks']} tasks)",
+                        ["rate x", "fleet", "seed", "USD/h", "devices", "mix", "best single", "attainment", "error"],
+                        rows))

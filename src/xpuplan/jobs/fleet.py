@@ -1,0 +1,581 @@
+"""Fleet jobs: ``xpuplan fleet optimize`` and ``xpuplan fleet sweep`` (and ``xpuplan.optimize_fleet``).
+
+A fleet scenario is a YAML (or JSON) file, validated at load with errors naming file, line and field::
+
+    model: llama3-8b                 # default model of the classes
+    horizon_hours: 8766              # total_cost is USD over this many hours (default: one year)
+    classes:
+      - name: complex
+        rate_per_s: 4                # Poisson arrivals, requests/s
+        input_len: {dist: lognormal, mean: 3000, cv: 0.5}   # or a number (fixed length)
+        output_len: 600
+        slo: {ttft_ms: 3000, tpot_ms: 60, percentile: 99}
+    candidates:
+      - hardware: nvidia-h100-sxm-80gb
+        tp: [1, 2]                   # default: powers of two up to the scale-up domain (max 8)
+        dtype: [bf16, fp8]
+        usd_per_hour: 2.5            # per device; else purchase_usd, else the price book
+        power_w: 700                 # per device; default the catalog TDP
+        max_devices: 64
+    pricing: {mode: owned, years: 3, region: us}    # how the price book prices a device-hour
+    constraints:
+      max_power_kw: 100
+      budget_usd_per_hour: 200
+      max_total_devices: 256
+      allowed_vendors: [NVIDIA, Huawei]
+      domestic_only: CN              # shorthand for allowed_countries: [CN]
+    training: {model: llama3-8b, hardware: nvidia-h100-sxm-80gb, devices: 64, tokens: 1.0e11}
+    simulation: {duration_s: 300, seed: 0}          # --verify
+
+Prices per device-hour, first found wins: the candidate's ``usd_per_hour``; its ``purchase_usd``
+(owned: TCO of that price plus energy over ``pricing.years``, from :mod:`xpuplan.cost`); the price
+book (``catalog/data/prices``: cloud rate or owned TCO). Power per device: ``power_w``, else the
+catalog TDP (busy power, a conservative bound for the power constraint).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from statistics import NormalDist
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from xpuplan import units
+from xpuplan.datafile import Path_t, line_for, load_model, parse_text, read_text
+from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.fleet.optimize import FleetConstraints, FleetPlan, HardwareOption, RequestClass, optimize_mix
+from xpuplan.jobs.context import RunContext, default_context
+from xpuplan.jobs.requests import MAX_DEVICES, Id, LatencyMs, ModelRef, Percentile, PositiveFloat, Request
+
+#: Default horizon of ``total_cost``: one year of 365.25 days.
+DEFAULT_HORIZON_HOURS = units.YEAR / units.HOUR
+#: Default amortisation horizon for owned hardware (years), the cost layer's usual TCO horizon.
+DEFAULT_YEARS = 3.0
+#: Default simulated seconds of arrivals for ``--verify``.
+DEFAULT_SIM_DURATION_S = 300.0
+#: Largest TP tried when the scenario gives none (one 8-device server).
+DEFAULT_MAX_TP = 8
+#: Most candidate options (hardware x tp x dtype) per scenario: each costs one capacity evaluation per class.
+MAX_OPTIONS = 256
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LengthIn(_Strict):
+    """Token lengths: ``fixed`` (``mean``) or ``lognormal`` (``mean``, ``cv`` = std / mean, cut to
+    [``min``, ``max``]); the same shapes the request-level simulator samples."""
+
+    dist: Literal["fixed", "lognormal"] = "fixed"
+    mean: PositiveFloat
+    cv: float = Field(default=0.0, ge=0, le=10, allow_inf_nan=False)
+    min: int = Field(default=1, ge=1)
+    max: int = Field(default=1 << 20, ge=1)
+
+    def quantile(self, percentile: float) -> float:
+        """Length at ``percentile`` (lognormal with the given mean and cv; cut to [min, max])."""
+        if self.dist == "fixed" or self.cv == 0:
+            return self.mean
+        sigma2 = math.log1p(self.cv ** 2)
+        mu = math.log(self.mean) - sigma2 / 2.0
+        q = math.exp(mu + math.sqrt(sigma2) * NormalDist().inv_cdf(percentile / 100.0))
+        return min(max(q, self.min), self.max)
+
+
+def _length(v: Any) -> Any:
+    return {"dist": "fixed", "mean": v} if isinstance(v, int | float) and not isinstance(v, bool) else v
+
+
+class SLOIn(_Strict):
+    ttft_ms: LatencyMs | None = None
+    tpot_ms: LatencyMs | None = None
+    percentile: Percentile = 99.0
+
+    @model_validator(mode="after")
+    def _some(self) -> SLOIn:
+        if self.ttft_ms is None and self.tpot_ms is None:
+            raise ValueError("give ttft_ms and/or tpot_ms")
+        return self
+
+
+class ClassIn(_Strict):
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    model: ModelRef | None = None
+    rate_per_s: float = Field(le=1e9, allow_inf_nan=False, description="requests/s (Poisson arrivals)")
+    input_len: LengthIn
+    output_len: LengthIn
+    slo: SLOIn
+
+    @field_validator("rate_per_s")
+    @classmethod
+    def _rate(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError(f"a request rate cannot be negative (got {v:g} requests/s)")
+        if v == 0:
+            raise ValueError("a request rate must be positive (drop the class to serve nothing)")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lengths(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = {k: _length(v) if k in ("input_len", "output_len") else v for k, v in data.items()}
+        return data
+
+
+class CandidateIn(_Strict):
+    hardware: Id
+    tp: list[Annotated[int, Field(ge=1, le=1024)]] | None = None
+    dtype: list[Id] = Field(default_factory=lambda: ["bf16"])
+    engine: Id | None = None
+    usd_per_hour: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False,
+                                       description="price per device-hour, USD")
+    purchase_usd: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False,
+                                       description="purchase price per device, USD (owned)")
+    power_w: PositiveFloat | None = None
+    max_devices: int | None = Field(default=None, ge=0, le=MAX_DEVICES)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for k in ("tp", "dtype"):
+                if k in data and not isinstance(data[k], list):
+                    data[k] = [data[k]]
+        return data
+
+
+class PricingIn(_Strict):
+    mode: Literal["owned", "cloud"] = "owned"
+    years: float = Field(default=DEFAULT_YEARS, gt=0, le=50, allow_inf_nan=False)
+    region: Id = "us"
+    cooling: Id = "air"
+    provider: Id | None = None
+    term: Literal["on_demand", "reserved_1y", "reserved_3y", "spot", "capacity_block"] = "on_demand"
+
+
+class ConstraintsIn(_Strict):
+    max_power_kw: PositiveFloat | None = None
+    budget_usd_per_hour: PositiveFloat | None = None
+    max_total_devices: int | None = Field(default=None, ge=1, le=MAX_DEVICES)
+    allowed_vendors: list[Id] | None = None
+    allowed_countries: list[Id] | None = None
+    domestic_only: Id | None = Field(default=None, description="country code: only devices from there")
+
+
+class TrainingIn(_Strict):
+    model: ModelRef | None = None
+    hardware: Id
+    devices: int = Field(ge=1, le=MAX_DEVICES)
+    tokens: float = Field(gt=0, le=1e16, allow_inf_nan=False)
+    seq_len: int = Field(default=4096, ge=1, le=1 << 24)
+
+
+class SimulationIn(_Strict):
+    duration_s: float = Field(default=DEFAULT_SIM_DURATION_S, gt=0, le=86400 * 7, allow_inf_nan=False)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+
+
+class FleetScenario(_Strict):
+    model: ModelRef | None = None
+    horizon_hours: float = Field(default=DEFAULT_HORIZON_HOURS, gt=0, le=50 * 8766, allow_inf_nan=False)
+    classes: Annotated[list[ClassIn], Field(min_length=1, max_length=64)]
+    candidates: Annotated[list[CandidateIn], Field(min_length=1, max_length=64)]
+    pricing: PricingIn = PricingIn()
+    constraints: ConstraintsIn = ConstraintsIn()
+    training: TrainingIn | None = None
+    simulation: SimulationIn = SimulationIn()
+
+    @model_validator(mode="after")
+    def _names(self) -> FleetScenario:
+        names = [c.name for c in self.classes]
+        for n in names:
+            if names.count(n) > 1:
+                raise ValueError(f"class name {n!r} is used twice")
+        return self
+
+
+class LoadedScenario:
+    """A validated scenario with the line of every field, to name file and line in later errors."""
+
+    def __init__(self, scenario: FleetScenario, file: str, lines: dict[Path_t, int], base_dir: Path) -> None:
+        self.scenario = scenario
+        self.file = file
+        self.lines = lines
+        self.base_dir = base_dir
+
+    def error(self, message: str, loc: tuple[Any, ...], hint: str | None = None) -> UserInputError:
+        field = "".join(f"[{p}]" if isinstance(p, int) else ("." if i else "") + str(p) for i, p in enumerate(loc))
+        return UserInputError(message, field=field, file=self.file, line=line_for(loc, self.lines), hint=hint)
+
+
+def load_scenario(source: str | Path | Mapping[str, Any]) -> LoadedScenario:
+    """Read and validate a fleet scenario (a path, or a mapping from the Python API)."""
+    if isinstance(source, Mapping):
+        sc = load_model(FleetScenario, dict(source), "<scenario>", {})
+        return LoadedScenario(sc, "<scenario>", {}, Path.cwd())
+    text = read_text(source)
+    data, lines = parse_text(text, str(source))
+    if data is None:
+        raise UserInputError("file is empty", file=str(source))
+    return LoadedScenario(load_model(FleetScenario, data, str(source), lines), str(source), lines,
+                          Path(source).resolve().parent)
+
+
+# ---------------------------------------------------------------------------------------
+# resolution: scenario -> planner inputs
+# ---------------------------------------------------------------------------------------
+@contextmanager
+def _at(ls: LoadedScenario, loc: tuple[Any, ...]) -> Iterator[None]:
+    """Re-raise a UserInputError from the catalog or cost layer at ``loc`` of the scenario file."""
+    try:
+        yield
+    except UserInputError as exc:
+        if exc.file is not None and exc.file != ls.file:
+            raise
+        raise ls.error(exc.message, loc, hint=exc.hint) from None
+
+
+def _classes(ls: LoadedScenario, ctx: RunContext) -> list[RequestClass]:
+    from xpuplan.serve import SLO
+
+    sc = ls.scenario
+    out = []
+    for i, c in enumerate(sc.classes):
+        name = c.model or sc.model
+        if name is None:
+            raise ls.error("no model: give one for the scenario or the class", ("classes", i, "model"))
+        with _at(ls, ("classes", i, "model") if c.model else ("model",)):
+            m = ctx.model(name)
+        slo = SLO(ttft_s=None if c.slo.ttft_ms is None else c.slo.ttft_ms * units.MS,
+                  tpot_s=None if c.slo.tpot_ms is None else c.slo.tpot_ms * units.MS, percentile=c.slo.percentile)
+        out.append(RequestClass(name=c.name, model=m, rate_per_s=c.rate_per_s, input_len=c.input_len.mean,
+                                output_len=c.output_len.mean, slo=slo,
+                                ttft_input_len=c.input_len.quantile(c.slo.percentile)))
+    return out
+
+
+def _price(ls: LoadedScenario, i: int, dev: Any, book: Any) -> tuple[float, str]:
+    """USD per device-hour of candidate ``i`` and where it came from (module doc)."""
+    from xpuplan.cost import CostOptions, resolve_inputs, tco
+    from xpuplan.perf.power import power_profile_for
+
+    cand = ls.scenario.candidates[i]
+    p = ls.scenario.pricing
+    if cand.usd_per_hour is not None:
+        return cand.usd_per_hour, "scenario usd_per_hour"
+    opts: dict[str, Any] = {"mode": p.mode, "region": p.region, "cooling": p.cooling, "term": p.term,
+                            "provider": p.provider}
+    if cand.purchase_usd is not None:
+        opts.update(mode="owned", device_price_usd=cand.purchase_usd)
+    field = "purchase_usd" if cand.purchase_usd is not None else "usd_per_hour"
+    try:
+        inputs = resolve_inputs(dev, book, CostOptions(**opts))
+        power = power_profile_for(dev, tdp_w=cand.power_w)
+        # priced as one full node so per-node costs are shared as in a real deployment
+        t = tco(inputs, power, devices=max(1, inputs.devices_per_node), years=p.years, busy_fraction=1.0)
+    except UserInputError as exc:
+        raise ls.error(f"no price for {dev.id}: {exc.message}", ("candidates", i, field),
+                       hint="give usd_per_hour (USD per device-hour) or purchase_usd for this candidate") from None
+    how = (f"cloud {p.term} price book" if inputs.mode == "cloud" else
+           f"owned TCO over {p.years:g} years (busy), price book" + (" with scenario purchase_usd"
+                                                                       if cand.purchase_usd is not None else ""))
+    return t.usd_per_device_hour, how
+
+
+def _options(ls: LoadedScenario, ctx: RunContext, cons: FleetConstraints) -> list[HardwareOption]:
+    from xpuplan.catalog.prices import load_prices
+    from xpuplan.fleet.optimize import allowed
+
+    book = None
+    out: list[HardwareOption] = []
+    seen: set[str] = set()
+    for i, cand in enumerate(ls.scenario.candidates):
+        with _at(ls, ("candidates", i, "hardware")):
+            dev = ctx.device(cand.hardware)
+        if dev.id in seen:
+            raise ls.error(f"{dev.id} is listed twice; give one candidate per hardware with lists of tp/dtype",
+                           ("candidates", i, "hardware"))
+        seen.add(dev.id)
+        if allowed(dev, cons) is not None:
+            usd, how = 0.0, "not priced: excluded by the vendor/country constraints"
+        else:
+            if cand.usd_per_hour is None and book is None:
+                book = load_prices()
+            usd, how = _price(ls, i, dev, book)
+        power = cand.power_w if cand.power_w is not None else dev.tdp_w
+        limit = max(dev.scale_up_domain, 1) if dev.scale_up_bandwidth else DEFAULT_MAX_TP
+        tps = cand.tp or [t for t in (1, 2, 4, 8) if t <= min(limit, DEFAULT_MAX_TP)]
+        for tp in tps:
+            for dt in cand.dtype:
+                out.append(HardwareOption(device=dev, tp=tp, dtype=dt, usd_per_device_hour=usd,
+                                          power_w_per_device=power, engine=cand.engine, price_source=how))
+    if len(out) > MAX_OPTIONS:
+        raise ls.error(f"{len(out)} candidate options (hardware x tp x dtype); at most {MAX_OPTIONS}", ("candidates",))
+    return out
+
+
+def _constraints(ls: LoadedScenario) -> FleetConstraints:
+    sc = ls.scenario
+    c = sc.constraints
+    countries = list(c.allowed_countries) if c.allowed_countries is not None else None
+    if c.domestic_only is not None:
+        countries = sorted(set(countries or []) | {c.domestic_only}) if countries is not None else [c.domestic_only]
+    return FleetConstraints(
+        max_power_w=None if c.max_power_kw is None else c.max_power_kw * units.KILO,
+        max_usd_per_hour=c.budget_usd_per_hour, max_total_devices=c.max_total_devices,
+        max_devices=tuple((ctx_id, n) for ctx_id, n in _device_limits(ls)),
+        allowed_vendors=None if c.allowed_vendors is None else tuple(c.allowed_vendors),
+        allowed_countries=None if countries is None else tuple(countries))
+
+
+def _device_limits(ls: LoadedScenario) -> list[tuple[str, int]]:
+    from xpuplan.catalog import load_catalog
+
+    cat = load_catalog()
+    return [(cat.get(c.hardware).id, c.max_devices) for c in ls.scenario.candidates if c.max_devices is not None]
+
+
+# ---------------------------------------------------------------------------------------
+# verification (request-level simulator) and training hybrid
+# ---------------------------------------------------------------------------------------
+def _sim_length(x: LengthIn) -> dict[str, Any]:
+    return {"dist": x.dist, "mean": x.mean, "cv": x.cv, "min": x.min, "max": x.max}
+
+
+def verify_plan(ls: LoadedScenario, plan: FleetPlan, *, seed: int | None = None,
+                duration_s: float | None = None) -> dict[str, Any]:
+    """Simulate each class on its own pools (one pool per hardware/TP/dtype of the mix, requests
+    routed to the replica with the fewest outstanding tokens) and report SLO attainment per class."""
+    try:
+        from xpuplan.serve.sim import SimConfig, simulate
+    except ImportError:
+        raise UserInputError("--verify needs the request-level simulator (xpuplan.serve.sim), which is not "
+                             "available in this installation", field="--verify") from None
+    sc = ls.scenario
+    seed = sc.simulation.seed if seed is None else seed
+    duration = sc.simulation.duration_s if duration_s is None else duration_s
+    out: dict[str, Any] = {"seed": seed, "duration_s": duration, "routing": "least_outstanding within each class's "
+                           "pools (class-based between classes)", "classes": []}
+    for i, c in enumerate(sc.classes):
+        rows = [r for r in plan.mix if r.request_class == c.name]
+        pools = [{"name": f"{r.hardware}-tp{r.tp}-{r.dtype}", "hardware": r.hardware, "replicas": r.replicas,
+                  "tp": r.tp, "dtype": r.dtype, **({"engine": r.engine} if r.engine else {}),
+                  "model": c.model or sc.model} for r in rows]
+        cfg = SimConfig.model_validate({
+            "model": c.model or sc.model, "pools": pools, "duration_s": duration,
+            "routing": {"policy": "least_outstanding" if len(pools) > 1 else "round_robin"},
+            "classes": [{"name": c.name, "rate_rps": c.rate_per_s, "arrival": "poisson",
+                         "input_len": _sim_length(c.input_len), "output_len": _sim_length(c.output_len),
+                         "slo": {k: v for k, v in (("ttft_ms", c.slo.ttft_ms), ("tpot_ms", c.slo.tpot_ms))
+                                 if v is not None}}],
+        })
+        # each class gets its own stream of random numbers, fixed by the seed and its position
+        res = simulate(cfg, seed=seed + i)
+        out["classes"].append(_class_verification(c, res))
+    return out
+
+
+def _class_verification(c: ClassIn, res: Any) -> dict[str, Any]:
+    """Attainment and latency percentiles of class ``c`` from a :class:`SimulationResult`."""
+    g = res.group(c.name)
+    att = g.slo_attainment
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else v / units.MS
+
+    misses = []
+    if c.slo.ttft_ms is not None and g.ttft.p99_s is not None and ms(g.ttft.p99_s) > c.slo.ttft_ms:  # type: ignore[operator]
+        misses.append(f"simulated TTFT p99 {ms(g.ttft.p99_s):.0f} ms > {c.slo.ttft_ms:g} ms")
+    if c.slo.tpot_ms is not None and g.tpot.p99_s is not None and ms(g.tpot.p99_s) > c.slo.tpot_ms:  # type: ignore[operator]
+        misses.append(f"per-request TPOT p99 {ms(g.tpot.p99_s):.0f} ms > {c.slo.tpot_ms:g} ms (the planner sizes on "
+                      f"the mean TPOT, simulated {ms(g.tpot.mean_s) or 0:.0f} ms)")
+    return {"request_class": c.name, "slo_attainment": att, "target_percentile": c.slo.percentile,
+            "meets_target": None if att is None else att * 100.0 >= c.slo.percentile, "misses": misses,
+            "ttft_p99_ms": ms(g.ttft.p99_s), "ttft_p50_ms": ms(g.ttft.p50_s), "tpot_mean_ms": ms(g.tpot.mean_s),
+            "tpot_p99_ms": ms(g.tpot.p99_s), "arrived": g.arrived, "completed": g.completed,
+            "unfinished": g.unfinished, "preemptions": g.preemptions}
+
+
+def _training(ls: LoadedScenario, ctx: RunContext) -> dict[str, Any]:
+    """Cost of the scenario's training run on its own hardware (``xpuplan cost train``)."""
+    from xpuplan.jobs.cost import TrainCostRequest, run_train_cost
+    from xpuplan.jobs.requests import parse_request
+
+    sc = ls.scenario
+    t = sc.training
+    assert t is not None
+    model = t.model or sc.model
+    if model is None:
+        raise ls.error("no model: give one for the scenario or the training run", ("training", "model"))
+    values: dict[str, Any] = {"model": model, "hw": t.hardware, "devices": t.devices, "tokens": t.tokens,
+                              "seq_len": t.seq_len, "mode": sc.pricing.mode, "region": sc.pricing.region,
+                              "cooling": sc.pricing.cooling, "term": sc.pricing.term}
+    if sc.pricing.provider:
+        values["provider"] = sc.pricing.provider
+    for c in sc.candidates:
+        if c.hardware == t.hardware and c.purchase_usd is not None:
+            values["device_price_usd"] = c.purchase_usd
+        if c.hardware == t.hardware and c.usd_per_hour is not None:
+            values.update(mode="cloud", cloud_usd_per_device_hour=c.usd_per_hour)
+    with _at(ls, ("training", "hardware")):
+        res = run_train_cost(parse_request(TrainCostRequest, values), ctx)
+    return {"model": res.model, "hardware": res.hardware, "devices": res.devices, "tokens": res.tokens,
+            "time_s": res.reliability.effective_time_s, "total_cost": res.cost.total_usd,
+            "usd_per_million_tokens": res.cost.usd_per_million_tokens, "plan": res.plan}
+
+
+# ---------------------------------------------------------------------------------------
+# jobs
+# ---------------------------------------------------------------------------------------
+class FleetRequest(Request):
+    """``xpuplan fleet optimize SCENARIO``."""
+
+    FLAGS = {"scenario": "SCENARIO"}
+
+    scenario: Annotated[str, Field(min_length=1, max_length=4096)]
+    verify: bool = False
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    duration_s: float | None = Field(default=None, gt=0, le=86400 * 7, allow_inf_nan=False)
+
+
+def plan_scenario(ls: LoadedScenario, ctx: RunContext | None = None, *, verify: bool = False, seed: int | None = None,
+                  duration_s: float | None = None, rate_scale: float = 1.0, only_hardware: str | None = None,
+                  price_jitter: float = 0.0, capacity_cache: dict[Any, Any] | None = None) -> FleetPlan:
+    """Optimise (and optionally verify) a loaded scenario; the sweep's knobs scale every class's
+    rate, keep one hardware kind, or draw each hardware's price uniformly within ±``price_jitter``."""
+    ctx = ctx or default_context()
+    classes = _classes(ls, ctx)
+    if rate_scale != 1.0:
+        classes = [RequestClass(name=c.name, model=c.model, rate_per_s=c.rate_per_s * rate_scale,
+                                input_len=c.input_len, output_len=c.output_len, slo=c.slo,
+                                ttft_input_len=c.ttft_input_len) for c in classes]
+    cons = _constraints(ls)
+    options = _options(ls, ctx, cons)
+    if only_hardware is not None:
+        options = [o for o in options if o.device.id == only_hardware]
+    if price_jitter > 0:
+        rng = random.Random(seed or 0)
+        factor = {hw: rng.uniform(1 - price_jitter, 1 + price_jitter)
+                  for hw in sorted({o.device.id for o in options})}
+        options = [HardwareOption(device=o.device, tp=o.tp, dtype=o.dtype,
+                                  usd_per_device_hour=o.usd_per_device_hour * factor[o.device.id],
+                                  power_w_per_device=o.power_w_per_device, engine=o.engine,
+                                  price_source=o.price_source + f" x {factor[o.device.id]:.4f} (jitter)")
+                   for o in options]
+    devices = list({o.device.id: o.device for o in options}.values())
+    plan = optimize_mix(classes, options, cons, horizon_hours=ls.scenario.horizon_hours,
+                        assumptions=ctx.assumptions(devices), capacity_cache=capacity_cache)
+    update: dict[str, Any] = {}
+    if ls.scenario.training is not None:
+        tr = _training(ls, ctx)
+        update["training"] = tr
+        update["combined_total_cost"] = tr["total_cost"] + plan.total_cost
+    if verify:
+        update["verification"] = verify_plan(ls, plan, seed=seed, duration_s=duration_s)
+    return plan.model_copy(update=update) if update else plan
+
+
+def run_fleet_optimize(req: FleetRequest, ctx: RunContext | None = None) -> FleetPlan:
+    """The cheapest fleet for the scenario file (module doc), verified with the simulator on request."""
+    ls = load_scenario(req.scenario)
+    return plan_scenario(ls, ctx, verify=req.verify, seed=req.seed, duration_s=req.duration_s)
+
+
+def optimize_fleet(scenario: str | Path | Mapping[str, Any], *, verify: bool = False, seed: int | None = None,
+                   duration_s: float | None = None) -> FleetPlan:
+    """Cheapest mix of hardware serving the scenario's request classes within their SLOs (public API).
+
+    ``scenario``: a path to a fleet scenario file or the same content as a mapping (module doc).
+    InfeasibleError names the class and the constraint when no fleet can serve the traffic."""
+    ls = load_scenario(scenario)
+    return plan_scenario(ls, default_context(), verify=verify, seed=seed, duration_s=duration_s)
+
+
+# ---------------------------------------------------------------------------------------
+# sweep
+# ---------------------------------------------------------------------------------------
+class SweepRequest(Request):
+    """``xpuplan fleet sweep SCENARIO``: rate scales x hardware sets x seeds."""
+
+    FLAGS = {"scenario": "SCENARIO", "rate_scale": "--rate-scale", "hardware": "--each-hardware"}
+
+    scenario: Annotated[str, Field(min_length=1, max_length=4096)]
+    rate_scale: list[Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]] = Field(default_factory=lambda: [1.0])
+    hardware: bool = False
+    seeds: int = Field(default=1, ge=1, le=1000)
+    base_seed: int = Field(default=0, ge=0, le=2**31)
+    price_jitter: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
+    verify: bool = False
+    duration_s: float | None = Field(default=None, gt=0, le=86400 * 7, allow_inf_nan=False)
+    ray: str | None = None
+    workers: int | None = Field(default=None, ge=1, le=1024)
+
+
+#: Per-process capacity cache of the sweep tasks: capacity does not depend on the rate, so tasks
+#: that differ only in rate, seed or price reuse it (each worker process has its own).
+_SWEEP_CACHE: dict[Any, Any] = {}
+
+
+def fleet_sweep_task(params: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """One sweep task (top level so that process pools and Ray can pickle it)."""
+    ls = load_scenario(params["scenario"])
+    plan = plan_scenario(ls, None, verify=bool(params.get("verify")), seed=seed % (2**31),
+                         duration_s=params.get("duration_s"), rate_scale=float(params["rate_scale"]),
+                         only_hardware=params.get("hardware"), price_jitter=float(params.get("price_jitter", 0.0)),
+                         capacity_cache=_SWEEP_CACHE.setdefault(str(params["scenario"]), {}))
+    out: dict[str, Any] = {
+        "usd_per_hour": plan.usd_per_hour, "total_cost": plan.total_cost, "devices": plan.devices,
+        "mix": [{"request_class": r.request_class, "hardware": r.hardware, "tp": r.tp, "dtype": r.dtype,
+                 "replicas": r.replicas} for r in plan.mix],
+        "best_single": None if plan.best_single is None else {"hardware": plan.best_single.hardware,
+                                                              "total_cost": plan.best_single.total_cost},
+    }
+    if plan.verification is not None:
+        out["slo_attainment"] = {v["request_class"]: v["slo_attainment"] for v in plan.verification["classes"]}
+    return out
+
+
+def sweep_tasks(req: SweepRequest) -> list[Any]:
+    """Tasks of the sweep: key (rate scale, hardware or 'mix', seed index)."""
+    from xpuplan.fleet.sweep import make_tasks
+
+    ls = load_scenario(req.scenario)  # validate once, here, before any worker starts
+    path = str(Path(req.scenario).resolve())
+    hws: list[str | None] = [None]
+    if req.hardware:
+        cat_ids = [c.hardware for c in ls.scenario.candidates]
+        ctx = default_context()
+        hws += [ctx.device(h, field="candidates.hardware").id for h in cat_ids]
+    seeds = range(req.seeds) if (req.verify or req.price_jitter > 0) else range(1)
+    items = []
+    for scale in req.rate_scale:
+        for hw in hws:
+            for s in seeds:
+                items.append(((float(scale), hw or "mix", s),
+                              {"scenario": path, "rate_scale": scale, "hardware": hw, "verify": req.verify,
+                               "duration_s": req.duration_s, "price_jitter": req.price_jitter}))
+    return make_tasks(items, base_seed=req.base_seed)
+
+
+def run_fleet_sweep(req: SweepRequest) -> dict[str, Any]:
+    """Run the sweep locally (processes) or on Ray (``req.ray``: 'auto' or an address)."""
+    from xpuplan.fleet.sweep import run_sweep
+
+    tasks = sweep_tasks(req)
+    res = run_sweep(fleet_sweep_task, tasks, backend="ray" if req.ray else "local", address=req.ray,
+                    workers=req.workers)
+    out = res.to_dict()
+    out["kind"] = "fleet_sweep"
+    out["scenario"] = req.scenario
+    if out["failed"] == out["tasks"]:
+        first = res.results[0].error if res.results else "no tasks"
+        raise InfeasibleError(f"every sweep task failed; first: {first}")
+    return out

@@ -1,0 +1,76 @@
+"""Uncertainty bands from the measured validation error of each hardware family."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xpuplan.validate import band
+from xpuplan.validate.core import RowResult
+
+
+def result(hw: str, err: float, trust: str = "A", kind: str = "train") -> RowResult:
+    return RowResult(id=f"{hw}-{err}", kind=kind, metric="m", hardware=hw, trust=trust, source="s", measured=100.0,
+                     predicted=100.0 * (1 + err), error=err, reason=None, details={})
+
+
+def test_family_is_vendor_and_architecture():
+    assert band.hardware_family("nvidia-h100-sxm-80gb") == band.hardware_family("nvidia-h200-sxm-141gb") == "NVIDIA Hopper"
+    assert band.hardware_family("google-tpu-v6e") == "Google TPU v6e"
+    assert band.hardware_family("not-a-device") == "not-a-device"
+
+
+def test_band_table_statistics():
+    rows = [result("nvidia-a100-sxm-80gb", e) for e in (-0.1, 0.0, 0.1, 0.2, 0.25)]
+    t = band.band_table(rows, files=["x.csv"], baseline="test")
+    fam = t["kinds"]["train"]["families"]["NVIDIA Ampere"]
+    ratios = sorted(1 / (1 + e) - 1 for e in (-0.1, 0.0, 0.1, 0.2, 0.25))
+    assert fam["n_rows"] == 5 and fam["trust"] == {"A": 5}
+    assert ratios[0] <= fam["p10_measured_over_predicted_minus_1"] <= fam["p90_measured_over_predicted_minus_1"] <= ratios[-1]
+    assert "infer" not in t["kinds"]
+
+
+def test_bands_from_the_packaged_table():
+    lo, hi = band.validation_band("nvidia-a100-sxm-80gb", "train")
+    assert band.MIN_BAND_FRACTION <= lo < 0.5 and band.MIN_BAND_FRACTION <= hi < 0.5
+    rec = band.band_record("nvidia-a100-sxm-80gb", "train")
+    assert rec.family == "NVIDIA Ampere" and rec.n_rows >= band.MIN_ROWS and rec.widened_by == 1.0
+    assert "bands.json" in rec.source and "public train rows" in rec.source
+
+
+def test_unvalidated_family_is_wider_than_a_validated_one():
+    validated = band.band_record("nvidia-a100-sxm-80gb", "train")
+    blackwell = band.band_record("nvidia-b200-180gb", "train")  # no public Blackwell row
+    assert blackwell.widened_by == band.UNVALIDATED_WIDENING and blackwell.n_rows == 0
+    assert blackwell.low_fraction + blackwell.high_fraction > validated.low_fraction + validated.high_fraction
+    assert "fewer than" in blackwell.source
+
+
+def test_low_trust_family_is_widened(monkeypatch):
+    stats = {"n_rows": 6, "trust": {"C": 4, "A": 2}, "p10_measured_over_predicted_minus_1": -0.1,
+             "p90_measured_over_predicted_minus_1": 0.1, "median_abs_error": 0.05, "hardware": ["intel-gaudi2"]}
+    table = {"files": ["x"], "baseline": "t", "kinds": {"train": {"all": stats, "families": {"Intel Gaudi 2": stats}}}}
+    monkeypatch.setattr(band, "_table", lambda: table)
+    rec = band.band_record("intel-gaudi2", "train")
+    assert rec.widened_by == band.LOW_TRUST_WIDENING
+    assert rec.low_fraction == pytest.approx(0.1 * band.LOW_TRUST_WIDENING)
+
+
+def test_packaged_bands_are_generated_from_the_snapshot():
+    """bands.json is what the script computes from the saved snapshot (never hand-edited)."""
+    from pathlib import Path
+
+    from xpuplan.validate import public_files, read_rows
+    from xpuplan.validate.snapshot import results_from_snapshot
+
+    root = Path(__file__).resolve().parents[2]
+    snap = json.loads((root / "tests/validation/snapshots/predictions.json").read_text(encoding="utf-8"))
+    rows = [r for p in public_files() for r in results_from_snapshot(read_rows(p), snap["files"][p.name])]
+    expected = band.band_table(rows, files=[p.name for p in public_files()], baseline=snap["baseline"])
+    assert json.loads(json.dumps(expected)) == band._table(), "run scripts/update-validation-snapshot --bands-only"
+
+
+def test_unknown_kind():
+    with pytest.raises(ValueError):
+        band.validation_band("nvidia-a100-sxm-80gb", "fit")
