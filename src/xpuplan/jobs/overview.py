@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, Field
 
+from xpuplan.catalog.assumptions import default_assumptions
 from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.jobs.context import RunContext, default_context
 from xpuplan.jobs.results import TRAIN_FIGURES, Result, used
@@ -22,17 +23,9 @@ if TYPE_CHECKING:
     from xpuplan.catalog import Device
     from xpuplan.models import ModelArch
 
-#: Default comparison set: the guide's main GPU and NPU options, one per family and generation.
-DEFAULT_HARDWARE = (
-    "nvidia-h100-sxm-80gb",
-    "nvidia-h200-sxm-141gb",
-    "nvidia-b200-180gb",
-    "amd-mi300x-192gb",
-    "google-tpu-v5p",
-    "huawei-ascend-910b",
-    "huawei-ascend-910c",
-    "cambricon-mlu590",
-)
+#: Default comparison set: the guide's main GPU and NPU options, one per family and generation
+#: (data: catalog/data/comparison_set.yaml, overridable through the assumptions file).
+DEFAULT_HARDWARE: tuple[str, ...] = tuple(default_assumptions().comparison_set)
 DEFAULT_MODEL = "llama3-70b"
 #: Distinct reasons kept per device and part (the rest repeat the same cause).
 MAX_REASONS = 3

@@ -25,12 +25,14 @@ The design, assumptions and validation are in docs/simulator.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from xpuplan.catalog.assumptions import Assumptions
 from xpuplan.errors import UserInputError
+from xpuplan.models.arch import ModelArch
 from xpuplan.serve.disagg import time_kv_transfer_s
 from xpuplan.serve.sim.config import (
     EmpiricalLengths,
@@ -158,14 +160,15 @@ def check_slos(sim: Simulation) -> None:
 
 
 def simulate(config: SimConfig, *, seed: int, progress: Progress | None = None, catalog: Any = None,
-             assumptions: Assumptions | None = None, check_slo: bool = True) -> SimulationResult:
+             assumptions: Assumptions | None = None, models: Mapping[str, ModelArch] | None = None,
+             check_slo: bool = True) -> SimulationResult:
     """Simulate ``config`` (see :class:`SimConfig`) with random seed ``seed``; same seed, same result.
 
     ``progress`` is called now and then with the fraction of the arrival window simulated (0-1).
     ``catalog`` (None: ``load_catalog()``) and ``assumptions`` (None: the built-in defaults) are
-    passed to the planner. ``check_slo``: refuse SLOs below the hardware's unloaded latency first.
+    passed to the planner; ``models`` maps model names to architectures ahead of the presets. ``check_slo``: refuse SLOs below the hardware's unloaded latency first.
     """
-    sim = Simulation(config, seed=seed, progress=progress, catalog=catalog, assumptions=assumptions)
+    sim = Simulation(config, seed=seed, progress=progress, catalog=catalog, assumptions=assumptions, models=models)
     if check_slo:
         check_slos(sim)
     return sim.run()

@@ -67,6 +67,9 @@ def arrival_times(cls: TrafficClass, duration_s: float, rng: np.random.Generator
         return _inter_arrival_times(rng, cls.rate_rps, 1.0, duration_s)
     if cls.arrival == "gamma":
         return _inter_arrival_times(rng, cls.rate_rps, cls.cv, duration_s)
+    if cls.arrival == "closed":  # the clients' first requests; the next come on completion
+        assert cls.clients is not None
+        return np.zeros(cls.clients)
     if cls.arrival == "diurnal":
         assert cls.rate_curve
         peak = max(r for _, r in cls.rate_curve)

@@ -77,17 +77,21 @@ class TrafficClass(_Model):
     ``arrival``: ``poisson`` (rate ``rate_rps``), ``gamma`` (inter-arrival times with coefficient of
     variation ``cv``; cv > 1 is bursty, cv = 1 is Poisson), ``diurnal`` (a Poisson process whose
     rate follows ``rate_curve`` — (time s, requests/s) points, linear in between, repeating every
-    ``curve_period_s``), or ``trace`` (``trace``'s times and lengths; its rows with a ``class``
-    naming another class go to that class).
+    ``curve_period_s``), ``trace`` (``trace``'s times and lengths; its rows with a ``class``
+    naming another class go to that class), or ``closed``: ``clients`` clients that each send a
+    request, wait for its last token, think ``think_time_s``, and send the next (a benchmark run at
+    a fixed concurrency).
     """
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     rate_rps: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
-    arrival: Literal["poisson", "gamma", "diurnal", "trace"] = "poisson"
+    arrival: Literal["poisson", "gamma", "diurnal", "trace", "closed"] = "poisson"
     cv: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
     rate_curve: list[tuple[NonNeg, NonNeg]] | None = None
     curve_period_s: Pos | None = None
     trace: TraceData | None = None
+    clients: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
+    think_time_s: NonNeg = 0.0
     input_len: LengthDist = LengthDist(mean=512)
     output_len: LengthDist = LengthDist(mean=256)
     lengths: EmpiricalLengths | None = None
@@ -109,6 +113,8 @@ class TrafficClass(_Model):
             raise ValueError(f"rate_rps must be positive for {self.arrival} arrivals (got {self.rate_rps:g})")
         if self.arrival == "diurnal" and not self.rate_curve:
             raise ValueError("diurnal arrivals need rate_curve: a list of [time_s, requests_per_s] points")
+        if self.arrival == "closed" and self.clients is None:
+            raise ValueError("closed-loop arrivals need clients: the number of concurrent clients")
         if self.arrival == "trace" and self.trace is None:
             raise ValueError("trace arrivals need a trace file")
         return self

@@ -14,20 +14,21 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from xpuplan.catalog.assumptions import Assumptions
 from xpuplan.errors import UserInputError
+from xpuplan.models.arch import ModelArch
 from xpuplan.serve.disagg import time_kv_transfer_s
 from xpuplan.serve.kv import memory_plan, require_fit
 from xpuplan.serve.replica import Replica, make_replica
-from xpuplan.serve.sim.arrivals import class_arrivals
+from xpuplan.serve.sim.arrivals import class_arrivals, sample_lengths
 from xpuplan.serve.sim.config import SimConfig, TrafficClass
 from xpuplan.serve.sim.entities import Pool, Request, SimReplica
-from xpuplan.serve.sim.events import Arrival, Event, KVArrived, Sample
+from xpuplan.serve.sim.events import Arrival, ClientRequest, Event, KVArrived, Sample
 from xpuplan.serve.sim.result import GroupStats, LatencyStats, PoolStats, Series, SimulationResult
 from xpuplan.serve.sim.routing import Router, least_loaded, make_router
 from xpuplan.serve.sim.schedulers import make_scheduler
@@ -39,13 +40,16 @@ PROGRESS_EVERY = 20_000
 Progress = Callable[[float], None]
 
 
-def build_replica(config: SimConfig, index: int, catalog: Any, assumptions: Assumptions | None) -> Replica:
-    """The planner replica of pool ``index`` with the pool's engine overrides applied."""
+def build_replica(config: SimConfig, index: int, catalog: Any, assumptions: Assumptions | None,
+                  models: Mapping[str, ModelArch] | None = None) -> Replica:
+    """The planner replica of pool ``index`` with the pool's engine overrides applied; ``models``
+    maps names to architectures ahead of the presets."""
     from xpuplan.models import get_model
 
     p = config.pools[index]
     where = f"pools[{index}]"
-    model = get_model(p.model or config.model or "")
+    name = p.model or config.model or ""
+    model = models[name] if models and name in models else get_model(name)
     try:
         device = catalog.get(p.hardware)
     except KeyError as exc:
@@ -72,7 +76,7 @@ class Simulation:
     """One run: entities, the event queue and the records of finished requests."""
 
     def __init__(self, config: SimConfig, *, seed: int, progress: Progress | None = None, catalog: Any = None,
-                 assumptions: Assumptions | None = None) -> None:
+                 assumptions: Assumptions | None = None, models: Mapping[str, ModelArch] | None = None) -> None:
         if catalog is None:
             from xpuplan.catalog import load_catalog
 
@@ -88,7 +92,7 @@ class Simulation:
         names = [p.name for p in config.pools]
         decode_targets = {p.decode_pool for p in config.pools if p.decode_pool}
         for i, pc in enumerate(config.pools):
-            rep = build_replica(config, i, catalog, assumptions)
+            rep = build_replica(config, i, catalog, assumptions, models)
             plan = memory_plan(rep)
             require_fit(rep, plan, rep.block_size_tokens, 1)
             pool = Pool(index=i, config=pc, replica=rep, is_decode_only=pc.name in decode_targets,
@@ -120,6 +124,10 @@ class Simulation:
         self.arr_in = np.concatenate([a.input_len for a in per])[order].tolist()
         self.arr_out = np.concatenate([a.output_len for a in per])[order].tolist()
         self.n_arrivals = len(self.arr_t)
+        self.closed = [c.arrival == "closed" for c in config.classes]
+        self._rngs = [np.random.default_rng([seed, i, 1]) for i in range(len(config.classes))]
+        self._next_rid = self.n_arrivals
+        self.extra_arrivals: list[int] = []
         # records: one row per finished request
         self.rec_cls: list[int] = []
         self.rec_pool: list[int] = []
@@ -128,6 +136,7 @@ class Simulation:
         self.rec_e2e: list[float] = []
         self.rec_out: list[int] = []
         self.rec_pre: list[int] = []
+        self.rec_finish: list[float] = []
         self.dropped_cls = [0] * len(config.classes)
         self.dropped_pool = [0] * len(config.pools)
         self.arrived_pool = [0] * len(config.pools)
@@ -175,19 +184,41 @@ class Simulation:
     # -- callbacks from events and schedulers ---------------------------------------------
     def arrive(self, i: int, now: float) -> list[Event]:
         req = Request(i, self.arr_cls[i], now, self.arr_in[i], self.arr_out[i])
+        out = self._route(req, now)
+        if i + 1 < self.n_arrivals:
+            out.append(Arrival(self.arr_t[i + 1], i + 1))
+        return out
+
+    def _route(self, req: Request, now: float) -> list[Event]:
         rep = self.router.choose(req)
         req.pool, req.replica, req.entry = rep.pool, rep.index, rep.pool
         rep.outstanding_tokens += req.in_len + req.out_len
         self.arrived_pool[rep.pool] += 1
         self.inflight += 1
-        out = rep.scheduler.enqueue(self, req, now)
-        if i + 1 < self.n_arrivals:
-            out.append(Arrival(self.arr_t[i + 1], i + 1))
-        return out
+        return rep.scheduler.enqueue(self, req, now)
 
     def _release(self, req: Request) -> None:
         self.pools[req.pool].replicas[req.replica].outstanding_tokens -= req.in_len + req.out_len
         self.inflight -= 1
+        if self.closed[req.cls]:
+            t = max(req.finish_s, self.now) + self.config.classes[req.cls].think_time_s
+            if t < self.config.duration_s:
+                self.push([ClientRequest(t, req.cls)])
+
+    def client_request(self, cls: int, now: float) -> list[Event]:
+        """A closed-loop client's next request (lengths from its class's own generator)."""
+        c = self.config.classes[cls]
+        rng = self._rngs[cls]
+        if c.lengths is not None:
+            k = int(rng.integers(0, len(c.lengths.input_len)))
+            inp, out = c.lengths.input_len[k], c.lengths.output_len[k]
+        else:
+            inp = int(sample_lengths(c.input_len, 1, rng)[0])
+            out = int(sample_lengths(c.output_len, 1, rng)[0])
+        req = Request(self._next_rid, cls, now, inp, out)
+        self._next_rid += 1
+        self.extra_arrivals.append(cls)
+        return self._route(req, now)
 
     def complete(self, req: Request, t: float) -> None:
         """Record a finished request."""
@@ -200,6 +231,7 @@ class Simulation:
         self.rec_e2e.append(t - req.arrival_s)
         self.rec_out.append(req.out_len)
         self.rec_pre.append(req.preemptions)
+        self.rec_finish.append(t)
 
     def drop(self, req: Request, now: float, reason: str) -> None:
         """A request no replica of its pool can ever hold (e.g. longer than the KV cache)."""
@@ -294,7 +326,7 @@ def summarise(sim: Simulation) -> SimulationResult:
     for i, c in enumerate(cfg.classes):
         m = cls_arr == i
         met[m] = _met(c, ttft[m], tpot[m], e2e[m])
-    arrived_cls = np.bincount(np.asarray(sim.arr_cls, dtype=np.int64), minlength=len(cfg.classes))
+    arrived_cls = np.bincount(np.asarray(sim.arr_cls + sim.extra_arrivals, dtype=np.int64), minlength=len(cfg.classes))
 
     def group(name: str, mask: np.ndarray, arrived: int, dropped: int, slo: bool) -> GroupStats:
         done = int(mask.sum())
@@ -357,7 +389,7 @@ def summarise(sim: Simulation) -> SimulationResult:
     out_tokens = int(outs.sum())
     any_slo = any(has_slo)
     good = int(met.sum())
-    arrived = sim.n_arrivals
+    arrived = sim.n_arrivals + len(sim.extra_arrivals)
     dropped = sum(sim.dropped_cls)
     for reason, k in sorted(sim.drop_reasons.items()):
         notes.append(f"{k} request(s) dropped: {reason}")

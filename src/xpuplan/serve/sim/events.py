@@ -36,6 +36,19 @@ class Arrival(Event):
         return sim.arrive(self.index, self.time)
 
 
+class ClientRequest(Event):
+    """A closed-loop client of class ``cls`` sends its next request."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, time: float, cls: int) -> None:
+        super().__init__(time)
+        self.cls = cls
+
+    def handle(self, sim: Simulation) -> list[Event]:
+        return sim.client_request(self.cls, self.time)
+
+
 class StepDone(Event):
     """A replica's engine step (or static batch) ends."""
 
