@@ -49,7 +49,7 @@ def main() -> None:
           f"{res.events / wall:,.0f} events/s")
     print(f"  CPU time of this process: {cpu:.1f} s ({res.arrived / cpu:,.0f} requests per CPU-second; the figure "
           "that counts on a shared machine)")
-    print(f"  step-table entries: " + ", ".join(f"{p.name} {p.step_cache_entries}" for p in res.pools))
+    print("  step-table entries: " + ", ".join(f"{p.name} {p.step_cache_entries}" for p in res.pools))
     for p in res.pools:
         print(f"  pool {p.name}: utilisation {p.utilisation:.0%}, TTFT p99 {p.requests.ttft.p99_s or 0:.3f} s, "
               f"TPOT p50 {(p.requests.tpot.p50_s or 0) * 1e3:.1f} ms, preemptions {p.preemptions}")

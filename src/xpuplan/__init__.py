@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 # the one list of what is exported from where (read by ``_lazy_exports``); type checkers see them.
 if TYPE_CHECKING:
     from xpuplan import serve, train
-    from xpuplan.calibration import resolve_efficiency
+    from xpuplan.calibrate.profile import resolve_efficiency
     from xpuplan.catalog import Catalog, Device, Figure, Source, get_device, load_catalog
     from xpuplan.catalog.assumptions import Assumptions, default_assumptions, load_assumptions
     from xpuplan.cost import TcoResult
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from xpuplan.fleet import FleetPlan
     from xpuplan.jobs.cost import serving_cost, tco, training_cost
     from xpuplan.jobs.fleet import optimize_fleet
+    from xpuplan.jobs.overview import Overview, overview
     from xpuplan.jobs.recommend import Recommendation, recommend
     from xpuplan.models import MLAConfig, ModelArch, MoEConfig, get_model, list_models, load_hf_config
     from xpuplan.perf import (
@@ -49,15 +50,13 @@ if TYPE_CHECKING:
     )
     from xpuplan.serve import SLO, Replica, ServingEstimate, make_replica, size_for_qps
     from xpuplan.serve import estimate as estimate_serving  # type: ignore[no-redef]  # (mypy: module vs function)
+    from xpuplan.serve.sim import SimulationResult, simulate
     from xpuplan.train import Cluster, ParallelPlan, SearchResult, TrainEstimate, make_plan
     from xpuplan.train import estimate as estimate_training  # type: ignore[no-redef]
     from xpuplan.train import search_plans as search_training
     from xpuplan.validate import ValidationReport, validate_file
     from xpuplan.workload import ServingScenario, TrainingJob, TrainingScenario
 
-# ``xpuplan.overview`` is both a submodule (kept for compatibility) and the exported function: the
-# submodule is loaded here, first, so that the function bound after it is what the name means.
-from xpuplan.overview import Overview, overview  # noqa: E402
 
 
 def _lazy_exports() -> dict[str, tuple[str, str]]:
@@ -175,4 +174,7 @@ __all__ = [
     # fleet (helper J)
     "FleetPlan",
     "optimize_fleet",
+    # simulator (helper I)
+    "SimulationResult",
+    "simulate",
 ]

@@ -3,7 +3,7 @@ import json
 from typer.testing import CliRunner
 
 from xpuplan.cli.main import app
-from xpuplan.overview import DEFAULT_HARDWARE, overview
+from xpuplan.jobs.overview import DEFAULT_HARDWARE, overview
 
 runner = CliRunner()
 

@@ -215,7 +215,7 @@ def test_calibration_switch_is_read_only_when_asked(monkeypatch: pytest.MonkeyPa
 def test_old_import_paths_still_work() -> None:
     import xpuplan.bench.calibrate as old_fit
     import xpuplan.calibrate.fit as new_fit
-    from xpuplan.calibration import resolve_efficiency
+    from xpuplan.calibrate.profile import resolve_efficiency
 
     assert old_fit.fit_efficiency is new_fit.fit_efficiency and old_fit.bus_factor is new_fit.bus_factor
     dev = load_catalog().get(H100)

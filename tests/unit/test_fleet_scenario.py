@@ -118,3 +118,38 @@ def test_domestic_example_mixes_and_beats_best_single():
     assert all(r.hardware.startswith("huawei-") for r in plan.mix)
     assert plan.best_single is not None and plan.best_single.total_cost >= plan.total_cost
     assert any("nvidia-h20" in p for p in plan.pruned)
+
+
+REPAIR = """\
+model: llama3-8b
+horizon_hours: 100
+classes:
+  - name: chat
+    rate_per_s: 12
+    input_len: {dist: lognormal, mean: 1500, cv: 0.8, max: 6000}
+    output_len: {dist: lognormal, mean: 300, cv: 0.8, max: 1500}
+    slo: {ttft_ms: 2000, tpot_ms: 25}
+candidates:
+  - hardware: nvidia-h100-sxm-80gb
+    tp: 1
+    usd_per_hour: 2.0
+  - hardware: huawei-ascend-910b
+    tp: 1
+    usd_per_hour: 1.0
+simulation: {duration_s: 30, seed: 3}
+"""
+
+
+def test_simulator_guided_repair(tmp_path):
+    # the planner sizes on the mean TPOT; with widely spread lengths the simulated per-request TPOT
+    # misses the target on the first mix, and the repair derates and re-solves until it meets it
+    path = write(tmp_path, REPAIR)
+    first = optimize_fleet(path, verify=True)
+    (v0,) = first.verification["classes"]
+    assert v0["slo_attainment"] < 0.99 and v0["meets_target"] is False and v0["misses"]
+    plan = optimize_fleet(path, repair=True)
+    rounds = plan.verification["repair"]
+    assert len(rounds) >= 2 and rounds[0]["usd_per_hour"] == first.usd_per_hour
+    assert all(b["usd_per_hour"] >= a["usd_per_hour"] for a, b in zip(rounds, rounds[1:], strict=False))
+    assert rounds[-1]["capacity_scale"]["chat"] < 1.0
+    assert plan.verification["repaired"] and plan.verification["classes"][0]["meets_target"]

@@ -126,9 +126,8 @@ def test_schema_command():
 def test_overview_still_importable_from_the_package():
     import xpuplan as xp
     from xpuplan.jobs.overview import overview
-    from xpuplan.overview import overview as old
 
-    assert xp.overview is overview is old
+    assert xp.overview is overview
 
 
 def test_py_typed_is_shipped():

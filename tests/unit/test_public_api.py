@@ -22,6 +22,8 @@ EXPECTED = {
     "Recommendation", "recommend",
     # fleet (helper J)
     "FleetPlan", "optimize_fleet",
+    # simulator (helper I)
+    "SimulationResult", "simulate",
 }
 
 

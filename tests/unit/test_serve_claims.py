@@ -23,7 +23,7 @@ def _dev(name: str):
 
 def _npu(name: str):
     """An NPU replica needs the NPU efficiency family; skip with the reason while it fails to resolve."""
-    from xpuplan.calibration import resolve_efficiency
+    from xpuplan.calibrate.profile import resolve_efficiency
 
     dev = _dev(name)
     try:

@@ -172,6 +172,17 @@ def _render(plan: Any) -> None:
                               f"{100 * v['slo_attainment']:.2f}%", f"{v['target_percentile']:g}%",
                               {True: "yes", False: "no", None: "-"}[v["meets_target"]]]
                              for v in plan.verification["classes"]]))
+        for v in plan.verification["classes"]:
+            for m in v.get("misses", []):
+                console.print(f"{v['request_class']}: {m}", highlight=False)
+        if plan.verification.get("repair"):
+            console.print(table("Simulator-guided repair", ["round", "USD/h", "devices", "capacity scale", "attainment"],
+                                [[r["round"], r["usd_per_hour"], r["devices"],
+                                  ", ".join(f"{k}:{x:.3f}" for k, x in r["capacity_scale"].items()),
+                                  ", ".join(f"{k}:{100 * a:.1f}%" for k, a in r["slo_attainment"].items()
+                                            if a is not None)] for r in plan.verification["repair"]]))
+            if not plan.verification.get("repaired"):
+                console.print("repair stopped before every class met its target; see the last round", highlight=False)
 
 
 @app.command("optimize")
@@ -179,6 +190,8 @@ def _render(plan: Any) -> None:
 def optimize(
     scenario: Annotated[str, typer.Argument(help="fleet scenario YAML (docs/fleet.md; examples/fleet-*.yaml)")],
     verify: Annotated[bool, typer.Option("--verify", help="simulate the chosen mix and report SLO attainment")] = False,
+    repair: Annotated[bool, typer.Option("--repair", help="with the simulator: derate capacities and re-solve "
+                                         "until each class's simulated attainment meets its percentile")] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="simulator seed (default: the scenario's)")] = None,
     duration_s: Annotated[float | None, typer.Option("--duration", help="simulated seconds of arrivals")] = None,
     report: Annotated[str | None, typer.Option("--report", help="write out.html or out.md")] = None,
@@ -187,7 +200,7 @@ def optimize(
     """Cheapest replicas of each hardware/TP/dtype per request class within the SLOs and constraints."""
     from xpuplan.jobs.fleet import FleetRequest, run_fleet_optimize
 
-    req = request(FleetRequest, scenario=scenario, verify=verify, seed=seed, duration_s=duration_s)
+    req = request(FleetRequest, scenario=scenario, verify=verify, repair=repair, seed=seed, duration_s=duration_s)
     plan = run_fleet_optimize(req)
     if report:
         write_report(plan, report)

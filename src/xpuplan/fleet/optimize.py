@@ -286,11 +286,14 @@ def _infeasible(p: MixProblem, classes: list[RequestClass], capacities: list[Cla
 
 def optimize_mix(classes: list[RequestClass], options: list[HardwareOption], cons: FleetConstraints | None = None, *,
                  horizon_hours: float = 1.0, assumptions: Assumptions | None = None,
-                 capacity_cache: dict[tuple[str, str], ClassCapacity] | None = None) -> FleetPlan:
+                 capacity_cache: dict[tuple[str, str], ClassCapacity] | None = None,
+                 capacity_scale: dict[str, float] | None = None) -> FleetPlan:
     """Cheapest replicas per class and option meeting every class's SLO and the constraints.
 
     InfeasibleError naming the class and the constraint when no fleet can serve the traffic.
-    ``capacity_cache`` (class name, option key) -> capacity lets callers reuse evaluations."""
+    ``capacity_cache`` (class name, option key) -> capacity lets callers reuse evaluations;
+    ``capacity_scale`` (class name -> factor in (0, 1]) derates a class's planner capacity (the
+    simulator-guided repair of :mod:`xpuplan.jobs.fleet`)."""
     cons = cons or FleetConstraints()
     if not classes:
         raise UserInputError("give at least one request class", field="classes")
@@ -313,7 +316,7 @@ def optimize_mix(classes: list[RequestClass], options: list[HardwareOption], con
             if k not in cache:
                 cache[k] = class_capacity(cls, opt, assumptions)
             capacities.append(cache[k])
-            row.append(cache[k].max_requests_per_s_per_replica)
+            row.append(cache[k].max_requests_per_s_per_replica * (capacity_scale or {}).get(cls.name, 1.0))
         caps.append(row)
     p = build_problem(classes, kept, caps, cons)
     sol = solve_mix(p)
@@ -352,7 +355,9 @@ def optimize_mix(classes: list[RequestClass], options: list[HardwareOption], con
         classes=class_out, constraints=cons_out, best_single=best,
         best_single_reason=None if best is not None else "no single hardware kind meets every class's SLO under the "
         "constraints: " + "; ".join(reasons),
-        savings_vs_best_single=(1.0 - total / best.total_cost) if best is not None and best.total_cost > 0 else None,
+        # a restriction is never cheaper: clip float noise of the two sums at 0
+        savings_vs_best_single=max(0.0, 1.0 - total / best.total_cost) if best is not None and best.total_cost > 0
+        else None,
         capacities=capacities, pruned=pruned,
         prices=[{"option": o.key, "usd_per_device_hour": o.usd_per_device_hour, "source": o.price_source,
                  "power_w_per_device": o.power_w_per_device} for o in kept],

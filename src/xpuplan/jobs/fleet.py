@@ -60,6 +60,12 @@ DEFAULT_YEARS = 3.0
 DEFAULT_SIM_DURATION_S = 300.0
 #: Largest TP tried when the scenario gives none (one 8-device server).
 DEFAULT_MAX_TP = 8
+#: Simulator-guided repair: rounds at most, and the bounds of one round's capacity derating factor
+#: (attainment / target, clipped): a small shortfall still moves the sizing, a large one does not
+#: overshoot into a much larger fleet in one step.
+REPAIR_ROUNDS = 6
+REPAIR_MIN_STEP = 0.5
+REPAIR_MAX_STEP = 0.95
 #: Most candidate options (hardware x tp x dtype) per scenario: each costs one capacity evaluation per class.
 MAX_OPTIONS = 256
 
@@ -322,7 +328,7 @@ def _options(ls: LoadedScenario, ctx: RunContext, cons: FleetConstraints) -> lis
     return out
 
 
-def _constraints(ls: LoadedScenario) -> FleetConstraints:
+def _constraints(ls: LoadedScenario, ctx: RunContext) -> FleetConstraints:
     sc = ls.scenario
     c = sc.constraints
     countries = list(c.allowed_countries) if c.allowed_countries is not None else None
@@ -331,16 +337,18 @@ def _constraints(ls: LoadedScenario) -> FleetConstraints:
     return FleetConstraints(
         max_power_w=None if c.max_power_kw is None else c.max_power_kw * units.KILO,
         max_usd_per_hour=c.budget_usd_per_hour, max_total_devices=c.max_total_devices,
-        max_devices=tuple((ctx_id, n) for ctx_id, n in _device_limits(ls)),
+        max_devices=tuple(_device_limits(ls, ctx)),
         allowed_vendors=None if c.allowed_vendors is None else tuple(c.allowed_vendors),
         allowed_countries=None if countries is None else tuple(countries))
 
 
-def _device_limits(ls: LoadedScenario) -> list[tuple[str, int]]:
-    from xpuplan.catalog import load_catalog
-
-    cat = load_catalog()
-    return [(cat.get(c.hardware).id, c.max_devices) for c in ls.scenario.candidates if c.max_devices is not None]
+def _device_limits(ls: LoadedScenario, ctx: RunContext) -> list[tuple[str, int]]:
+    out = []
+    for i, c in enumerate(ls.scenario.candidates):
+        if c.max_devices is not None:
+            with _at(ls, ("candidates", i, "hardware")):
+                out.append((ctx.device(c.hardware).id, c.max_devices))
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -420,10 +428,14 @@ def _training(ls: LoadedScenario, ctx: RunContext) -> dict[str, Any]:
                               "cooling": sc.pricing.cooling, "term": sc.pricing.term}
     if sc.pricing.provider:
         values["provider"] = sc.pricing.provider
-    for c in sc.candidates:
-        if c.hardware == t.hardware and c.purchase_usd is not None:
+    with _at(ls, ("training", "hardware")):
+        train_id = ctx.device(t.hardware).id
+    for c in sc.candidates:  # the scenario's own price for that hardware, if it gives one
+        if ctx.device(c.hardware).id != train_id:
+            continue
+        if c.purchase_usd is not None:
             values["device_price_usd"] = c.purchase_usd
-        if c.hardware == t.hardware and c.usd_per_hour is not None:
+        if c.usd_per_hour is not None:
             values.update(mode="cloud", cloud_usd_per_device_hour=c.usd_per_hour)
     with _at(ls, ("training", "hardware")):
         res = run_train_cost(parse_request(TrainCostRequest, values), ctx)
@@ -442,22 +454,27 @@ class FleetRequest(Request):
 
     scenario: Annotated[str, Field(min_length=1, max_length=4096)]
     verify: bool = False
+    repair: bool = False
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
     duration_s: float | None = Field(default=None, gt=0, le=86400 * 7, allow_inf_nan=False)
 
 
 def plan_scenario(ls: LoadedScenario, ctx: RunContext | None = None, *, verify: bool = False, seed: int | None = None,
                   duration_s: float | None = None, rate_scale: float = 1.0, only_hardware: str | None = None,
-                  price_jitter: float = 0.0, capacity_cache: dict[Any, Any] | None = None) -> FleetPlan:
+                  price_jitter: float = 0.0, capacity_cache: dict[Any, Any] | None = None,
+                  repair: bool = False) -> FleetPlan:
     """Optimise (and optionally verify) a loaded scenario; the sweep's knobs scale every class's
-    rate, keep one hardware kind, or draw each hardware's price uniformly within ±``price_jitter``."""
+    rate, keep one hardware kind, or draw each hardware's price uniformly within ±``price_jitter``.
+    ``repair`` (implies verification): resize until the simulated attainment meets each class's
+    percentile target (:func:`_repair`)."""
     ctx = ctx or default_context()
+    capacity_cache = {} if capacity_cache is None else capacity_cache
     classes = _classes(ls, ctx)
     if rate_scale != 1.0:
         classes = [RequestClass(name=c.name, model=c.model, rate_per_s=c.rate_per_s * rate_scale,
                                 input_len=c.input_len, output_len=c.output_len, slo=c.slo,
                                 ttft_input_len=c.ttft_input_len) for c in classes]
-    cons = _constraints(ls)
+    cons = _constraints(ls, ctx)
     options = _options(ls, ctx, cons)
     if only_hardware is not None:
         options = [o for o in options if o.device.id == only_hardware]
@@ -478,25 +495,58 @@ def plan_scenario(ls: LoadedScenario, ctx: RunContext | None = None, *, verify: 
         tr = _training(ls, ctx)
         update["training"] = tr
         update["combined_total_cost"] = tr["total_cost"] + plan.total_cost
-    if verify:
-        update["verification"] = verify_plan(ls, plan, seed=seed, duration_s=duration_s)
+    if verify or repair:
+        ver = verify_plan(ls, plan, seed=seed, duration_s=duration_s)
+        if repair:
+            plan, ver = _repair(ls, plan, ver, classes, options, cons, ctx, devices, capacity_cache, seed, duration_s)
+        update["verification"] = ver
     return plan.model_copy(update=update) if update else plan
+
+
+def _repair(ls: LoadedScenario, plan: FleetPlan, ver: dict[str, Any], classes: list[RequestClass],
+            options: list[HardwareOption], cons: FleetConstraints, ctx: RunContext, devices: list[Any],
+            cache: dict[Any, Any] | None, seed: int | None, duration_s: float | None,
+            ) -> tuple[FleetPlan, dict[str, Any]]:
+    """Simulator-guided sizing: while a class's simulated attainment is below its percentile target,
+    derate that class's planner capacity by attainment / target (at least REPAIR_MIN_STEP, at most
+    REPAIR_MAX_STEP per round), re-solve and re-simulate; at most REPAIR_ROUNDS rounds."""
+    scale = {c.name: 1.0 for c in classes}
+    rounds = [_round(0, scale, plan, ver)]
+    for r in range(1, REPAIR_ROUNDS + 1):
+        short = [v for v in ver["classes"] if v["meets_target"] is False]
+        if not short:
+            break
+        for v in short:
+            ratio = v["slo_attainment"] * 100.0 / v["target_percentile"]
+            scale[v["request_class"]] *= min(REPAIR_MAX_STEP, max(REPAIR_MIN_STEP, ratio))
+        plan = optimize_mix(classes, options, cons, horizon_hours=ls.scenario.horizon_hours,
+                            assumptions=ctx.assumptions(devices), capacity_cache=cache, capacity_scale=dict(scale))
+        ver = verify_plan(ls, plan, seed=seed, duration_s=duration_s)
+        rounds.append(_round(r, scale, plan, ver))
+    ver = {**ver, "repair": rounds,
+           "repaired": all(v["meets_target"] is not False for v in ver["classes"])}
+    return plan, ver
+
+
+def _round(r: int, scale: dict[str, float], plan: FleetPlan, ver: dict[str, Any]) -> dict[str, Any]:
+    return {"round": r, "capacity_scale": dict(scale), "usd_per_hour": plan.usd_per_hour, "devices": plan.devices,
+            "slo_attainment": {v["request_class"]: v["slo_attainment"] for v in ver["classes"]}}
 
 
 def run_fleet_optimize(req: FleetRequest, ctx: RunContext | None = None) -> FleetPlan:
     """The cheapest fleet for the scenario file (module doc), verified with the simulator on request."""
     ls = load_scenario(req.scenario)
-    return plan_scenario(ls, ctx, verify=req.verify, seed=req.seed, duration_s=req.duration_s)
+    return plan_scenario(ls, ctx, verify=req.verify, seed=req.seed, duration_s=req.duration_s, repair=req.repair)
 
 
 def optimize_fleet(scenario: str | Path | Mapping[str, Any], *, verify: bool = False, seed: int | None = None,
-                   duration_s: float | None = None) -> FleetPlan:
+                   duration_s: float | None = None, repair: bool = False) -> FleetPlan:
     """Cheapest mix of hardware serving the scenario's request classes within their SLOs (public API).
 
     ``scenario``: a path to a fleet scenario file or the same content as a mapping (module doc).
     InfeasibleError names the class and the constraint when no fleet can serve the traffic."""
     ls = load_scenario(scenario)
-    return plan_scenario(ls, default_context(), verify=verify, seed=seed, duration_s=duration_s)
+    return plan_scenario(ls, default_context(), verify=verify, seed=seed, duration_s=duration_s, repair=repair)
 
 
 # ---------------------------------------------------------------------------------------

@@ -46,7 +46,14 @@ from xpuplan.serve.sim.config import (
 )
 from xpuplan.serve.sim.engine import Progress, Simulation
 from xpuplan.serve.sim.entities import Pool
-from xpuplan.serve.sim.result import SCHEMA_VERSION, GroupStats, LatencyStats, PoolStats, Series, SimulationResult
+from xpuplan.serve.sim.result import (
+    SCHEMA_VERSION,
+    GroupStats,
+    LatencyStats,
+    PoolStats,
+    Series,
+    SimulationResult,
+)
 from xpuplan.serve.sim.routing import ROUTERS, Router, register_router
 from xpuplan.serve.sim.schedulers import SCHEDULERS, Scheduler, register_scheduler
 

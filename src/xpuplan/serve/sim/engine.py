@@ -49,11 +49,14 @@ def build_replica(config: SimConfig, index: int, catalog: Any, assumptions: Assu
     p = config.pools[index]
     where = f"pools[{index}]"
     name = p.model or config.model or ""
-    model = models[name] if models and name in models else get_model(name)
+    try:
+        model = models[name] if models and name in models else get_model(name)
+    except UserInputError as exc:
+        raise UserInputError(exc.message, field=f"{where}.model" if p.model else "model", hint=exc.hint) from None
     try:
         device = catalog.get(p.hardware)
-    except KeyError as exc:
-        raise UserInputError(str(exc).strip("'\""), field=f"{where}.hardware") from None
+    except UserInputError as exc:
+        raise UserInputError(exc.message, field=f"{where}.hardware", hint=exc.hint) from None
     rep = make_replica(model, device, tp=p.tp, pp=p.pp, ep=p.ep, dtype=p.dtype, kv_dtype=p.kv_dtype, engine=p.engine,
                        memory_fraction=p.memory_fraction, block_size_tokens=p.block_size,
                        max_num_seqs=p.max_num_seqs, assumptions=assumptions)

@@ -327,9 +327,10 @@ class ContinuousScheduler(Scheduler):
     def check_invariants(self) -> None:
         super().check_invariants()
         held = 0
+        writing = 1 if (self.busy and self._did_decode) else 0  # the in-flight step's token has its block
         for r in self.running.values():
             if r.state == 2 and not self.reserve_full:
-                held += blocks_for(r.kv0 + self.dstep - r.dec_start, self.block)
+                held += blocks_for(r.kv0 + self.dstep - r.dec_start + writing, self.block)
             else:
                 held += r.blocks
         assert held == self.total - self.free, (held, self.total - self.free)

@@ -12,7 +12,7 @@ carries one of ``pp`` micro-batches, so the batch and prefill tokens are divided
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -128,7 +128,7 @@ class StepTable:
     def _slab(self, key: tuple[int, int, int, int]) -> tuple[list[float], list[bool]]:
         ctx, pt, plen, pkv = key
         ds = self._ds_values
-        kw: dict[str, object] = {"decode_seqs": ds, "decode_context": float(ctx)}
+        kw: dict[str, Any] = {"decode_seqs": ds, "decode_context": float(ctx)}
         if pt:
             kw.update(prefill_tokens=float(pt), prefill_len=float(plen), prefill_kv_len=float(max(pkv, plen)))
         st = step_time_arrays(self.rep, **kw)

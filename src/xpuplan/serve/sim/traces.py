@@ -55,11 +55,11 @@ def parse_trace(text: str, source: str) -> TraceData:
     rows: list[tuple[int, dict[str, Any]]] = []
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
+        for i, raw_line in enumerate(text.splitlines(), 1):
+            if not raw_line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(raw_line)
             except json.JSONDecodeError as exc:
                 raise UserInputError(f"not a JSON object: {exc.msg}", file=source, line=i, field="line") from None
             if not isinstance(obj, dict):

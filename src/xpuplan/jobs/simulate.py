@@ -1,0 +1,109 @@
+"""Simulate job: a scenario file (pools, routing, traffic classes) + CLI overrides -> a simulation.
+
+The scenario is YAML (or JSON) with the fields of :class:`xpuplan.serve.sim.SimConfig`; a class's
+``trace`` and ``lengths`` are file paths (relative to the scenario file) that are read here, once,
+so the simulator itself reads no file. ``seed`` may be given in the file; ``--seed`` wins. Errors
+name the file, the line and the field; no traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from xpuplan.datafile import format_loc, line_for, parse_text, read_text
+from xpuplan.errors import UserInputError
+from xpuplan.jobs.requests import PositiveFloat, Request
+from xpuplan.serve.sim import SimConfig, SimulationResult, simulate
+from xpuplan.serve.sim.engine import Progress
+from xpuplan.serve.sim.traces import load_lengths, load_trace
+
+#: Longest simulated duration accepted from the command line (s): one week.
+MAX_DURATION_S = 7 * 86_400.0
+
+
+class SimulateRequest(Request):
+    """Inputs of ``xpuplan simulate``: the scenario file and the overrides."""
+
+    scenario: Annotated[str, Field(min_length=1, max_length=4096)]
+    duration: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] | None = None
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+    drain: Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)] | None = None
+    price_per_device_hour: PositiveFloat | None = None
+
+
+def _resolve_files(data: dict[str, Any], base: Path, file: str, lines: dict[Any, int]) -> None:
+    classes = data.get("classes")
+    if not isinstance(classes, list):
+        return
+    for i, c in enumerate(classes):
+        if not isinstance(c, dict):
+            continue
+        for key, loader in (("trace", load_trace), ("lengths", load_lengths)):
+            value = c.get(key)
+            if value is None or isinstance(value, dict):
+                continue
+            if not isinstance(value, str):
+                raise UserInputError("expected a file path", field=f"classes[{i}].{key}", file=file,
+                                     line=line_for(("classes", i, key), lines))
+            p = Path(value)
+            if not p.is_absolute():
+                p = base / p
+            c[key] = loader(p, field=f"classes[{i}].{key}").model_dump()
+            if key == "trace" and "arrival" not in c:
+                c["arrival"] = "trace"
+
+
+def load_scenario(path: str | Path) -> tuple[SimConfig, int | None]:
+    """The scenario file as a :class:`SimConfig` (trace and length files loaded) and its ``seed``."""
+    file = str(path)
+    data, lines = parse_text(read_text(path), file)
+    if not isinstance(data, dict):
+        raise UserInputError("expected a mapping with pools, classes and routing", file=file, line=1)
+    data = dict(data)
+    seed = data.pop("seed", None)
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise UserInputError(f"seed must be a non-negative integer (got {seed!r})", field="seed", file=file,
+                             line=line_for(("seed",), lines))
+    _resolve_files(data, Path(path).parent, file, lines)
+    return validate_config(data, file, lines), seed
+
+
+def validate_config(data: Any, file: str | None = None, lines: dict[Any, int] | None = None) -> SimConfig:
+    """``data`` as a :class:`SimConfig`; the first problem -> UserInputError (file, line, field)."""
+    try:
+        return SimConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, UserInputError):
+            if cause.file is None and file is not None:
+                cause.file = file
+            raise UserInputError(cause.message, field=cause.field, file=cause.file, hint=cause.hint) from None
+        loc = tuple(err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        value = err.get("input")
+        if err["type"] not in ("missing", "extra_forbidden") and not isinstance(value, dict | list):
+            msg += f" (got {value!r})"
+        raise UserInputError(msg, field=format_loc(loc) or None, file=file,
+                             line=line_for(loc, lines) if lines else None) from None
+
+
+def run_simulate(req: SimulateRequest, *, progress: Progress | None = None) -> SimulationResult:
+    """Load the scenario, apply the overrides, simulate."""
+    cfg, file_seed = load_scenario(req.scenario)
+    changes: dict[str, Any] = {}
+    if req.duration is not None:
+        changes["duration_s"] = req.duration
+    if req.drain is not None:
+        changes["drain_s"] = req.drain
+    if req.price_per_device_hour is not None:
+        changes["pools"] = [p.model_copy(update={"price_per_device_hour": req.price_per_device_hour})
+                            for p in cfg.pools]
+    if changes:
+        cfg = validate_config({**cfg.model_dump(), **{k: v if k != "pools" else [p.model_dump() for p in v]
+                                                      for k, v in changes.items()}})
+    seed = req.seed if req.seed is not None else (file_seed or 0)
+    return simulate(cfg, seed=seed, progress=progress)
