@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from xpuplan.errors import UserInputError
+from xpuplan.jobs.simulate import load_trace
 from xpuplan.serve.sim import LengthDist, TrafficClass
 from xpuplan.serve.sim.arrivals import arrival_times, class_arrivals, sample_lengths
-from xpuplan.serve.sim.traces import load_trace, parse_lengths, parse_trace
+from xpuplan.serve.sim.traces import parse_lengths, parse_trace
 
 
 def _gaps(cls: TrafficClass, duration: float, seed: int = 0) -> np.ndarray:

@@ -252,7 +252,8 @@ def sweep(
         v = r["value"] or {}
         att = v.get("slo_attainment")
         rows.append([*[str(k) for k in r["key"]], v.get("usd_per_hour"), v.get("devices"),
-                     ", ".join(f"{m['replicas']}x{m['hardware']}/tp{m['tp']}" for m in v.get("mix", [])) or "-",
+                     ", ".join(f"{m['request_class']}: {m['replicas']}x{m['hardware']}/tp{m['tp']}/{m['dtype']}"
+                               for m in v.get("mix", [])) or "-",
                      (v.get("best_single") or {}).get("hardware"),
                      None if not att else ", ".join(f"{k}:{100 * a:.1f}%" for k, a in att.items() if a is not None),
                      r["error"]])

@@ -32,8 +32,7 @@ def simulate(
 ) -> None:
     """Simulate a serving fleet request by request: latency percentiles per class and pool, SLO
     attainment, goodput, utilisation, KV use, energy and cost."""
-    from xpuplan.jobs.simulate import SimulateRequest, run_simulate
-    from xpuplan.serve.sim.report import write_report
+    from xpuplan.jobs.simulate import SimulateRequest, run_simulate, write_report
 
     req = request(SimulateRequest, scenario=scenario, duration=duration, seed=seed, drain=drain,
                   price_per_device_hour=price_per_device_hour)

@@ -17,11 +17,54 @@ from xpuplan.datafile import format_loc, line_for, parse_text, read_text
 from xpuplan.errors import UserInputError
 from xpuplan.jobs.requests import PositiveFloat, Request
 from xpuplan.serve.sim import SimConfig, SimulationResult, simulate
+from xpuplan.serve.sim.config import EmpiricalLengths, TraceData
 from xpuplan.serve.sim.engine import Progress
-from xpuplan.serve.sim.traces import load_lengths, load_trace
+from xpuplan.serve.sim.report import render_html, render_markdown
+from xpuplan.serve.sim.traces import parse_lengths, parse_trace
 
 #: Longest simulated duration accepted from the command line (s): one week.
 MAX_DURATION_S = 7 * 86_400.0
+#: Largest trace or length file read (bytes).
+MAX_FILE_BYTES = 512 * 1024 * 1024
+
+
+def _read_text(path: str | Path, field: str) -> str:
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise UserInputError(f"file is larger than {MAX_FILE_BYTES:,} bytes", field=field, file=str(p))
+        return p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UserInputError(f"no such file: {path}", field=field) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"cannot read {path}: {exc}", field=field) from None
+
+
+def load_trace(path: str | Path, *, field: str = "trace") -> TraceData:
+    """Read a trace file: CSV with a header or JSONL (``serve.sim.traces.parse_trace``)."""
+    return parse_trace(_read_text(path, field), str(path))
+
+
+def load_lengths(path: str | Path, *, field: str = "lengths") -> EmpiricalLengths:
+    """Read an empirical length file (``serve.sim.traces.parse_lengths``)."""
+    return parse_lengths(_read_text(path, field), str(path))
+
+
+def write_report(res: SimulationResult, path: str | Path) -> Path:
+    """Write the report of ``res`` to ``path``: HTML (``.html``/``.htm``) or Markdown (``.md``)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in (".html", ".htm"):
+        text = render_html(res)
+    elif suffix in (".md", ".markdown"):
+        text = render_markdown(res)
+    else:
+        raise UserInputError(f"report must end in .html or .md (got {p.name!r})", field="--report")
+    try:
+        p.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserInputError(f"cannot write {p}: {exc.strerror}", field="--report") from None
+    return p
 
 
 class SimulateRequest(Request):

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from pathlib import Path
 
-from xpuplan.errors import UserInputError
 from xpuplan.serve.sim.result import GroupStats, SimulationResult
 
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -169,20 +167,3 @@ def render_markdown(res: SimulationResult) -> str:
     if res.notes:
         out += ["## Notes", ""] + [f"- {n}" for n in res.notes]
     return "\n".join(out) + "\n"
-
-
-def write_report(res: SimulationResult, path: str | Path) -> Path:
-    """Write ``path`` as HTML (``.html``/``.htm``) or Markdown (``.md``)."""
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix in (".html", ".htm"):
-        text = render_html(res)
-    elif suffix in (".md", ".markdown"):
-        text = render_markdown(res)
-    else:
-        raise UserInputError(f"report must end in .html or .md (got {p.name!r})", field="--report")
-    try:
-        p.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UserInputError(f"cannot write {p}: {exc.strerror}", field="--report") from None
-    return p

@@ -1,5 +1,5 @@
-"""Reading request traces and empirical length lists (the only file I/O of the simulator package;
-the front ends call it, :func:`~xpuplan.serve.sim.simulate` never does).
+"""Parsing request traces and empirical length lists from their text (the files are read by the
+job layer, ``xpuplan.jobs.simulate``; nothing in the simulator package touches the disk).
 
 * **Trace** (CSV with a header, or JSONL): ``timestamp`` (s; offsets from the first row are used),
   ``input_len``, ``output_len``, optional ``class``. A bad row is a UserInputError naming the file,
@@ -16,27 +16,12 @@ import csv
 import io
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from xpuplan.errors import UserInputError, echo
 from xpuplan.serve.sim.config import EmpiricalLengths, TraceData
 
 _FIELDS = ("timestamp", "input_len", "output_len")
-#: Largest trace or length file read (bytes).
-MAX_FILE_BYTES = 512 * 1024 * 1024
-
-
-def _read_text(path: str | Path, field: str) -> str:
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise UserInputError(f"file is larger than {MAX_FILE_BYTES:,} bytes", field=field, file=str(p))
-        return p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserInputError(f"no such file: {path}", field=field) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"cannot read {path}: {exc}", field=field) from None
 
 
 def _num(value: Any, field: str, file: str, line: int, *, integer: bool) -> float:
@@ -100,11 +85,6 @@ def parse_trace(text: str, source: str) -> TraceData:
                      classes=classes if has_class else None, source=source)
 
 
-def load_trace(path: str | Path, *, field: str = "trace") -> TraceData:
-    """Read a trace file (module doc)."""
-    return parse_trace(_read_text(path, field), str(path))
-
-
 def parse_lengths(text: str, source: str) -> EmpiricalLengths:
     """Parse a vLLM benchmark JSON or a length list (module doc)."""
     try:
@@ -138,8 +118,3 @@ def parse_lengths(text: str, source: str) -> EmpiricalLengths:
         ins_out.append(int(_num(a, f"[{i}].input_len", source, 0, integer=True)))
         outs_out.append(int(_num(b, f"[{i}].output_len", source, 0, integer=True)))
     return EmpiricalLengths(input_len=ins_out, output_len=outs_out, source=source)
-
-
-def load_lengths(path: str | Path, *, field: str = "lengths") -> EmpiricalLengths:
-    """Read an empirical length file (module doc)."""
-    return parse_lengths(_read_text(path, field), str(path))

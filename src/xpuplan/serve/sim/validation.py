@@ -18,6 +18,8 @@ from typing import Any, Final
 from xpuplan.catalog import load_catalog
 from xpuplan.catalog.assumptions import Assumptions
 from xpuplan.errors import UserInputError
+from xpuplan.models import get_model
+from xpuplan.models.arch import ModelArch
 from xpuplan.serve.estimate import estimate_continuous
 from xpuplan.serve.replica import make_replica
 from xpuplan.serve.sim.config import SimConfig
@@ -50,11 +52,16 @@ def is_simulated_row(row: Any) -> bool:
             or _offline_queue(row))
 
 
-def simulate_row(row: Any, assumptions: Assumptions | None = None, *, seed: int = 0) -> float:
+def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: ModelArch | None = None,
+                 seed: int = 0) -> float:
     """The row's metric predicted by a closed-loop simulation (module doc). UserInputError when the
-    row lacks what is needed (lengths, a concurrency, a metric this predicts)."""
-    from xpuplan.validate.rows import model_from_row
+    row lacks what is needed (lengths, a concurrency, a metric this predicts).
 
+    ``row`` is a ``validate.rows.ValidationRow`` (duck-typed: ``get``, ``metric``, ``hardware``,
+    ``n_devices``, ``precision``). ``model``: the row's architecture; None looks the ``model``
+    column up among the presets. The validation harness (a higher layer) passes
+    ``validate.rows.model_from_row(row)`` so rows that describe their architecture work too.
+    """
     if row.metric not in METRICS:
         raise UserInputError(f"metric {row.metric!r} is not one the simulator predicts", field="metric")
     in_len, out_len = row.get("input_len"), row.get("output_len")
@@ -63,7 +70,8 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, seed: int 
     conc = row.get("concurrency") or (row.get("batch") if row.get("scenario") == "server" else None)
     if not conc and not _offline_queue(row):
         raise UserInputError("no concurrency: the closed loop needs the number of clients", field="concurrency")
-    model = model_from_row(row)
+    if model is None:
+        model = get_model(str(row.get("model")))
     device = load_catalog().get(row.hardware)
     tp, pp, ep = row.get("tp") or 1, row.get("pp") or 1, row.get("ep") or 1
     rep = make_replica(model, device, tp=tp, pp=pp, ep=ep, dtype=row.get("weight_dtype") or row.precision,
