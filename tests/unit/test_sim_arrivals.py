@@ -97,3 +97,17 @@ def test_lengths_from_vllm_benchmark_json_and_lists():
     assert b.input_len == [5, 7] and b.output_len == [6, 8]
     with pytest.raises(UserInputError, match="input_len"):
         parse_lengths(json.dumps([{"input_len": 0, "output_len": 6}]), "l.json")
+
+
+def test_a_trace_shared_by_two_classes_counts_each_row_once():
+    tr = parse_trace("timestamp,input_len,output_len,class\n0,10,2,a\n1,20,3,b\n2,30,4,a\n3,40,5,\n", "t.csv")
+    a = TrafficClass(name="a", arrival="trace", trace=tr)
+    b = TrafficClass(name="b", arrival="trace", trace=tr)
+    got_a = class_arrivals(a, 0, [a, b], 100, seed=0)
+    got_b = class_arrivals(b, 1, [a, b], 100, seed=0)
+    assert got_a.input_len.tolist() == [10, 30, 40]  # its rows and the unlabelled one
+    assert got_b.input_len.tolist() == [20]
+    # a Poisson class named in another class's trace gets those rows too
+    c = TrafficClass(name="b", rate_rps=0.001)
+    got_c = class_arrivals(c, 1, [a, c], 100, seed=0)
+    assert 20 in got_c.input_len.tolist()

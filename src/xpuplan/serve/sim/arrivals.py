@@ -6,7 +6,8 @@
 * ``diurnal``: a non-homogeneous Poisson process whose rate follows a piecewise-linear curve,
   drawn by thinning (Lewis & Shedler 1979): candidates at the curve's peak rate, each kept with
   probability rate(t) / peak.
-* ``trace``: the trace's times (rows of other classes left out).
+* ``trace``: the trace's times (rows naming another class go to that class; unlabelled rows of a
+  trace several classes share go to the first of them).
 
 Lengths: fixed, lognormal (mean and cv of the lengths themselves, i.e. σ² = ln(1 + cv²),
 μ = ln(mean) − σ²/2), or pairs drawn uniformly with replacement from an empirical list.
@@ -102,7 +103,9 @@ def class_arrivals(cls: TrafficClass, index: int, all_classes: list[TrafficClass
         t = np.asarray(tr.times_s, dtype=float)
         mask = t < duration_s
         if tr.classes is not None:
-            mask &= np.array([(c or cls.name) == cls.name for c in tr.classes])
+            # unlabelled rows belong to the first class that owns this trace
+            owner = next(c.name for c in all_classes if c.arrival == "trace" and c.trace == tr)
+            mask &= np.array([(c or owner) == cls.name for c in tr.classes])
         inp = np.asarray(tr.input_len, dtype=np.int64)[mask]
         out = np.asarray(tr.output_len, dtype=np.int64)[mask]
         times = t[mask]
@@ -117,8 +120,14 @@ def class_arrivals(cls: TrafficClass, index: int, all_classes: list[TrafficClass
             inp = sample_lengths(cls.input_len, n, rng)
             out = sample_lengths(cls.output_len, n, rng)
     # rows of another class's trace that name this class
-    extra = [(tr, j) for j, tr in traces if j != index and tr is not None and tr.classes is not None]
-    for tr, _ in extra:
+    # (a trace given to several classes is one trace: each of its rows counts once)
+    seen = [cls.trace] if cls.arrival == "trace" else []
+    extra = []
+    for j, tr in traces:
+        if j != index and tr is not None and tr.classes is not None and tr not in seen:
+            seen.append(tr)
+            extra.append(tr)
+    for tr in extra:
         t = np.asarray(tr.times_s, dtype=float)
         mask = (t < duration_s) & np.array([c == cls.name for c in tr.classes or []])
         if mask.any():
