@@ -68,11 +68,35 @@ def predict(row: ValidationRow, assumptions: Assumptions | None = None) -> Predi
     turns them into the row's reason). ``assumptions``: None means the built-in defaults."""
     check_row(row)
     tp = row.get("tp")
+    if _server_row(row):
+        # Closed-loop load (a fixed number of clients, or a server scenario): the request-level
+        # simulator, which sees queueing for prefill and the running-sequence limit.
+        from xpuplan.serve.sim.validation import simulate_row
+
+        value = simulate_row(row, assumptions, model=model_from_row(row))
+        return Prediction(value, details={"method": "request-level simulation (closed loop)"})
     value, details = _predict_at(row, tp or 1, assumptions)
+    if _offline_queue_row(row):
+        # Reported beside the analytic figure: the simulator with a prompt queue that never empties.
+        from xpuplan.serve.sim.validation import simulate_row
+
+        details["simulated"] = simulate_row(row, assumptions, model=model_from_row(row))
     if tp is None:
         details["layout"] = "tp not given: one device per replica (tp=1), the rest data-parallel"
         details["conventional"] = _conventional(row, assumptions)
     return Prediction(value, details=details)
+
+
+def _server_row(row: ValidationRow) -> bool:
+    from xpuplan.serve.sim.validation import is_simulated_row
+
+    return is_simulated_row(row) and (bool(row.get("concurrency")) or row.get("scenario") == "server")
+
+
+def _offline_queue_row(row: ValidationRow) -> bool:
+    from xpuplan.serve.sim.validation import is_simulated_row
+
+    return is_simulated_row(row) and not _server_row(row)
 
 
 def _replica(row: ValidationRow, tp: int, assumptions: Assumptions | None) -> Replica:
