@@ -31,7 +31,7 @@ COMMANDS: dict[str, str] = {
 
 HELP = ("Which accelerators, how many, in what configuration: plan LLM training and inference on GPUs, TPUs "
         "and NPUs from a sourced hardware catalog, analytic models and your own measurements. Start with "
-        "`xpuplan overview`.")
+        "`xpuplan recommend` (a ranked, explained choice) or `xpuplan overview` (one model on the usual options).")
 
 
 def _version(value: bool) -> None:

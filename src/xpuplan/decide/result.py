@@ -117,6 +117,8 @@ class Explanation(_M):
 
 
 class Recommendation(_M):
+    """Options ranked by weighted score, with criteria, key numbers, uncertainty, rejections and reasons."""
+
     schema_version: int = SCHEMA_VERSION
     kind: str = "recommendation"
     scenario: str

@@ -152,13 +152,25 @@ def used(assumptions: Assumptions | None, devices: Iterable[Device], paths: Iter
     return Used(figures=figs, assumptions=clean(assumed))
 
 
+#: Results defined below the jobs layer (pydantic models with their own ``schema_version``):
+#: name -> (module, class).
+LOWER_LAYER_RESULTS: Final = {
+    "recommend": ("xpuplan.decide.result", "Recommendation"),
+    "cost-tco": ("xpuplan.cost.tco", "TcoResult"),
+    "fleet.optimize": ("xpuplan.fleet.optimize", "FleetPlan"),
+    "simulate": ("xpuplan.serve.sim.result", "SimulationResult"),
+}
+
+
 def result_schema(name: str) -> dict[str, Any]:
-    """JSON schema of result ``name`` (see :data:`RESULTS`)."""
+    """JSON schema of result ``name`` (see :func:`all_results`)."""
     from xpuplan.errors import UnknownIdError
 
-    if name not in RESULTS:
-        raise UnknownIdError("result", name, list(RESULTS), field="NAME")
-    return RESULTS[name].model_json_schema()
+    results = all_results()
+    if name not in results:
+        raise UnknownIdError("result", name, list(results), field="NAME")
+    schema: dict[str, Any] = results[name].model_json_schema()
+    return schema
 
 
 #: Job modules whose results ``all_results`` collects (a module another helper has not written yet
@@ -166,8 +178,8 @@ def result_schema(name: str) -> dict[str, Any]:
 JOB_MODULES: Final = ("train", "serve", "memory", "catalog", "overview", "cost", "recommend", "validate")
 
 
-def all_results() -> dict[str, type[Result]]:
-    """Every registered result type, after importing the job modules that define them."""
+def all_results() -> dict[str, type[BaseModel]]:
+    """Every result type: those registered by the job modules (imported here) and the lower layers'."""
     import importlib
 
     for mod in JOB_MODULES:
@@ -176,4 +188,7 @@ def all_results() -> dict[str, type[Result]]:
         except ModuleNotFoundError as exc:
             if exc.name != f"xpuplan.jobs.{mod}":
                 raise
-    return dict(sorted(RESULTS.items()))
+    found: dict[str, type[BaseModel]] = dict(RESULTS)
+    for name, (module, cls) in LOWER_LAYER_RESULTS.items():
+        found[name] = getattr(importlib.import_module(module), cls)
+    return dict(sorted(found.items()))
