@@ -10,32 +10,9 @@ from rich.markup import escape
 
 from xpuplan.cli.common import cli_command, console, print_json, table
 from xpuplan.errors import UserInputError
-
-
-def _fmt_time(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s >= 86400:
-        return f"{s / 86400:,.1f} d"
-    if s >= 3600:
-        return f"{s / 3600:,.1f} h"
-    if s >= 1:
-        return f"{s:,.1f} s"
-    return f"{s * 1e3:,.0f} ms"
-
-
-def _fmt_kwh(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x / 1e3:,.1f} MWh" if x >= 1e3 else f"{x:,.1f} kWh"
-
-
-def _fmt_usd(x: float | None) -> str:
-    if x is None:
-        return "?"
-    if x >= 1e6:
-        return f"${x / 1e6:,.2f}M"
-    return f"${x:,.0f}"
+from xpuplan.report.format import fmt_energy_kwh as _fmt_kwh
+from xpuplan.report.format import fmt_time as _fmt_time
+from xpuplan.report.format import fmt_usd as _fmt_usd
 
 
 @cli_command

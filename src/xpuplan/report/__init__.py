@@ -13,6 +13,9 @@ from pathlib import Path
 from xpuplan.decide.result import OptionOut, Recommendation
 from xpuplan.errors import UserInputError
 from xpuplan.i18n import t
+from xpuplan.report.format import fmt_energy_kwh as _mwh
+from xpuplan.report.format import fmt_time as _time
+from xpuplan.report.format import fmt_usd as _usd
 from xpuplan.report.svg import LEAF_COLOURS, LINE_COLOURS, pareto_scatter, range_bars, stacked_bars
 
 #: Options shown in charts (the table lists all).
@@ -40,30 +43,6 @@ background:#eaeef2;font-size:12px}.grid{display:grid;grid-template-columns:1fr 1
 code{background:var(--soft);padding:1px 4px;border-radius:4px;font-size:12px}
 svg{max-width:100%;height:auto}
 """
-
-
-def _time(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s >= 86400:
-        return f"{s / 86400:,.1f} d"
-    if s >= 3600:
-        return f"{s / 3600:,.1f} h"
-    if s >= 1:
-        return f"{s:,.1f} s"
-    return f"{s * 1e3:,.0f} ms"
-
-
-def _usd(x: float | None) -> str:
-    if x is None:
-        return "?"
-    return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
-
-
-def _mwh(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x / 1e3:,.1f} MWh" if x >= 1e3 else f"{x:,.1f} kWh"
 
 
 def _pfirst(o: OptionOut) -> str:

@@ -1,0 +1,32 @@
+"""Human-readable numbers shared by every renderer (terminal tables, HTML and Markdown reports)."""
+
+from __future__ import annotations
+
+from xpuplan import units
+
+
+def fmt_time(seconds: float | None) -> str:
+    """Seconds as d / h / s / ms, one decimal; '-' when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds >= units.DAY:
+        return f"{seconds / units.DAY:,.1f} d"
+    if seconds >= units.HOUR:
+        return f"{seconds / units.HOUR:,.1f} h"
+    if seconds >= 1:
+        return f"{seconds:,.1f} s"
+    return f"{seconds / units.MS:,.0f} ms"
+
+
+def fmt_usd(usd: float | None) -> str:
+    """US dollars, millions above $1M; '?' when no price is known."""
+    if usd is None:
+        return "?"
+    return f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}"
+
+
+def fmt_energy_kwh(kwh: float | None) -> str:
+    """Energy given in kWh, as MWh above 1,000 kWh; '-' when unknown."""
+    if kwh is None:
+        return "-"
+    return f"{kwh / 1e3:,.1f} MWh" if kwh >= 1e3 else f"{kwh:,.1f} kWh"
