@@ -1,19 +1,16 @@
 """``xpuplan bench``, ``calibrate``, ``import`` and ``db``: measure this machine, fit the planner
-to it, bring in measurements from other tools. Thin: the work is in ``xpuplan.bench`` and
-``xpuplan.store``."""
+to it, bring in measurements from other tools. Thin: the work is in ``xpuplan.jobs.bench``."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from typing import Annotated, Any
 
 import typer
 
 from xpuplan import units
 from xpuplan.cli.common import cli_command, console, err_console, print_json, table
-from xpuplan.errors import UserInputError
 
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL or SQLite file of the store "
                                                          "(default: $XPUPLAN_DB_URL or the user's data directory)")]
@@ -31,12 +28,6 @@ def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate)
     app.add_typer(import_app, name="import")
     app.add_typer(db_app, name="db")
-
-
-def _store(db: str | None) -> Any:
-    from xpuplan.store.engine import open_store
-
-    return open_store(db)
 
 
 def _fmt_time(seconds: float | None) -> str:
@@ -68,13 +59,8 @@ def bench_run(
     Every measurement is stored as soon as it is made; a run stopped half-way keeps what it measured."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from xpuplan.bench.detect import detect_backend
-    from xpuplan.bench.runner import BenchOptions, headline, run_bench
+    from xpuplan.jobs.bench import run_benchmarks
 
-    only_set = frozenset(x.strip() for x in only.split(",") if x.strip()) if only else None
-    opts = BenchOptions(device=device, quick=quick, device_id=device_id, dtype=dtype, only=only_set, note=note)
-    backend = detect_backend(device)
-    store = _store(db)
     progress = Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.description}"), console=err_console, transient=True,
                         disable=json_ or not err_console.is_terminal)
@@ -84,10 +70,12 @@ def bench_run(
         def on_case(i: int, total: int, name: str) -> None:
             progress.update(task, total=total, completed=i, description=name)
 
-        result = run_bench(store, opts, on_case=on_case, backend=backend)
+        done = run_benchmarks(device=device, quick=quick, device_id=device_id, dtype=dtype, only=only, note=note,
+                              db=db, on_case=on_case)
+    result, backend = done.result, done.backend
     info = {"run_id": result.run_id, "status": result.status, "device_id": result.device_id,
             "device_name": backend.name, "backend": backend.kind, "measurements": len(result.records),
-            "skipped": result.skipped, "headline": headline(result.records)}
+            "skipped": result.skipped, "headline": done.headline}
     if json_:
         info["environment"] = backend.environment
         info["records"] = [{"kind": r.kind, "name": r.name, "dtype": r.dtype, "metric": r.metric, "value": r.value,
@@ -101,7 +89,7 @@ def bench_run(
         console.print(f"skipped (not supported here): {', '.join(result.skipped)}")
     if result.device_id is None:
         console.print("[yellow]this device is not in the catalog: pass --device-id to calibrate with these figures[/]")
-    console.print(f"stored as run {result.run_id} in {store.display_url}; next: "
+    console.print(f"stored as run {result.run_id} in {done.store_url}; next: "
                   f"`xpuplan calibrate --from {result.run_id}` then `xpuplan validate --local {result.run_id}`")
 
 
@@ -123,23 +111,15 @@ def bench_list(
     json_: JsonOption = False,
 ) -> None:
     """Stored runs, newest first (a killed run shows as ``aborted``)."""
-    from xpuplan.store.models import RUN_KINDS
-    from xpuplan.store.records import count_measurements, effective_status, list_runs
+    from xpuplan.jobs.bench import list_stored_runs
 
-    if kind and kind not in RUN_KINDS:
-        raise UserInputError(f"expected one of {', '.join(RUN_KINDS)}, got {kind!r}", field="kind")
-    if limit <= 0:
-        raise UserInputError("must be positive", field="limit")
-    store = _store(db)
-    runs = list_runs(store, kind=kind, device_id=device_id, limit=limit)
-    counts = count_measurements(store, [r.id for r in runs])
-    out = [r.summary() | {"status": effective_status(r), "measurements": counts.get(r.id, 0)} for r in runs]
+    out, store_url = list_stored_runs(kind=kind, device_id=device_id, limit=limit, db=db)
     if json_:
         print_json(out)
         return
     rows = [[o["id"], o["kind"], o["status"], (o["started_at"] or "")[:19], o["device_id"] or "-", o["device_name"] or "-",
              o["measurements"], o["source"] or o["note"] or ""] for o in out]
-    console.print(table(f"{len(out)} run(s) in {store.display_url}",
+    console.print(table(f"{len(out)} run(s) in {store_url}",
                         ["run", "kind", "status", "started (UTC)", "device id", "device", "measurements", "source / note"],
                         rows))
 
@@ -153,17 +133,15 @@ def bench_show(
     json_: JsonOption = False,
 ) -> None:
     """One run: device, software, configuration and every measurement."""
-    from xpuplan.bench.runner import headline
-    from xpuplan.store.records import effective_status, resolve_run, run_measurements
+    from xpuplan.jobs.bench import show_stored_run
 
-    store = _store(db)
-    r = resolve_run(store, run)
-    meas = run_measurements(store, r.id, kind=kind)
+    shown = show_stored_run(run, kind=kind, db=db)
+    r, meas = shown.run, shown.measurements
     if json_:
-        print_json(r.summary() | {"status": effective_status(r), "environment": r.environment, "config": r.config,
-                                  "headline": headline(meas), "measurements": [m.to_dict() for m in meas]})
+        print_json(r.summary() | {"status": shown.status, "environment": r.environment, "config": r.config,
+                                  "headline": shown.headline, "measurements": [m.to_dict() for m in meas]})
         return
-    console.print(f"[bold]run {r.id}[/] ({r.kind}, {effective_status(r)}) {r.device_name or ''} -> {r.device_id or 'no catalog id'}")
+    console.print(f"[bold]run {r.id}[/] ({r.kind}, {shown.status}) {r.device_name or ''} -> {r.device_id or 'no catalog id'}")
     console.print(f"started {r.started_at:%Y-%m-%d %H:%M:%S} on {r.host or '?'}" + (f"; source {r.source}" if r.source else ""))
     env = {k: v for k, v in (r.environment or {}).items() if not isinstance(v, str) or len(v) < 120}
     if env:
@@ -183,19 +161,9 @@ def bench_collectives(
     """Collective bandwidth on this node: runs `torchrun --nproc-per-node N -m xpuplan.bench.collectives`.
 
     For several nodes run torchrun yourself with a rendezvous endpoint (see docs/measurement.md)."""
-    from xpuplan.bench import require_torch
+    from xpuplan.jobs.bench import collectives_command
 
-    require_torch()
-    if nproc_per_node < 2:
-        raise UserInputError("collectives need at least 2 processes", field="nproc_per_node")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
-           "-m", "xpuplan.bench.collectives", "--backend", backend]
-    if quick:
-        cmd.append("--quick")
-    if device_id:
-        cmd += ["--device-id", device_id]
-    if db:
-        cmd += ["--db", db]
+    cmd = collectives_command(nproc_per_node=nproc_per_node, quick=quick, backend=backend, device_id=device_id, db=db)
     rc = subprocess.call(cmd, env=os.environ.copy())
     if rc:
         raise typer.Exit(rc)
@@ -215,10 +183,9 @@ def calibrate(
     """Fit the planner's efficiency parameters for a device to stored measurements and save a calibration profile.
 
     The planners use the newest profile of a device (and say so in their results)."""
-    from xpuplan.calibrate.fit import calibrate_from_store
+    from xpuplan.jobs.bench import calibrate_device
 
-    store = _store(db)
-    res = calibrate_from_store(store, device, from_ or [], save=not dry_run)
+    res = calibrate_device(device=device, runs=from_ or [], dry_run=dry_run, db=db)
     fit = res.fit
     out = {"calibration_id": res.calibration_id or None, "device_id": res.device_id, "runs": res.run_ids,
            "saved": not dry_run, "efficiency": fit.efficiency.model_dump(), **fit.report()}
@@ -260,11 +227,10 @@ def import_nccl(
     json_: JsonOption = False,
 ) -> None:
     """Bus bandwidth and latency per message size, for `calibrate` (one run per file)."""
-    from xpuplan.bench.imports import parse_nccl_tests, store_import
+    from xpuplan.jobs.bench import import_files
 
-    parsed = [parse_nccl_tests(f, op=op, device_id=device_id) for f in files]  # all parse before any is stored
-    store = _store(db)
-    out = [_report_import(p, store_import(store, p), json_) for p in parsed]
+    out = [_report_import(p, run_id, json_) for p, run_id in import_files("nccl-tests", files, db=db, op=op,
+                                                                          device_id=device_id)]
     if json_:
         print_json(out)
 
@@ -282,12 +248,11 @@ def import_vllm(
     json_: JsonOption = False,
 ) -> None:
     """Serving throughput and latency, for `validate --local RUN`."""
-    from xpuplan.bench.imports import parse_vllm_json, store_import
+    from xpuplan.jobs.bench import import_files
 
-    parsed = [parse_vllm_json(f, device_id=device_id, n_devices=n_devices, tp=tp, precision=precision, model=model)
-              for f in files]
-    store = _store(db)
-    out = [_report_import(p, store_import(store, p), json_) for p in parsed]
+    imported = import_files("vllm", files, db=db, device_id=device_id, n_devices=n_devices, tp=tp,
+                            precision=precision, model=model)
+    out = [_report_import(p, run_id, json_) for p, run_id in imported]
     if json_:
         print_json(out)
 
@@ -300,11 +265,9 @@ def import_csv(
     json_: JsonOption = False,
 ) -> None:
     """Published or own measurements in the validation CSV format, for `validate --local RUN`."""
-    from xpuplan.bench.imports import parse_validation_csv, store_import
+    from xpuplan.jobs.bench import import_files
 
-    parsed = [parse_validation_csv(f) for f in files]
-    store = _store(db)
-    out = [_report_import(p, store_import(store, p), json_) for p in parsed]
+    out = [_report_import(p, run_id, json_) for p, run_id in import_files("csv", files, db=db)]
     if json_:
         print_json(out)
 
@@ -314,17 +277,9 @@ def import_csv(
 @cli_command
 def db_info(db: DbOption = None, json_: JsonOption = False) -> None:
     """Where the store is, its schema revision and what it holds."""
-    from sqlalchemy import func, select
+    from xpuplan.jobs.bench import store_info
 
-    from xpuplan.store.engine import current_revision, head_revision
-    from xpuplan.store.models import Calibration, Measurement, Run, Scenario
-
-    store = _store(db)
-    with store.session() as s:
-        counts = {name: int(s.scalar(select(func.count()).select_from(model)) or 0)
-                  for name, model in (("runs", Run), ("measurements", Measurement), ("calibrations", Calibration),
-                                      ("scenarios", Scenario))}
-    out = {"url": store.display_url, "revision": current_revision(store.engine), "head": head_revision(), **counts}
+    out = store_info(db)
     if json_:
         print_json(out)
         return
@@ -335,7 +290,7 @@ def db_info(db: DbOption = None, json_: JsonOption = False) -> None:
 @cli_command
 def db_upgrade(db: DbOption = None) -> None:
     """Create the store or migrate it to the newest schema (also done on first use)."""
-    from xpuplan.store.engine import current_revision
+    from xpuplan.jobs.bench import upgrade_store
 
-    store = _store(db)
-    console.print(f"{store.display_url}: schema at revision {current_revision(store.engine)}")
+    url, revision = upgrade_store(db)
+    console.print(f"{url}: schema at revision {revision}")

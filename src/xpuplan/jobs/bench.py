@@ -1,0 +1,148 @@
+"""Measurement jobs: benchmark this machine, browse stored runs, calibrate, import other tools' logs,
+inspect the store. The only layer that reaches ``xpuplan.bench`` (torch, an optional extra) and the
+store for these commands; front ends render what these return."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from xpuplan.errors import UserInputError
+
+#: Import formats ``xpuplan import`` understands -> parser in ``xpuplan.bench.imports``.
+IMPORT_PARSERS = {"nccl-tests": "parse_nccl_tests", "vllm": "parse_vllm_json", "csv": "parse_validation_csv"}
+
+
+def open_store(db: str | None) -> Any:
+    """The measurement store at ``db`` (SQLAlchemy URL or SQLite file), else $XPUPLAN_DB_URL or the
+    user's data directory."""
+    from xpuplan.store.engine import open_store as _open
+
+    return _open(db)
+
+
+@dataclass
+class BenchRun:
+    """A finished (or interrupted) ``bench run``: the runner's result, the backend and the store URL."""
+
+    result: Any
+    backend: Any
+    store_url: str
+    headline: dict[str, Any]
+
+
+def run_benchmarks(*, device: str, quick: bool, device_id: str | None, dtype: str | None, only: str | None,
+                   note: str | None, db: str | None,
+                   on_case: Callable[[int, int, str], None] | None = None) -> BenchRun:
+    """Run the microbenchmarks; every measurement is stored as soon as it is made."""
+    from xpuplan.bench.detect import detect_backend
+    from xpuplan.bench.runner import BenchOptions, headline, run_bench
+
+    only_set = frozenset(x.strip() for x in only.split(",") if x.strip()) if only else None
+    opts = BenchOptions(device=device, quick=quick, device_id=device_id, dtype=dtype, only=only_set, note=note)
+    backend = detect_backend(device)
+    store = open_store(db)
+    result = run_bench(store, opts, on_case=on_case, backend=backend)
+    return BenchRun(result=result, backend=backend, store_url=store.display_url, headline=headline(result.records))
+
+
+def list_stored_runs(*, kind: str | None, device_id: str | None, limit: int, db: str | None) -> tuple[list[dict[str, Any]], str]:
+    """Stored runs, newest first, each with its effective status and measurement count; and the store URL."""
+    from xpuplan.store.models import RUN_KINDS
+    from xpuplan.store.records import count_measurements, effective_status, list_runs
+
+    if kind and kind not in RUN_KINDS:
+        raise UserInputError(f"expected one of {', '.join(RUN_KINDS)}, got {kind!r}", field="kind")
+    if limit <= 0:
+        raise UserInputError("must be positive", field="limit")
+    store = open_store(db)
+    runs = list_runs(store, kind=kind, device_id=device_id, limit=limit)
+    counts = count_measurements(store, [r.id for r in runs])
+    out = [r.summary() | {"status": effective_status(r), "measurements": counts.get(r.id, 0)} for r in runs]
+    return out, store.display_url
+
+
+@dataclass
+class StoredRun:
+    """One stored run with its measurements."""
+
+    run: Any
+    status: str
+    measurements: list[Any]
+    headline: dict[str, Any]
+
+
+def show_stored_run(run: str, *, kind: str | None, db: str | None) -> StoredRun:
+    """Run ``run`` (an id or 'latest') and its measurements (of ``kind`` only, when given)."""
+    from xpuplan.bench.runner import headline
+    from xpuplan.store.records import effective_status, resolve_run, run_measurements
+
+    store = open_store(db)
+    r = resolve_run(store, run)
+    meas = run_measurements(store, r.id, kind=kind)
+    return StoredRun(run=r, status=effective_status(r), measurements=meas, headline=headline(meas))
+
+
+def collectives_command(*, nproc_per_node: int, quick: bool, backend: str, device_id: str | None,
+                        db: str | None) -> list[str]:
+    """The ``torchrun`` command line that measures collectives on this node (checked: torch present,
+    at least two processes)."""
+    from xpuplan.bench import require_torch
+
+    require_torch()
+    if nproc_per_node < 2:
+        raise UserInputError("collectives need at least 2 processes", field="nproc_per_node")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
+           "-m", "xpuplan.bench.collectives", "--backend", backend]
+    if quick:
+        cmd.append("--quick")
+    if device_id:
+        cmd += ["--device-id", device_id]
+    if db:
+        cmd += ["--db", db]
+    return cmd
+
+
+def calibrate_device(*, device: str | None, runs: list[str], dry_run: bool, db: str | None) -> Any:
+    """Fit the efficiency parameters of ``device`` to stored runs; save the profile unless ``dry_run``."""
+    from xpuplan.calibrate.fit import calibrate_from_store
+
+    return calibrate_from_store(open_store(db), device, runs, save=not dry_run)
+
+
+def import_files(fmt: str, files: list[str], *, db: str | None, **options: Any) -> list[tuple[Any, int]]:
+    """Parse every file first (nothing is stored when one is malformed), then store each as a run.
+    Returns (parsed, run id) per file."""
+    from xpuplan.bench import imports
+
+    if fmt not in IMPORT_PARSERS:
+        raise UserInputError(f"expected one of {', '.join(IMPORT_PARSERS)}, got {fmt!r}", field="format")
+    parse = getattr(imports, IMPORT_PARSERS[fmt])
+    parsed = [parse(f, **options) for f in files]
+    store = open_store(db)
+    return [(p, imports.store_import(store, p)) for p in parsed]
+
+
+def store_info(db: str | None) -> dict[str, Any]:
+    """Where the store is, its schema revision and how many rows each table holds."""
+    from sqlalchemy import func, select
+
+    from xpuplan.store.engine import current_revision, head_revision
+    from xpuplan.store.models import Calibration, Measurement, Run, Scenario
+
+    store = open_store(db)
+    with store.session() as s:
+        counts = {name: int(s.scalar(select(func.count()).select_from(model)) or 0)
+                  for name, model in (("runs", Run), ("measurements", Measurement), ("calibrations", Calibration),
+                                      ("scenarios", Scenario))}
+    return {"url": store.display_url, "revision": current_revision(store.engine), "head": head_revision(), **counts}
+
+
+def upgrade_store(db: str | None) -> tuple[str, str | None]:
+    """Create or migrate the store (opening it does); its URL and schema revision."""
+    from xpuplan.store.engine import current_revision
+
+    store = open_store(db)
+    return store.display_url, current_revision(store.engine)
