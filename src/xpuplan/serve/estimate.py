@@ -208,13 +208,9 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
     ctx = input_len + output_len / 2.0
     new_per_step = c / output_len
-    prefill_tokens = max(1, round(new_per_step * input_len))
     plen = int(round(input_len))
     if rep.engine.chunked_prefill:
-        budget = rep.engine.prefill_chunk_tokens
-        pt = min(prefill_tokens, budget)
-        st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(plen, budget))
-        tpot = st.total_s * max(1.0, prefill_tokens / budget) if prefill_tokens > budget else st.total_s
+        tpot, st = continuous_tpot(rep, input_len, output_len, concurrency)
         # the new prompt rides in ceil(in / budget) steps beside the running sequences' decode tokens
         ttft = prompt_in_mixed_steps_s(rep, plen, c, ctx)
     else:
@@ -224,6 +220,23 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
         tpot = st.total_s + per_step_prefill
         ttft = t_pref + st.total_s / 2.0  # a prompt waits on average half a decode step
     return tpot, ttft, st
+
+
+def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurrency: int) -> tuple[float, StepTime]:
+    """(TPOT, step breakdown) of the steady state at ``concurrency`` running sequences — the part of
+    :func:`continuous_step` that does not need the TTFT (cheaper with chunked prefill)."""
+    if not rep.engine.chunked_prefill:
+        tpot, _, st = continuous_step(rep, input_len, output_len, concurrency)
+        return tpot, st
+    c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
+    ctx = input_len + output_len / 2.0
+    prefill_tokens = max(1, round(c / output_len * input_len))
+    plen = int(round(input_len))
+    budget = rep.engine.prefill_chunk_tokens
+    pt = min(prefill_tokens, budget)
+    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(plen, budget))
+    tpot = st.total_s * max(1.0, prefill_tokens / budget) if prefill_tokens > budget else st.total_s
+    return tpot, st
 
 
 def estimate_continuous(rep: Replica, input_len: int, output_len: int, concurrency: int, *,

@@ -28,7 +28,7 @@ from typing import Any
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.serve import validity
 from xpuplan.serve.constants import DEFAULT_SLO_PERCENTILE, MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
-from xpuplan.serve.estimate import continuous_step, kv_tokens_per_sequence, time_prefill_s
+from xpuplan.serve.estimate import continuous_step, continuous_tpot, kv_tokens_per_sequence, time_prefill_s
 from xpuplan.serve.kv import max_concurrent_sequences, memory_plan, require_fit
 from xpuplan.serve.replica import Replica, step_time
 
@@ -102,20 +102,89 @@ def prefill_service_s(rep: Replica, input_len: float, concurrency: int) -> float
         ctx = input_len
         total = 0.0
         done = 0
+        without = step_time(rep, decode_seqs=c, decode_context=ctx).total_s  # the same for every chunk
         while done < plen:
             k = min(budget, plen - done)
             with_p = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=k, prefill_len=k,
                                prefill_kv_len=done + k).total_s
-            without = step_time(rep, decode_seqs=c, decode_context=ctx).total_s
             total += max(with_p - without, 0.0)
             done += k
         return total
     return time_prefill_s(rep, 1, plen)[0]
 
 
+#: Largest concurrency for which the SLO search tabulates every concurrency at once (arrays); above it
+#: the search evaluates the concurrencies it probes one by one. Both give the same numbers.
+TABLE_MAX_CONCURRENCY = 8192
+
+
+@dataclass(frozen=True)
+class ConcurrencyTable:
+    """What does not depend on the arrival rate, for every concurrency 1..len: TPOT, prefill service
+    time of a mean and of a tail prompt, and the step time (seconds; index = concurrency - 1)."""
+
+    tpot_s: Any
+    service_s: Any
+    service_tail_s: Any
+    step_s: Any
+
+    def at(self, concurrency: int) -> tuple[float, float, float, float]:
+        i = concurrency - 1
+        return (float(self.tpot_s[i]), float(self.service_s[i]), float(self.service_tail_s[i]),
+                float(self.step_s[i]))
+
+
+def _prefill_service_arrays(rep: Replica, input_len: float, conc: Any) -> Any:
+    """:func:`prefill_service_s` for an array of concurrencies."""
+    import numpy as np
+
+    from xpuplan.serve.vectorised import step_time_arrays
+
+    plen = max(1, round(input_len))
+    if not rep.engine.chunked_prefill:
+        return np.full(conc.shape, time_prefill_s(rep, 1, plen)[0])
+    c = np.maximum(1.0, np.ceil(conc / rep.pp))
+    budget = rep.engine.prefill_chunk_tokens
+    without = step_time_arrays(rep, decode_seqs=c, decode_context=input_len).total_s
+    total = np.zeros(conc.shape)
+    done = 0
+    while done < plen:
+        k = min(budget, plen - done)
+        with_p = step_time_arrays(rep, decode_seqs=c, decode_context=input_len, prefill_tokens=k, prefill_len=k,
+                                  prefill_kv_len=done + k).total_s
+        total = total + np.maximum(with_p - without, 0.0)
+        done += k
+    return total
+
+
+def concurrency_table(rep: Replica, input_len: float, output_len: float, tail_len: float,
+                      max_concurrency: int) -> ConcurrencyTable:
+    """Rate-independent quantities at every concurrency up to ``max_concurrency``, in a few array
+    evaluations of the step model (the scalar path, :func:`load_point` without a table, gives the same)."""
+    import numpy as np
+
+    from xpuplan.serve.vectorised import continuous_arrays, step_time_arrays
+
+    conc = np.arange(1, max_concurrency + 1, dtype=float)
+    c = np.maximum(1.0, np.ceil(conc / rep.pp))
+    ctx = input_len + output_len / 2.0
+    tpot = continuous_arrays(rep, input_len, output_len, conc).tpot_s
+    if rep.engine.chunked_prefill:
+        budget = rep.engine.prefill_chunk_tokens
+        prefill_tokens = np.maximum(1.0, np.round(c / output_len * input_len))
+        step = step_time_arrays(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=np.minimum(prefill_tokens, budget),
+                                prefill_len=min(int(round(input_len)), budget)).total_s
+    else:
+        step = step_time_arrays(rep, decode_seqs=c, decode_context=ctx).total_s
+    service = _prefill_service_arrays(rep, input_len, conc)
+    tail = _prefill_service_arrays(rep, tail_len, conc) if tail_len != input_len else service
+    return ConcurrencyTable(tpot_s=np.broadcast_to(tpot, conc.shape), service_s=service, service_tail_s=tail,
+                            step_s=np.broadcast_to(step, conc.shape))
+
+
 def load_point(rep: Replica, input_len: float, output_len: float, arrival_rate: float, *,
                percentile: float = DEFAULT_SLO_PERCENTILE, ttft_input_len: float | None = None,
-               max_concurrency: int | None = None) -> LoadPoint | None:
+               max_concurrency: int | None = None, table: ConcurrencyTable | None = None) -> LoadPoint | None:
     """Latency of ``rep`` at Poisson arrivals of ``arrival_rate`` requests/s; None when the load is
     over capacity (prefill utilisation >= MAX_STABLE_UTILISATION or more sequences than the KV cache
     holds). ``ttft_input_len``: prompt length whose prefill sets the TTFT percentile (default the
@@ -129,16 +198,20 @@ def load_point(rep: Replica, input_len: float, output_len: float, arrival_rate: 
     tail_len = ttft_input_len or input_len
 
     def evaluate(c: int) -> tuple[float, float, float, float, float, float]:
-        tpot, _, st = continuous_step(rep, input_len, output_len, c)
-        s = prefill_service_s(rep, input_len, c)
+        if table is not None:
+            tpot, s, s_tail, step_s = table.at(c)
+        else:
+            tpot, st = continuous_tpot(rep, input_len, output_len, c)
+            step_s = st.total_s
+            s = prefill_service_s(rep, input_len, c)
+            s_tail = prefill_service_s(rep, tail_len, c) if tail_len != input_len else s
         rho = arrival_rate * s
-        own = s if not rep.engine.chunked_prefill else s + st.total_s  # carrying steps end after its chunk
-        ttft_mean = wait_mean_s(rho, s) + st.total_s / 2.0 + own
-        s_tail = prefill_service_s(rep, tail_len, c) if tail_len != input_len else s
-        own_tail = s_tail if not rep.engine.chunked_prefill else s_tail + st.total_s
-        ttft_p = wait_quantile_s(rho, s, percentile) + st.total_s / 2.0 + own_tail
+        own = s if not rep.engine.chunked_prefill else s + step_s  # carrying steps end after its chunk
+        ttft_mean = wait_mean_s(rho, s) + step_s / 2.0 + own
+        own_tail = s_tail if not rep.engine.chunked_prefill else s_tail + step_s
+        ttft_p = wait_quantile_s(rho, s, percentile) + step_s / 2.0 + own_tail
         e2e = ttft_mean + (output_len - 1) * tpot
-        return tpot, ttft_mean, ttft_p, e2e, rho, st.total_s
+        return tpot, ttft_mean, ttft_p, e2e, rho, step_s
 
     # smallest integer concurrency with λ·E2E(C) <= C (Little's law)
     lo, hi = 1, max_concurrency
@@ -233,8 +306,10 @@ def throughput_at_slo(rep: Replica, input_len: float, output_len: float, slo: SL
     tpot_max, _, _ = continuous_step(rep, input_len, output_len, cmax)
     hi = cmax / (output_len * tpot_max) * 1.05
     lo = hi * 1e-6
+    table = (concurrency_table(rep, input_len, output_len, ttft_input_len or input_len, cmax)
+             if cmax <= TABLE_MAX_CONCURRENCY else None)
     p_lo = load_point(rep, input_len, output_len, lo, percentile=slo.percentile, ttft_input_len=ttft_input_len,
-                      max_concurrency=cmax)
+                      max_concurrency=cmax, table=table)
     if not meets(p_lo, slo):
         raise InfeasibleError("the SLO cannot be met even at minimal load",
                               reasons=[f"TTFT/TPOT at {lo:.3g} req/s exceed the SLO on {rep.key}"])
@@ -243,7 +318,7 @@ def throughput_at_slo(rep: Replica, input_len: float, output_len: float, slo: SL
     while hi / lo - 1.0 > SLO_SEARCH_REL_TOL:
         mid = math.sqrt(lo * hi)
         p = load_point(rep, input_len, output_len, mid, percentile=slo.percentile, ttft_input_len=ttft_input_len,
-                       max_concurrency=cmax)
+                       max_concurrency=cmax, table=table)
         if meets(p, slo):
             lo, best = mid, p  # type: ignore[assignment]
         else:
