@@ -41,6 +41,13 @@ def test_overview_reports_missing_figures_as_reasons():
 
 def test_search_hints_uneven_pipeline_when_layers_restrict_pp():
     r = runner.invoke(app, ["train", "search", "--model", "llama3.1-405b", "--hw", "H100", "--devices", "16384",
-                            "--top", "1"])
+                            "--top", "1", "--no-uneven-pipeline"])
     assert r.exit_code == 0, r.output
     assert "--uneven-pipeline" in r.stdout and "pp16" in r.stdout
+
+
+def test_search_tries_uneven_pipelines_by_default():
+    r = runner.invoke(app, ["train", "search", "--model", "llama3.1-405b", "--hw", "H100", "--devices", "16384",
+                            "--top", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "pp16" in r.stdout

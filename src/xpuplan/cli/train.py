@@ -154,7 +154,8 @@ def search_cmd(
     lora_rank: Annotated[int | None, typer.Option(help="adapter rank")] = None,
     kernels: Annotated[str | None, typer.Option(help="fused | eager")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,
-    uneven_pipeline: Annotated[bool, typer.Option(help="also try pp not dividing the layers")] = False,
+    uneven_pipeline: Annotated[bool, typer.Option(help="also try pp not dividing the layers (uneven first/last "
+                                                       "stages)")] = True,
     tp: Annotated[str | None, typer.Option(help="restrict tp, e.g. '4,8'")] = None,
     pp: Annotated[str | None, typer.Option(help="restrict pp")] = None,
     cp: Annotated[str | None, typer.Option(help="restrict cp")] = None,

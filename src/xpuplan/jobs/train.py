@@ -78,7 +78,8 @@ class _TrainCommon(Request):
     lora_rank: int | None = Field(default=None, ge=1, le=65536, description="adapter rank")
     kernels: Kernels | None = Field(default=None, description="fused | eager")
     reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free")
-    uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers")
+    uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers "
+                                  "(uneven first/last stages; the search tries them by default)")
     scale_out_gbit: PositiveFloat | None = Field(default=None, description="scale-out NIC per device, Gbit/s")
     domain_size: DeviceCount | None = Field(default=None, description="devices per scale-up domain")
     scenario: str | None = Field(default=None, max_length=4096, description="training scenario YAML")
@@ -133,6 +134,8 @@ class TrainSearchRequest(_TrainCommon):
     devices_range: str | None = Field(default=None, max_length=200,
                                       description="'16:1024' (doubling), '16:1024:16' or '8,16,64'")
     top: int | None = Field(default=None, ge=1, le=MAX_TOP, description="plans to show")
+    uneven_pipeline: bool = Field(default=True, description="also try pp not dividing the layers (uneven "
+                                  "first/last stages, as Meta trains Llama 3 405B); --no-uneven-pipeline turns it off")
     precision: str | None = Field(default=None, max_length=100, description="bf16 | fp16 | fp8 (comma list)")
     tp: str | None = Field(default=None, max_length=200, description="restrict tp, e.g. '4,8'")
     pp: str | None = Field(default=None, max_length=200, description="restrict pp")
@@ -469,6 +472,11 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
     counts = device_counts(req, sc)
     m = _model(ctx, req, sc)
     job = _job(req, sc)
+    if job.global_batch_tokens is None and job.method == "full":
+        # No batch given: grow it with the cluster as practitioners do (workload.training).
+        from xpuplan.workload.training import default_global_batch_tokens
+
+        job = job.model_copy(update={"global_batch_tokens": default_global_batch_tokens(max(counts), job.seq_len)})
     cluster = _cluster(ctx, req, counts[0], sc)
     space = _space(req, sc)
     k = req.top or (sc.top if sc else 10)

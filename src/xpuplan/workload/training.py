@@ -36,6 +36,19 @@ from xpuplan.workload.vocabulary import Kernels, Method, Recompute, TrainPrecisi
 #: batch LLaMA, Llama 2 and (at 3.2M) GPT-3 175B used.
 DEFAULT_GLOBAL_BATCH_TOKENS: Final = 4 * 1024 * 1024
 
+#: Tokens per device per optimizer step in the default pre-training batch of large clusters: teams
+#: grow the batch with the cluster so each data-parallel replica keeps enough micro-batches to fill
+#: its pipeline. Llama 3 405B ends at 16M tokens on 16,384 H100 (Llama 3 report, arXiv 2407.21783,
+#: §3.4.1 and §3.3.2) = 1,024 tokens per GPU.
+DEFAULT_TOKENS_PER_DEVICE: Final = 1024
+
+
+def default_global_batch_tokens(n_devices: int, seq_len: int) -> int:
+    """Default tokens per step for pre-training on ``n_devices``: the larger of the classic 4M-token
+    batch and 1,024 tokens per device, rounded down to whole sequences (at least one)."""
+    tokens = max(DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_TOKENS_PER_DEVICE * n_devices)
+    return max(1, tokens // seq_len) * seq_len
+
 #: Sequences per optimizer step when fine-tuning and the user gives no batch: a common
 #: instruction-tuning batch (64-128 sequences in Alpaca/Vicuna/PEFT recipes).
 DEFAULT_FINETUNE_BATCH_SEQUENCES: Final = 64
