@@ -245,3 +245,14 @@ def test_bench_without_torch_explains(tmp_path: Path) -> None:
                           env=dict(os.environ, XPUPLAN_DB_URL=f"sqlite:///{tmp_path / 'x.db'}"))
     assert proc.returncode == 2
     assert "PyTorch is needed" in proc.stderr and "torch>=2.3" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_assumptions_with_profiles_accepts_device_objects(tmp_path) -> None:
+    """Devices are unhashable (they hold dicts): lookup by object must work, deduplicated by id."""
+    from xpuplan.calibrate.profile import assumptions_with_profiles
+    from xpuplan.catalog import get_device
+    from xpuplan.catalog.assumptions import default_assumptions
+
+    dev = get_device("H100")
+    a = assumptions_with_profiles(None, [dev, dev, "H100"], f"sqlite:///{tmp_path / 'empty.db'}")
+    assert a.efficiency(dev) == default_assumptions().efficiency(dev)

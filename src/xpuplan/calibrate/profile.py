@@ -71,7 +71,12 @@ def assumptions_with_profiles(base: Assumptions | None, device_ids: Iterable[str
     a = base or default_assumptions()
     cat = catalog
     profiles: dict[str, Efficiency] = {}
-    for d in dict.fromkeys(device_ids):
+    seen: set[str] = set()
+    for d in device_ids:
+        key = d.id if isinstance(d, Device) else d  # devices hold dicts: dedupe by id, not by hash
+        if key in seen:
+            continue
+        seen.add(key)
         if isinstance(d, Device):
             dev = d
         else:
