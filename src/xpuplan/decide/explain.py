@@ -72,7 +72,8 @@ def explain(ev: Evaluation, lang: str) -> Explanation:
             if d <= 0:
                 break
             why.append(t("why.gain", lang, criterion=criterion_name(leaf, lang), points=d,
-                         raw=fmt_num(ev.raw[leaf][0]), raw2=fmt_num(ev.raw[leaf][1]), second=label(ev, 1, lang)))
+                         raw=fmt_num(ev.raw[leaf][0]), raw2=fmt_num(ev.raw[leaf][1]), second=label(ev, 1, lang),
+                         unit=_raw_unit(leaf, ev.role_share, lang)))
         losses = [g for g in gains if g[0] < 0]
         if losses:
             d, leaf = losses[-1]
@@ -137,3 +138,27 @@ def _low_trust(ev: Evaluation) -> list[dict[str, Any]]:
         if f["trust"] in ("C", "D") and f["path"] in LOW_TRUST_PATHS:
             out.append(f)
     return out[:6]
+
+
+def _raw_unit(leaf: str, role_share: dict[str, float], lang: str) -> str:
+    """Unit of a leaf's raw quantity as shown beside it (``scoring.LEAVES``), translated; the
+    compute-fit quantity is time to train for training-only scenarios and devices for serving-only ones."""
+    from xpuplan.decide.scoring import LEAVES
+
+    if leaf == "compute_fit" and set(role_share) == {"train"}:
+        return t("unit.s_to_train", lang)
+    if leaf == "compute_fit" and set(role_share) == {"serve"}:
+        return t("unit.devices_to_serve", lang)
+    key = _UNIT_KEYS.get(LEAVES[leaf][1])
+    return t(key, lang) if key else ""
+
+
+#: Units of ``scoring.LEAVES`` -> message keys (dimensionless scores show no unit).
+_UNIT_KEYS = {
+    "s to train / devices to serve": "unit.s_to_train_or_devices",
+    "devices per model copy": "unit.devices_per_copy",
+    "s": "unit.s",
+    "tokens/s per device": "unit.tokens_per_s_per_device",
+    "engineer-months": "unit.engineer_months",
+    "USD": "unit.usd",
+}
