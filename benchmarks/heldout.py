@@ -1,0 +1,261 @@
+"""Generalisation check: the planner on published runs it was never fitted to (``benchmarks/data/heldout_*.csv``).
+
+    python benchmarks/heldout.py                 # held-out files + public files, per-row tables and summaries
+    python benchmarks/heldout.py --no-public     # held-out files only
+    python benchmarks/heldout.py --json OUT.json # also write every figure as JSON
+    python benchmarks/heldout.py --quiet         # summaries only (no per-row tables)
+
+Predictions come from the public command line, ``xpuplan validate FILE --json`` (run once per file, under the
+built-in assumptions: no calibration profile, no override file), so this script depends on nothing inside the
+validator. Errors are signed, ``predicted / measured - 1``; a file's or a family's figures are the median and the
+P90 (linear interpolation) of the absolute errors in percent, over the rows the planner could predict. Rows it
+could not predict are counted with their reason. The *generalisation gap* is held-out minus public, per kind
+(training, serving) and per hardware family.
+
+The held-out rows are for judging only: never fit a constant, a family parameter or a default to them
+(``benchmarks/data/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+HELDOUT_FILES = ("heldout_training.csv", "heldout_inference.csv")
+
+
+@dataclass(frozen=True)
+class RowError:
+    """One row as the validator answered it."""
+
+    id: str
+    kind: str
+    hardware: str
+    family: str
+    metric: str
+    trust: str
+    measured: float
+    predicted: float | None
+    reason: str | None
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error, predicted / measured - 1 (None when not predicted)."""
+        return None if self.predicted is None else self.predicted / self.measured - 1.0
+
+
+@dataclass
+class FileResult:
+    """The validator's answer for one CSV file."""
+
+    path: Path
+    label: str
+    rows: list[RowError] = field(default_factory=list)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100] (the validator's definition)."""
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def stats(rows: list[RowError]) -> dict[str, Any]:
+    """n, predicted, median and P90 |error| in percent, mean signed error in percent."""
+    errs = [r.error for r in rows if r.error is not None]
+    out: dict[str, Any] = {"rows": len(rows), "predicted": len(errs)}
+    if errs:
+        abs_pct = [abs(e) * 100 for e in errs]
+        out.update(median_abs_pct=statistics.median(abs_pct), p90_abs_pct=percentile(abs_pct, 90),
+                   mean_signed_pct=statistics.mean(errs) * 100)
+    else:
+        out.update(median_abs_pct=None, p90_abs_pct=None, mean_signed_pct=None)
+    return out
+
+
+def _family_lookup(report: dict[str, Any]) -> dict[str, str]:
+    """hardware id -> family name, from the report's ``families`` section when it has one."""
+    lookup: dict[str, str] = {}
+    fams = report.get("families") or {}
+    for per_kind in fams.values() if isinstance(fams, dict) else ():
+        if not isinstance(per_kind, dict):
+            continue
+        for fam, info in per_kind.items():
+            for hw in (info or {}).get("hardware", []) if isinstance(info, dict) else []:
+                lookup[hw] = fam
+    return lookup
+
+
+def _family(hardware: str, lookup: dict[str, str]) -> str:
+    if hardware in lookup:
+        return lookup[hardware]
+    try:  # the package's own grouping (public API), when the report does not carry it
+        from xpuplan.validate import hardware_family
+
+        return str(hardware_family(hardware))
+    except Exception:  # noqa: BLE001 - any failure: fall back to the vendor prefix
+        return hardware.split("-", 1)[0]
+
+
+def run_validate(path: Path, label: str) -> FileResult:
+    """``xpuplan validate PATH --json`` in a subprocess (the same interpreter as this script)."""
+    cmd = [sys.executable, "-m", "xpuplan", "validate", str(path), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr.strip() or proc.stdout.strip()}")
+    report = json.loads(proc.stdout)
+    lookup = _family_lookup(report)
+    result = FileResult(path=path, label=label)
+    for r in report["rows"]:
+        hw = r.get("hardware") or ""
+        result.rows.append(RowError(
+            id=r["id"], kind=r.get("kind") or "", hardware=hw, family=r.get("family") or _family(hw, lookup),
+            metric=r.get("metric") or "", trust=r.get("trust") or "", measured=float(r["measured"]),
+            predicted=None if r.get("predicted") is None else float(r["predicted"]), reason=r.get("reason")))
+    return result
+
+
+def reason_key(reason: str) -> str:
+    """A reason with its row-specific numbers and quoted values elided, so like reasons count together."""
+    text = re.sub(r"'[^']*'", "'…'", reason)
+    text = re.sub(r"\d+(\.\d+)?", "#", text)
+    return text[:110]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}%"
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.4g}"
+
+
+def print_rows(res: FileResult) -> None:
+    print(f"\n## {res.label}: {res.path}\n")
+    print("| id | hardware | family | metric | trust | measured | predicted | error | reason |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in res.rows:
+        err = "-" if r.error is None else f"{r.error * 100:+.1f}%"
+        print(f"| {r.id} | {r.hardware} | {r.family} | {r.metric} | {r.trust} | {_num(r.measured)} | {_num(r.predicted)} "
+              f"| {err} | {r.reason or ''} |")
+
+
+def print_stats_table(title: str, groups: dict[str, list[RowError]]) -> None:
+    print(f"\n### {title}\n")
+    print("| group | rows | predicted | median abs | P90 abs | mean signed |")
+    print("|---|---|---|---|---|---|")
+    for name, rows in groups.items():
+        s = stats(rows)
+        print(f"| {name} | {s['rows']} | {s['predicted']} | {_pct(s['median_abs_pct'])} | {_pct(s['p90_abs_pct'])} "
+              f"| {_pct(s['mean_signed_pct'])} |")
+
+
+def by_family(rows: list[RowError]) -> dict[str, list[RowError]]:
+    groups: dict[str, list[RowError]] = defaultdict(list)
+    for r in rows:
+        groups[r.family].append(r)
+    return dict(sorted(groups.items()))
+
+
+def gap_table(kind: str, held: list[RowError], public: list[RowError]) -> list[dict[str, Any]]:
+    """Per family and overall: held-out vs public median/P90 and their difference (percentage points)."""
+    out = []
+    hf, pf = by_family(held), by_family(public)
+    for fam in ["all", *sorted(set(hf) | set(pf))]:
+        h = stats(held if fam == "all" else hf.get(fam, []))
+        p = stats(public if fam == "all" else pf.get(fam, []))
+        gap_med = (None if h["median_abs_pct"] is None or p["median_abs_pct"] is None
+                   else h["median_abs_pct"] - p["median_abs_pct"])
+        gap_p90 = None if h["p90_abs_pct"] is None or p["p90_abs_pct"] is None else h["p90_abs_pct"] - p["p90_abs_pct"]
+        out.append({"kind": kind, "family": fam, "heldout": h, "public": p, "gap_median_pp": gap_med, "gap_p90_pp": gap_p90})
+    return out
+
+
+def print_gap(rows: list[dict[str, Any]]) -> None:
+    print("| kind | family | held-out n | held-out median | held-out P90 | public n | public median | public P90 "
+          "| gap median (pp) | gap P90 (pp) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for g in rows:
+        h, p = g["heldout"], g["public"]
+        gm = "-" if g["gap_median_pp"] is None else f"{g['gap_median_pp']:+.1f}"
+        gp = "-" if g["gap_p90_pp"] is None else f"{g['gap_p90_pp']:+.1f}"
+        print(f"| {g['kind']} | {g['family']} | {h['predicted']} | {_pct(h['median_abs_pct'])} | {_pct(h['p90_abs_pct'])} "
+              f"| {p['predicted']} | {_pct(p['median_abs_pct'])} | {_pct(p['p90_abs_pct'])} | {gm} | {gp} |")
+
+
+def public_paths() -> list[Path]:
+    from xpuplan.validate import public_files  # public API: the files shipped with the package
+
+    return list(public_files())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-dir", type=Path, default=DATA_DIR, help="folder holding heldout_*.csv")
+    ap.add_argument("--no-public", action="store_true", help="skip the public files (no generalisation gap)")
+    ap.add_argument("--quiet", action="store_true", help="summaries only, no per-row tables")
+    ap.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    args = ap.parse_args(argv)
+
+    held = [run_validate(args.data_dir / name, "held-out " + name.split("_")[1].split(".")[0]) for name in HELDOUT_FILES]
+    public = [] if args.no_public else [run_validate(p, "public " + p.stem) for p in public_paths()]
+
+    print("# Held-out validation (never fitted to)\n")
+    print("Error = predicted / measured - 1; median and P90 of |error| over predicted rows.")
+    if not args.quiet:
+        for res in held:
+            print_rows(res)
+
+    print_stats_table("Per file", {f"{r.label} ({r.path.name})": r.rows for r in held + public})
+    for res in held:
+        print_stats_table(f"{res.label}: per hardware family", by_family(res.rows))
+        print_stats_table(f"{res.label}: per trust grade", {t: [r for r in res.rows if r.trust == t]
+                                                             for t in sorted({r.trust for r in res.rows})})
+        reasons = Counter(reason_key(r.reason) for r in res.rows if r.predicted is None and r.reason)
+        if reasons:
+            print(f"\n{res.label}: rows not predicted, by reason\n")
+            for why, n in reasons.most_common():
+                print(f"- {n} x {why}")
+
+    gaps: list[dict[str, Any]] = []
+    if public:
+        print("\n### Generalisation gap (held-out minus public, percentage points)\n")
+        for kind, label in (("train", "training"), ("infer", "serving")):
+            h_rows = [r for res in held for r in res.rows if r.kind == kind]
+            p_rows = [r for res in public for r in res.rows if r.kind == kind]
+            gaps += gap_table(label, h_rows, p_rows)
+        print_gap(gaps)
+
+    if args.json:
+        payload = {
+            "files": [{"path": str(r.path), "label": r.label, "summary": stats(r.rows),
+                       "by_family": {k: stats(v) for k, v in by_family(r.rows).items()},
+                       "not_predicted": dict(Counter(reason_key(x.reason) for x in r.rows if x.predicted is None and x.reason)),
+                       "rows": [{"id": x.id, "kind": x.kind, "hardware": x.hardware, "family": x.family, "metric": x.metric,
+                                 "trust": x.trust, "measured": x.measured, "predicted": x.predicted, "error": x.error,
+                                 "reason": x.reason} for x in r.rows]}
+                      for r in held + public],
+            "gap": gaps,
+        }
+        args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"\nwritten: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
