@@ -1,0 +1,223 @@
+"""The web page: the HTTP API (:mod:`xpuplan.api`) plus the pages, their assets and a few page helpers.
+
+Routes added to the API app:
+
+- ``/`` the recommend page (main page), ``/catalog`` the hardware catalog and comparison;
+- ``/static/…`` the page's CSS and JavaScript (package data, no CDN) and ``/static/vendor/plotly.min.js``
+  served from the installed ``plotly`` package;
+- ``/ui/i18n/{lang}.json`` the translation catalogue the CLI uses (``xpuplan.i18n``);
+- ``/ui/meta`` presets (resolved scenarios and their leaf weights) and the criteria tree;
+- ``/ui/roofline``, ``/ui/memory/train``, ``/ui/memory/infer``: the jobs behind the roofline chart
+  and the memory breakdown of a ranked option;
+- ``/ui/scenario.yaml``: the form's scenario as the YAML file ``xpuplan recommend`` takes;
+- ``/ui/model-config``: an uploaded Hugging Face ``config.json``, kept for this server's lifetime.
+
+Everything here parses a request, calls a job and returns its typed result; no math.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tempfile
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+
+from xpuplan.api.app import create_app as create_api_app
+from xpuplan.errors import UserInputError
+from xpuplan.i18n import LANGS, catalogue
+
+STATIC = resources.files("xpuplan.web") / "static"
+#: The HTML report's stylesheet, shared with the page (xpuplan.report).
+REPORT_CSS = resources.files("xpuplan.report") / "style.css"
+#: Largest uploaded config.json accepted (bytes).
+MAX_CONFIG_BYTES = 1 << 20
+_CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                  ".svg": "image/svg+xml"}
+
+
+def plotly_js() -> Path | None:
+    """``plotly.min.js`` shipped inside the installed ``plotly`` package (None: not installed)."""
+    try:
+        import plotly
+    except ImportError:
+        return None
+    p = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    return p if p.is_file() else None
+
+
+@cache
+def _page(name: str) -> str:
+    return (STATIC / name).read_text(encoding="utf-8")
+
+
+def _error(status: int, message: str, field: str | None = None, hint: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "field": field, "hint": hint}, status_code=status)
+
+
+def _user_error(exc: UserInputError) -> JSONResponse:
+    return _error(422, exc.message, exc.field, exc.hint)
+
+
+def _meta() -> dict[str, Any]:
+    from xpuplan.decide.scenario import list_presets, preset
+    from xpuplan.decide.weights import criteria_data, make_weights
+
+    cd = criteria_data()
+    presets = {}
+    for name in list_presets():
+        s = preset(name)
+        presets[name] = {"scenario": s.model_dump(mode="json", exclude_none=True),
+                         "weights": make_weights(s.weights, s.weight_adjustments).to_dict()}
+    return {"langs": list(LANGS), "groups": {g: list(v) for g, v in cd.groups.items()},
+            "default_weights": dict(cd.defaults), "weights_source": cd.source_title, "presets": presets}
+
+
+def _scenario_yaml(data: Any) -> str:
+    if not isinstance(data, dict) or not isinstance(data.get("scenario"), str):
+        raise UserInputError("the body must be a scenario mapping with a 'scenario' key", field="scenario")
+    head = "# Scenario from the xpuplan web page; run it with: xpuplan recommend this-file.yaml\n"
+    return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
+
+
+def _save_config(raw: bytes, upload_dir: Path) -> dict[str, Any]:
+    from xpuplan.jobs.catalog import model_show
+
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UserInputError(f"config.json is larger than {MAX_CONFIG_BYTES} bytes", field="config.json")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserInputError(f"not a JSON file: {exc}", field="config.json") from None
+    if not isinstance(data, dict):
+        raise UserInputError("config.json must hold a JSON object", field="config.json")
+    raw_name = str(data.get("_name_or_path") or data.get("model_type") or "uploaded")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", raw_name.rsplit("/", 1)[-1]).strip("-.")[:60] or "uploaded"
+    folder = upload_dir / f"{name}-{hashlib.sha256(raw).hexdigest()[:10]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.json"
+    path.write_bytes(raw)
+    shown = model_show(str(path))
+    return {"model": str(path), "result": shown.model_dump(mode="json")}
+
+
+def add_pages(app: FastAPI, upload_dir: Path | None = None) -> FastAPI:
+    """Add the page routes, assets and page helpers to ``app`` (the API app)."""
+    uploads = upload_dir or Path(tempfile.mkdtemp(prefix="xpuplan-web-"))
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def index() -> HTMLResponse:
+        return HTMLResponse(_page("index.html"))
+
+    @app.get("/catalog", response_class=HTMLResponse, include_in_schema=False)
+    def catalog_page() -> HTMLResponse:
+        return HTMLResponse(_page("catalog.html"))
+
+    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_asset() -> Response:
+        p = plotly_js()
+        if p is None:
+            return Response("/* plotly is not installed: pip install plotly */", media_type="text/javascript",
+                            status_code=404)
+        return FileResponse(p, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/static/report.css", include_in_schema=False)
+    def report_css() -> Response:
+        return Response(REPORT_CSS.read_text(encoding="utf-8"), media_type=_CONTENT_TYPES[".css"])
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def asset(name: str) -> Response:
+        suffix = Path(name).suffix
+        if "/" in name or "\\" in name or name.startswith(".") or suffix not in _CONTENT_TYPES:
+            return _error(404, f"no asset {name!r}")
+        f = STATIC / name
+        if not f.is_file():
+            return _error(404, f"no asset {name!r}")
+        return Response(f.read_text(encoding="utf-8"), media_type=_CONTENT_TYPES[suffix])
+
+    @app.get("/ui/i18n/{lang}.json", include_in_schema=False)
+    def i18n(lang: str) -> Response:
+        try:
+            return JSONResponse(catalogue(lang))
+        except UserInputError as exc:
+            return _user_error(exc)
+
+    @app.get("/ui/meta", include_in_schema=False)
+    def meta() -> Response:
+        return JSONResponse(_meta_cached())
+
+    @app.get("/ui/roofline", include_in_schema=False)
+    def roofline(hw: str, model: str, batch: int = 1, q_len: int = 1, kv_len: int = 2048, tp: int = 1,
+                 dtype: str = "bf16") -> Response:
+        from xpuplan.jobs.catalog import roofline as roofline_job
+        from xpuplan.jobs.requests import RooflineRequest
+
+        return _run(lambda: roofline_job(RooflineRequest(hw=hw, model=model, batch=batch, q_len=q_len,
+                                                         kv_len=kv_len, tp=tp, dtype=dtype)))
+
+    @app.post("/ui/memory/train", include_in_schema=False)
+    async def memory_train(request: Request) -> Response:
+        from xpuplan.jobs.memory import MemoryTrainRequest, memory_train
+
+        body = await request.json()
+        return _run(lambda: memory_train(MemoryTrainRequest.model_validate(body)))
+
+    @app.post("/ui/memory/infer", include_in_schema=False)
+    async def memory_infer(request: Request) -> Response:
+        from xpuplan.jobs.memory import MemoryInferRequest, memory_infer
+
+        body = await request.json()
+        return _run(lambda: memory_infer(MemoryInferRequest.model_validate(body)))
+
+    @app.post("/ui/scenario.yaml", include_in_schema=False)
+    async def scenario_yaml(request: Request) -> Response:
+        try:
+            text = _scenario_yaml(await request.json())
+        except UserInputError as exc:
+            return _user_error(exc)
+        return Response(text, media_type="application/x-yaml; charset=utf-8",
+                        headers={"Content-Disposition": "attachment; filename=scenario.yaml"})
+
+    @app.post("/ui/model-config", include_in_schema=False)
+    async def model_config(request: Request) -> Response:
+        return _run(lambda raw=await request.body(): _save_config(raw, uploads))
+
+    return app
+
+
+def _run(fn: Any) -> Response:
+    from pydantic import ValidationError
+
+    from xpuplan.errors import InfeasibleError
+
+    try:
+        out = fn()
+    except UserInputError as exc:
+        return _user_error(exc)
+    except InfeasibleError as exc:
+        return _error(422, str(exc))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return _error(422, str(first.get("msg")), ".".join(str(x) for x in first.get("loc", ())))
+    return JSONResponse(out if isinstance(out, dict) else out.model_dump(mode="json"))
+
+
+@cache
+def _meta_cached() -> dict[str, Any]:
+    return _meta()
+
+
+def create_app(**kwargs: Any) -> FastAPI:
+    """The API app (``xpuplan.api.app.create_app(**kwargs)``) with the web page added."""
+    upload_dir = kwargs.pop("upload_dir", None)
+    return add_pages(create_api_app(**kwargs), upload_dir=upload_dir)
+
+
+__all__ = ["add_pages", "create_app", "plotly_js"]
