@@ -1,0 +1,134 @@
+"""The FastAPI application: :func:`create_app`.
+
+Every endpoint lives under ``/api/v1`` (docs/api.md), plus ``/metrics`` (Prometheus text) and
+``/healthz``. The app holds one :class:`~xpuplan.jobs.context.RunContext` (catalog, assumptions,
+calibration, the store URL) resolved at start, like one CLI run.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from xpuplan import __version__
+from xpuplan.api import catalog, errors, planning
+
+#: Prefix of every endpoint.
+PREFIX: Final = "/api/v1"
+#: Largest request body accepted, bytes (a scenario is a few KB; a validation CSV a few hundred KB).
+DEFAULT_MAX_BODY_BYTES: Final = 2 * 1024 * 1024
+#: Paths served without a token (liveness probes).
+OPEN_PATHS: Final = frozenset({"/healthz"})
+
+
+class BodyLimit:
+    """ASGI middleware: a body over ``limit`` bytes gets 413 (by ``Content-Length`` before anything
+    is read, or while streaming a chunked body)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.limit
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await self._reject(scope, receive, send)
+                    return
+        seen = 0
+        started = False
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counting_receive, guarded_send)
+        except _TooLarge:
+            if not started:
+                await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        resp = JSONResponse(status_code=413, content={
+            "error": f"request body larger than {self.limit:,} bytes", "field": None, "hint": None})
+        await resp(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _authorised(request: Request, token: str) -> bool:
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def create_app(*, store_url: str | None = None, token: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, use_calibration: bool | None = None) -> FastAPI:
+    """The HTTP API.
+
+    ``store_url``: SQLAlchemy URL of the store (saved scenarios, background jobs and their results;
+    default ``XPUPLAN_DB_URL`` or the SQLite file in the user's data directory). ``token``: when
+    given, every request but ``/healthz`` needs ``Authorization: Bearer <token>`` (``xpuplan serve``
+    requires one when bound to an address other than loopback). ``max_body_bytes``: larger bodies
+    get 413. ``use_calibration``: use stored calibration profiles (default: ``XPUPLAN_USE_CALIBRATION``).
+    """
+    from xpuplan.jobs.context import resolve_context
+
+    app = FastAPI(
+        title="xpuplan",
+        version=__version__,
+        description="Choose accelerators for LLM training and inference: the jobs of the xpuplan CLI over HTTP. "
+                    "Results are the same typed JSON as `--json`; see docs/api.md.",
+        openapi_url=f"{PREFIX}/openapi.json",
+        docs_url=f"{PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.context = resolve_context(use_calibration=use_calibration, db_url=store_url)
+    app.state.store_url = store_url
+    app.state.token = token
+    app.state.started = time.time()
+    errors.install(app)
+
+    if token:
+        @app.middleware("http")
+        async def _auth(request: Request, call_next: Any) -> Any:
+            if request.url.path not in OPEN_PATHS and not _authorised(request, token):
+                return JSONResponse(status_code=401, content={"error": "missing or wrong bearer token",
+                                                              "field": "Authorization", "hint": None},
+                                    headers={"WWW-Authenticate": "Bearer"})
+            return await call_next(request)
+
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+
+    for router in (catalog.router, planning.router):
+        app.include_router(router, prefix=PREFIX, responses=errors.ERROR_RESPONSES)
+
+    @app.get("/healthz", tags=["service"], summary="Liveness: 200 while the server runs")
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "uptime_s": time.time() - app.state.started}
+
+    return app
