@@ -9,18 +9,13 @@ Routes added to the API app:
 - ``/ui/meta`` presets (resolved scenarios and their leaf weights) and the criteria tree;
 - ``/ui/roofline``, ``/ui/memory/train``, ``/ui/memory/infer``: the jobs behind the roofline chart
   and the memory breakdown of a ranked option;
-- ``/ui/scenario.yaml``: the form's scenario as the YAML file ``xpuplan recommend`` takes;
-- ``/ui/model-config``: an uploaded Hugging Face ``config.json``, kept for this server's lifetime.
+- ``/ui/scenario.yaml``: the form's scenario as the YAML file ``xpuplan recommend`` takes.
 
 Everything here parses a request, calls a job and returns its typed result; no math.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import tempfile
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -33,12 +28,11 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from xpuplan.api.app import create_app as create_api_app
 from xpuplan.errors import UserInputError
 from xpuplan.i18n import LANGS, catalogue
+from xpuplan.report.svg import LEAF_COLOURS, LINE_COLOURS
 
 STATIC = resources.files("xpuplan.web") / "static"
 #: The HTML report's stylesheet, shared with the page (xpuplan.report).
 REPORT_CSS = resources.files("xpuplan.report") / "style.css"
-#: Largest uploaded config.json accepted (bytes).
-MAX_CONFIG_BYTES = 1 << 20
 _CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                   ".svg": "image/svg+xml"}
 
@@ -77,7 +71,8 @@ def _meta() -> dict[str, Any]:
         presets[name] = {"scenario": s.model_dump(mode="json", exclude_none=True),
                          "weights": make_weights(s.weights, s.weight_adjustments).to_dict()}
     return {"langs": list(LANGS), "groups": {g: list(v) for g, v in cd.groups.items()},
-            "default_weights": dict(cd.defaults), "weights_source": cd.source_title, "presets": presets}
+            "colours": {"criteria": LEAF_COLOURS, "lines": LINE_COLOURS},
+            "default_weights": dict(cd.defaults), "weights_source": cd.source, "presets": presets}
 
 
 def _scenario_yaml(data: Any) -> str:
@@ -87,30 +82,9 @@ def _scenario_yaml(data: Any) -> str:
     return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
 
 
-def _save_config(raw: bytes, upload_dir: Path) -> dict[str, Any]:
-    from xpuplan.jobs.catalog import model_show
-
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise UserInputError(f"config.json is larger than {MAX_CONFIG_BYTES} bytes", field="config.json")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserInputError(f"not a JSON file: {exc}", field="config.json") from None
-    if not isinstance(data, dict):
-        raise UserInputError("config.json must hold a JSON object", field="config.json")
-    raw_name = str(data.get("_name_or_path") or data.get("model_type") or "uploaded")
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", raw_name.rsplit("/", 1)[-1]).strip("-.")[:60] or "uploaded"
-    folder = upload_dir / f"{name}-{hashlib.sha256(raw).hexdigest()[:10]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "config.json"
-    path.write_bytes(raw)
-    shown = model_show(str(path))
-    return {"model": str(path), "result": shown.model_dump(mode="json")}
-
-
-def add_pages(app: FastAPI, upload_dir: Path | None = None) -> FastAPI:
+def add_pages(app: FastAPI) -> FastAPI:
     """Add the page routes, assets and page helpers to ``app`` (the API app)."""
-    uploads = upload_dir or Path(tempfile.mkdtemp(prefix="xpuplan-web-"))
+    ctx = app.state.context
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> HTMLResponse:
@@ -119,6 +93,10 @@ def add_pages(app: FastAPI, upload_dir: Path | None = None) -> FastAPI:
     @app.get("/catalog", response_class=HTMLResponse, include_in_schema=False)
     def catalog_page() -> HTMLResponse:
         return HTMLResponse(_page("catalog.html"))
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(_page("favicon.svg"), media_type=_CONTENT_TYPES[".svg"])
 
     @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
     def plotly_asset() -> Response:
@@ -157,24 +135,24 @@ def add_pages(app: FastAPI, upload_dir: Path | None = None) -> FastAPI:
     def roofline(hw: str, model: str, batch: int = 1, q_len: int = 1, kv_len: int = 2048, tp: int = 1,
                  dtype: str = "bf16") -> Response:
         from xpuplan.jobs.catalog import roofline as roofline_job
-        from xpuplan.jobs.requests import RooflineRequest
+        from xpuplan.jobs.catalog import RooflineRequest
 
         return _run(lambda: roofline_job(RooflineRequest(hw=hw, model=model, batch=batch, q_len=q_len,
-                                                         kv_len=kv_len, tp=tp, dtype=dtype)))
+                                                         kv_len=kv_len, tp=tp, dtype=dtype), ctx))
 
     @app.post("/ui/memory/train", include_in_schema=False)
     async def memory_train(request: Request) -> Response:
         from xpuplan.jobs.memory import MemoryTrainRequest, memory_train
 
         body = await request.json()
-        return _run(lambda: memory_train(MemoryTrainRequest.model_validate(body)))
+        return _run(lambda: memory_train(MemoryTrainRequest.model_validate(body), ctx))
 
     @app.post("/ui/memory/infer", include_in_schema=False)
     async def memory_infer(request: Request) -> Response:
         from xpuplan.jobs.memory import MemoryInferRequest, memory_infer
 
         body = await request.json()
-        return _run(lambda: memory_infer(MemoryInferRequest.model_validate(body)))
+        return _run(lambda: memory_infer(MemoryInferRequest.model_validate(body), ctx))
 
     @app.post("/ui/scenario.yaml", include_in_schema=False)
     async def scenario_yaml(request: Request) -> Response:
@@ -184,10 +162,6 @@ def add_pages(app: FastAPI, upload_dir: Path | None = None) -> FastAPI:
             return _user_error(exc)
         return Response(text, media_type="application/x-yaml; charset=utf-8",
                         headers={"Content-Disposition": "attachment; filename=scenario.yaml"})
-
-    @app.post("/ui/model-config", include_in_schema=False)
-    async def model_config(request: Request) -> Response:
-        return _run(lambda raw=await request.body(): _save_config(raw, uploads))
 
     return app
 
@@ -202,7 +176,9 @@ def _run(fn: Any) -> Response:
     except UserInputError as exc:
         return _user_error(exc)
     except InfeasibleError as exc:
-        return _error(422, str(exc))
+        res = exc.result
+        body = exc.to_dict() | {"result": res.model_dump(mode="json") if hasattr(res, "model_dump") else res}
+        return JSONResponse(body, status_code=409)
     except ValidationError as exc:
         first = exc.errors()[0]
         return _error(422, str(first.get("msg")), ".".join(str(x) for x in first.get("loc", ())))
@@ -216,8 +192,7 @@ def _meta_cached() -> dict[str, Any]:
 
 def create_app(**kwargs: Any) -> FastAPI:
     """The API app (``xpuplan.api.app.create_app(**kwargs)``) with the web page added."""
-    upload_dir = kwargs.pop("upload_dir", None)
-    return add_pages(create_api_app(**kwargs), upload_dir=upload_dir)
+    return add_pages(create_api_app(**kwargs))
 
 
 __all__ = ["add_pages", "create_app", "plotly_js"]
