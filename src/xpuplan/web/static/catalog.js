@@ -10,7 +10,7 @@
     "W": [1, "W"], "USD": [1, "USD"], "USD/h": [1, "USD/h"]};
   function fmtSI(v, unit) {
     if (v == null) return "–";
-    const [f, u] = DISPLAY[unit] || [1, unit || ""];
+    const [f, u] = unit === "B" && Math.abs(v) < 1e9 ? [1e6, "MB"] : (DISPLAY[unit] || [1, unit || ""]);
     return fmtNum(v / f, 4) + " " + u;
   }
   function rangeOf(f) {
@@ -34,7 +34,7 @@
     $("devices").innerHTML = "<thead><tr>" + cols.map(([k, c]) => `<th class="${c}">${k ? esc(t(k)) : ""}</th>`).join("") +
       "</tr></thead><tbody>" + rows.map(d => `<tr>
         <td class="left"><input type="checkbox" data-id="${esc(d.id)}" ${S.selected.has(d.id) ? "checked" : ""} aria-label="${esc(d.name)}"></td>
-        <td class="left"><a href="#${encodeURIComponent(d.id)}" class="dev">${esc(d.name)}</a><span class="range">${esc(d.id)}</span></td>
+        <td class="left name"><a href="#${encodeURIComponent(d.id)}" class="dev">${esc(d.name)}</a><span class="range">${esc(d.id)}</span></td>
         <td class="left">${esc(d.vendor)}</td><td class="left">${esc(d.kind)}</td><td class="left">${esc(d.origin_country || "")}</td>
         <td class="num">${d.launch_year ?? "–"}</td>
         <td class="num">${fmtNum(KEYS.deviceBf16Flops(d) == null ? null : KEYS.deviceBf16Flops(d) / 1e12, 4)}</td>
@@ -53,7 +53,7 @@
     return `<div class="table-wrap"><table class="data figures"><thead><tr><th class="left">${esc(t("web.col.figure"))}</th>
       <th class="num">${esc(t("web.col.value"))}</th><th class="num">${esc(t("web.cat.range"))}</th><th class="left">${esc(t("report.trust"))}</th>
       <th class="left">${esc(t("web.col.source"))}</th></tr></thead><tbody>` +
-      figs.map(f => `<tr><td class="left"><code>${esc(f.path)}</code>${f.note ? `<span class="range src">${esc(f.note)}</span>` : ""}</td>
+      figs.map(f => `<tr><td class="left figure"><code>${esc(f.path)}</code>${f.note ? `<span class="range src">${esc(f.note)}</span>` : ""}</td>
         <td class="num">${esc(fmtSI(KEYS.figureValue(f), f.unit))}</td><td class="num">${esc(rangeOf(f))}</td>
         <td class="left">${trustTag(f.trust)}</td>
         <td class="src">${sourceHtml(f.source)}${f.source_kind ? ` <span class="tag">${esc(f.source_kind)}</span>` : ""}</td></tr>`).join("") +
