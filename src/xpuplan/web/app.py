@@ -134,8 +134,8 @@ def add_pages(app: FastAPI) -> FastAPI:
     @app.get("/ui/roofline", include_in_schema=False)
     def roofline(hw: str, model: str, batch: int = 1, q_len: int = 1, kv_len: int = 2048, tp: int = 1,
                  dtype: str = "bf16") -> Response:
-        from xpuplan.jobs.catalog import roofline as roofline_job
         from xpuplan.jobs.catalog import RooflineRequest
+        from xpuplan.jobs.catalog import roofline as roofline_job
 
         return _run(lambda: roofline_job(RooflineRequest(hw=hw, model=model, batch=batch, q_len=q_len,
                                                          kv_len=kv_len, tp=tp, dtype=dtype), ctx))
