@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
@@ -160,3 +160,38 @@ def _route(kind: str, runner: Runner) -> None:
 
 for _kind, _runner in RUNNERS.items():
     _route(_kind, _runner)
+
+
+# ------------------------------------------------------------------------------------------ validate
+def _validate_result() -> type[BaseModel]:
+    from xpuplan.jobs.validate import ValidateResult
+
+    return ValidateResult
+
+
+def _upload_name(filename: str | None) -> str:
+    """The uploaded file's base name, for messages only (never opened)."""
+    import re
+
+    base = (filename or "upload.csv").replace("\\", "/").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", base)[:100] or "upload.csv"
+
+
+@router.post("/validate", summary="Validate predictions against your measurements (CSV upload)",
+             response_model=None, responses={200: {"model": _validate_result()}, **NOT_FOUND},
+             operation_id="validate")
+async def validate_endpoint(
+    request: Request,
+    file: Annotated[UploadFile, File(description="validation CSV (docs/validation.md columns), UTF-8")],
+    kind: Annotated[Literal["train", "infer"] | None, Form(description="only rows of this kind")] = None,
+    trust: Annotated[str | None, Form(max_length=20, description="only these trust grades, e.g. A,B")] = None,
+) -> Any:
+    from starlette.concurrency import run_in_threadpool
+
+    from xpuplan.jobs.requests import parse_request
+    from xpuplan.jobs.validate import ValidateRequest, validate_upload
+
+    data = await file.read()
+    req = parse_request(ValidateRequest, {"kind": kind, "trust": trust})
+    result = await run_in_threadpool(validate_upload, data, _upload_name(file.filename), req, context(request))
+    return respond(result)
