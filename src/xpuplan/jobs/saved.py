@@ -54,7 +54,7 @@ class Saved:
     # -- scenarios -----------------------------------------------------------------------------
     def save_scenario(self, name: str, kind: str, inputs: dict[str, Any], *, result: dict[str, Any] | None = None,
                       note: str | None = None) -> dict[str, Any]:
-        from xpuplan.store.records import get_scenario, save_scenario
+        from xpuplan.store.records import save_scenario
 
         if not name.strip() or len(name) > MAX_NAME_LEN:
             raise UserInputError(f"a name of 1 to {MAX_NAME_LEN} characters", field="name")
