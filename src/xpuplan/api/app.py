@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from xpuplan import __version__
-from xpuplan.api import catalog, errors, planning
+from xpuplan.api import catalog, errors, planning, service
 
 #: Prefix of every endpoint.
 PREFIX: Final = "/api/v1"
@@ -87,7 +89,8 @@ def _authorised(request: Request, token: str) -> bool:
 
 
 def create_app(*, store_url: str | None = None, token: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, use_calibration: bool | None = None) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, use_calibration: bool | None = None,
+               workers: int | None = None) -> FastAPI:
     """The HTTP API.
 
     ``store_url``: SQLAlchemy URL of the store (saved scenarios, background jobs and their results;
@@ -95,8 +98,26 @@ def create_app(*, store_url: str | None = None, token: str | None = None,
     given, every request but ``/healthz`` needs ``Authorization: Bearer <token>`` (``xpuplan serve``
     requires one when bound to an address other than loopback). ``max_body_bytes``: larger bodies
     get 413. ``use_calibration``: use stored calibration profiles (default: ``XPUPLAN_USE_CALIBRATION``).
+    ``workers``: threads running background jobs (default 2).
     """
+    from xpuplan.api.background import DEFAULT_WORKERS, Background
+    from xpuplan.api.metrics import Metrics
     from xpuplan.jobs.context import resolve_context
+    from xpuplan.jobs.saved import Saved
+
+    ctx = resolve_context(use_calibration=use_calibration, db_url=store_url)
+    saved = Saved(store_url)
+    metrics = Metrics()
+    background = Background(saved, ctx, metrics, workers=workers or DEFAULT_WORKERS)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        background.start()
+        try:
+            yield
+        finally:
+            background.shutdown()
+            saved.close()
 
     app = FastAPI(
         title="xpuplan",
@@ -106,29 +127,52 @@ def create_app(*, store_url: str | None = None, token: str | None = None,
         openapi_url=f"{PREFIX}/openapi.json",
         docs_url=f"{PREFIX}/docs",
         redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
+        lifespan=lifespan,
     )
-    app.state.context = resolve_context(use_calibration=use_calibration, db_url=store_url)
-    app.state.store_url = store_url
+    app.state.context = ctx
+    app.state.saved = saved
+    app.state.background = background
+    app.state.metrics = metrics
+    app.state.prefix = PREFIX
     app.state.token = token
     app.state.started = time.time()
     errors.install(app)
 
-    if token:
-        @app.middleware("http")
-        async def _auth(request: Request, call_next: Any) -> Any:
-            if request.url.path not in OPEN_PATHS and not _authorised(request, token):
-                return JSONResponse(status_code=401, content={"error": "missing or wrong bearer token",
-                                                              "field": "Authorization", "hint": None},
-                                    headers={"WWW-Authenticate": "Bearer"})
-            return await call_next(request)
+    @app.middleware("http")
+    async def _measure(request: Request, call_next: Any) -> Any:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            if token and request.url.path not in OPEN_PATHS and not _authorised(request, token):
+                response: Any = JSONResponse(status_code=401, content={
+                    "error": "missing or wrong bearer token", "field": "Authorization", "hint": None},
+                    headers={"WWW-Authenticate": "Bearer"})
+            else:
+                response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            path = getattr(route, "path", None)
+            label = "other" if path is None else (PREFIX + path if id(route) in prefixed else path)
+            metrics.observe(request.method, label, status, time.perf_counter() - t0)
 
     app.add_middleware(BodyLimit, limit=max_body_bytes)
 
-    for router in (catalog.router, planning.router):
+    #: routes of the routers below, whose template in the request scope lacks the prefix
+    prefixed: set[int] = set()
+    for router in (catalog.router, planning.router, service.router):
         app.include_router(router, prefix=PREFIX, responses=errors.ERROR_RESPONSES)
+        prefixed.update(id(r) for r in router.routes)
 
     @app.get("/healthz", tags=["service"], summary="Liveness: 200 while the server runs")
     def healthz() -> dict[str, Any]:
         return {"status": "ok", "version": __version__, "uptime_s": time.time() - app.state.started}
+
+    @app.get("/metrics", tags=["service"], summary="Prometheus metrics: requests, latencies, jobs",
+             response_class=PlainTextResponse, responses={401: {"model": errors.ErrorOut}})
+    def metrics_endpoint() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(background.counts()), media_type="text/plain; version=0.0.4")
 
     return app

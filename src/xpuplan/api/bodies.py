@@ -49,3 +49,107 @@ class RecommendBody(Body):
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="Monte Carlo seed")
     weights: dict[Annotated[str, Field(max_length=100)], Points] | None = Field(
         default=None, max_length=100, description="leaf criterion -> points, replacing the scenario's weights")
+
+
+# ----------------------------------------------------------------- job requests, paths replaced
+from xpuplan.jobs.catalog import FlopsRequest, RooflineRequest  # noqa: E402
+from xpuplan.jobs.cost import PowerCapRequest, ServeCostRequest, TcoRequest, TrainCostRequest  # noqa: E402
+from xpuplan.jobs.fleet import FleetRequest  # noqa: E402
+from xpuplan.jobs.memory import MemoryInferRequest, MemoryTrainRequest  # noqa: E402
+from xpuplan.jobs.serve import CapacityRequest, InferEstimateRequest  # noqa: E402
+from xpuplan.jobs.simulate import SimulateRequest  # noqa: E402
+from xpuplan.jobs.train import TrainEstimateRequest, TrainSearchRequest  # noqa: E402
+
+_MODEL = "model id or alias (GET /api/v1/models)"
+_SCENARIO = "scenario: a JSON object of the same shape as the scenario YAML files (examples/)"
+_NO_PRICES = "extra price files: not accepted over HTTP (the server's price book is used)"
+
+
+class MemoryTrainBody(MemoryTrainRequest):
+    """``POST /api/v1/memory/train`` (``xpuplan memory train``)."""
+
+    model: ApiModel = Field(description=_MODEL)
+
+
+class MemoryInferBody(MemoryInferRequest):
+    """``POST /api/v1/memory/infer`` (``xpuplan memory infer``)."""
+
+    model: ApiModel = Field(description=_MODEL)
+
+
+class TrainEstimateBody(TrainEstimateRequest):
+    """``POST /api/v1/train/estimate`` (``xpuplan train estimate``): flags as JSON keys."""
+
+    model: ApiModel | None = Field(default=None, description=_MODEL)
+    scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)
+
+
+class TrainSearchBody(TrainSearchRequest):
+    """``POST /api/v1/train/search`` (``xpuplan train search``)."""
+
+    model: ApiModel | None = Field(default=None, description=_MODEL)
+    scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)
+
+
+class InferEstimateBody(InferEstimateRequest):
+    """``POST /api/v1/infer/estimate`` (``xpuplan infer estimate``; ``--in``/``--out`` are
+    ``input_len``/``output_len``, ``--emit`` is ``emit_``)."""
+
+    model: ApiModel | None = Field(default=None, description=_MODEL)
+    scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)
+
+
+class CapacityBody(CapacityRequest):
+    """``POST /api/v1/infer/capacity`` (``xpuplan infer capacity``)."""
+
+    model: ApiModel | None = Field(default=None, description=_MODEL)
+    scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)
+
+
+class TcoBody(TcoRequest):
+    """``POST /api/v1/cost/tco`` (``xpuplan cost tco``)."""
+
+    prices: tuple[()] = Field(default=(), description=_NO_PRICES)
+
+
+class TrainCostBody(TrainCostRequest):
+    """``POST /api/v1/cost/train`` (``xpuplan cost train``)."""
+
+    model: ApiModel = Field(description=_MODEL)
+    prices: tuple[()] = Field(default=(), description=_NO_PRICES)
+
+
+class ServeCostBody(ServeCostRequest):
+    """``POST /api/v1/cost/serve`` (``xpuplan cost serve``)."""
+
+    model: ApiModel = Field(description=_MODEL)
+    prices: tuple[()] = Field(default=(), description=_NO_PRICES)
+
+
+class PowerCapBody(PowerCapRequest):
+    """``POST /api/v1/cost/powercap`` (``xpuplan cost powercap``)."""
+
+
+class SimulateBody(SimulateRequest):
+    """``POST /api/v1/simulate`` (``xpuplan simulate``): the scenario's pools, routing and classes as
+    JSON; traces and length distributions inline."""
+
+    scenario: ScenarioBody = Field(description="simulation " + _SCENARIO)
+
+
+class FleetBody(FleetRequest):
+    """``POST /api/v1/fleet/optimize`` (``xpuplan fleet optimize``)."""
+
+    scenario: ScenarioBody = Field(description="fleet " + _SCENARIO)
+
+
+class FlopsBody(FlopsRequest):
+    """``POST /api/v1/flops`` (``xpuplan flops``)."""
+
+    model: ApiModel = Field(description=_MODEL)
+
+
+class RooflineBody(RooflineRequest):
+    """``POST /api/v1/roofline`` (``xpuplan roofline``)."""
+
+    model: ApiModel | None = Field(default=None, description=_MODEL)

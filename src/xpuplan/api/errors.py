@@ -32,6 +32,8 @@ class ErrorOut(BaseModel):
     error: str = Field(description="what is wrong, in one sentence")
     field: str | None = Field(default=None, description="path of the offending value in the request, if any")
     hint: str | None = Field(default=None, description="how to fix it (e.g. 'did you mean H100?')")
+    file: str | None = Field(default=None, description="uploaded file the error is in (base name)")
+    line: int | None = Field(default=None, description="line of that file")
     reasons: list[str] | None = Field(default=None, description="why a request is infeasible (409)")
     result: dict[str, Any] | None = Field(default=None, description="what was computed before it was found infeasible")
 
@@ -105,11 +107,12 @@ def error_body(exc: UserInputError, prefix: str | None = None) -> dict[str, Any]
         prefix = "scenario"
     if prefix:
         field = f"{prefix}.{field}" if field else prefix
-    message = exc.message
+    out: dict[str, Any] = {"error": exc.message, "field": field, "hint": exc.hint}
     if exc.file and not exc.file.startswith("<"):
-        # a packaged data file: name it without the server's directory layout
-        message = f"{exc.file.replace(chr(92), '/').rsplit('/', 1)[-1]}: {message}"
-    return {"error": message, "field": field, "hint": exc.hint}
+        # an uploaded or packaged file: its base name (never the server's directory layout) and line
+        out["file"] = exc.file.replace("\\", "/").rsplit("/", 1)[-1]
+        out["line"] = exc.line
+    return out
 
 
 def _validation_response(errors: Sequence[Any]) -> JSONResponse:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from xpuplan.api import bodies as b
 from xpuplan.api.bodies import RecommendBody
 from xpuplan.api.errors import INFEASIBLE, NOT_FOUND
 from xpuplan.jobs.context import RunContext
@@ -43,32 +44,101 @@ def run_recommend(body: RecommendBody, ctx: RunContext, progress: Progress | Non
     if body.preset is not None and body.preset not in list_presets():
         err = UnknownIdError("preset", body.preset, list_presets(), field="preset")
         raise UserInputError(err.message, field="preset", hint=err.hint)
-    weights = None
-    if body.weights is not None:
-        weights = dict(body.weights)
+    weights = None if body.weights is None else dict(body.weights)
     return recommend(RecommendRequest(scenario=body.scenario, preset=body.preset, lang=body.lang,
                                       samples=body.samples, seed=body.seed, weights=weights))
 
 
+def _fraction(progress: Progress | None) -> Callable[[int, int], None] | None:
+    """``progress(done, total)`` of the planners as ``progress(fraction)``."""
+    if progress is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        progress(done / total if total else 0.0)
+
+    return report
+
+
+def _train_search(body: Any, ctx: RunContext, progress: Progress | None = None) -> Any:
+    from xpuplan.jobs.train import train_search
+
+    return train_search(body, ctx, progress=_fraction(progress))
+
+
+def _simulate(body: Any, ctx: RunContext, progress: Progress | None = None) -> Any:
+    from xpuplan.jobs.simulate import run_simulate
+
+    return run_simulate(body, progress=progress)
+
+
+def _with_ctx(func: Callable[[Any, RunContext], Any]) -> Callable[[Any, RunContext, Progress | None], Any]:
+    def run(body: Any, ctx: RunContext, progress: Progress | None = None) -> Any:
+        return func(body, ctx)
+
+    run.__name__ = func.__name__
+    return run
+
+
 @dataclass(frozen=True)
 class Runner:
-    """One job kind: its body type, the function running it, and the result type (for the schema)."""
+    """One job kind: its path, body type, the function running it and the result type (schema)."""
 
+    path: str
+    summary: str
     body: type[BaseModel]
     run: Callable[[Any, RunContext, Progress | None], Any]
-    result: type[BaseModel] | None = None
+    result: type[BaseModel]
+    infeasible: bool = True
 
 
-def _recommendation_type() -> type[BaseModel]:
+def _runners() -> dict[str, Runner]:
     from xpuplan.decide.result import Recommendation
+    from xpuplan.fleet.optimize import FleetPlan
+    from xpuplan.jobs import catalog as jc
+    from xpuplan.jobs import cost as jcost
+    from xpuplan.jobs import fleet as jf
+    from xpuplan.jobs import memory as jm
+    from xpuplan.jobs import serve as js
+    from xpuplan.jobs import train as jt
+    from xpuplan.serve.sim import SimulationResult
 
-    return Recommendation
+    return {
+        "memory.train": Runner("/memory/train", "Training memory per device, by part", b.MemoryTrainBody,
+                               _with_ctx(jm.memory_train), jm.MemoryTrainResult),
+        "memory.infer": Runner("/memory/infer", "Inference memory: weights, KV cache, fit", b.MemoryInferBody,
+                               _with_ctx(jm.memory_infer), jm.MemoryInferResult),
+        "flops": Runner("/flops", "FLOP per token, per step and for a training run", b.FlopsBody,
+                        _with_ctx(jc.flops), jc.FlopsResult),
+        "roofline": Runner("/roofline", "Compute- vs memory-bound time of ops", b.RooflineBody,
+                           _with_ctx(jc.roofline), jc.RooflineResult),
+        "train.estimate": Runner("/train/estimate", "Predict one parallel training plan", b.TrainEstimateBody,
+                                 _with_ctx(jt.train_estimate), jt.TrainEstimateResult),
+        "train.search": Runner("/train/search", "Search every valid training plan (long: see /jobs)",
+                               b.TrainSearchBody, _train_search, jt.TrainSearchResult),
+        "infer.estimate": Runner("/infer/estimate", "Latency and throughput of a serving replica",
+                                 b.InferEstimateBody, _with_ctx(js.infer_estimate), js.InferEstimateResult),
+        "infer.capacity": Runner("/infer/capacity", "Devices needed for a load within SLOs", b.CapacityBody,
+                                 _with_ctx(js.infer_capacity), js.CapacityResult),
+        "recommend": Runner("/recommend", "Rank hardware and hybrid deployments for a scenario",
+                            b.RecommendBody, run_recommend, Recommendation),
+        "cost.tco": Runner("/cost/tco", "Total cost of ownership of a number of devices", b.TcoBody,
+                           _with_ctx(jcost.run_tco), jcost.TcoResult),
+        "cost.train": Runner("/cost/train", "Cost of a training run, with reliability", b.TrainCostBody,
+                             _with_ctx(jcost.run_train_cost), jcost.TrainCostResult),
+        "cost.serve": Runner("/cost/serve", "Cost of serving a load", b.ServeCostBody,
+                             _with_ctx(jcost.run_serve_cost), jcost.ServeCostResult),
+        "cost.powercap": Runner("/cost/powercap", "Power-cap what-if", b.PowerCapBody,
+                                _with_ctx(jcost.run_power_cap), jcost.PowerCapResult),
+        "simulate": Runner("/simulate", "Request-level simulation of a serving fleet (long: see /jobs)",
+                           b.SimulateBody, _simulate, SimulationResult),
+        "fleet.optimize": Runner("/fleet/optimize", "Cheapest hardware mix serving request classes",
+                                 b.FleetBody, _with_ctx(jf.run_fleet_optimize), FleetPlan),
+    }
 
 
-#: Background-job kinds (``POST /api/v1/jobs``): kind -> runner.
-RUNNERS: dict[str, Runner] = {
-    "recommend": Runner(RecommendBody, run_recommend, _recommendation_type()),
-}
+#: Job kinds (also the background kinds of ``POST /api/v1/jobs``): kind -> runner.
+RUNNERS: dict[str, Runner] = _runners()
 
 
 def respond(result: Any) -> JSONResponse:
@@ -77,7 +147,51 @@ def respond(result: Any) -> JSONResponse:
 
 
 # ------------------------------------------------------------------------------------------ routes
-@router.post("/recommend", summary="Rank hardware and hybrid deployments for a scenario",
-             response_model=_recommendation_type(), responses={**INFEASIBLE, **NOT_FOUND})
-def recommend_endpoint(request: Request, body: RecommendBody) -> Any:
-    return respond(run_recommend(body, context(request)))
+def _route(kind: str, runner: Runner) -> None:
+    def handler(request: Request, body: Any) -> Any:
+        return respond(runner.run(body, context(request), None))
+
+    handler.__annotations__ = {"request": Request, "body": runner.body, "return": Any}
+    handler.__name__ = kind.replace(".", "_")
+    router.add_api_route(runner.path, handler, methods=["POST"], summary=runner.summary,
+                         description=(runner.body.__doc__ or "").strip(), response_model=runner.result,
+                         responses={**INFEASIBLE, **NOT_FOUND}, operation_id=kind.replace(".", "_"))
+
+
+for _kind, _runner in RUNNERS.items():
+    _route(_kind, _runner)
+
+
+# ------------------------------------------------------------------------------------------ validate
+def _validate_result() -> type[BaseModel]:
+    from xpuplan.jobs.validate import ValidateResult
+
+    return ValidateResult
+
+
+def _upload_name(filename: str | None) -> str:
+    """The uploaded file's base name, for messages only (never opened)."""
+    import re
+
+    base = (filename or "upload.csv").replace("\\", "/").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", base)[:100] or "upload.csv"
+
+
+@router.post("/validate", summary="Validate predictions against your measurements (CSV upload)",
+             response_model=None, responses={200: {"model": _validate_result()}, **NOT_FOUND},
+             operation_id="validate")
+async def validate_endpoint(
+    request: Request,
+    file: Annotated[UploadFile, File(description="validation CSV (docs/validation.md columns), UTF-8")],
+    kind: Annotated[Literal["train", "infer"] | None, Form(description="only rows of this kind")] = None,
+    trust: Annotated[str | None, Form(max_length=20, description="only these trust grades, e.g. A,B")] = None,
+) -> Any:
+    from starlette.concurrency import run_in_threadpool
+
+    from xpuplan.jobs.requests import parse_request
+    from xpuplan.jobs.validate import ValidateRequest, validate_upload
+
+    data = await file.read()
+    req = parse_request(ValidateRequest, {"kind": kind, "trust": trust})
+    result = await run_in_threadpool(validate_upload, data, _upload_name(file.filename), req, context(request))
+    return respond(result)
