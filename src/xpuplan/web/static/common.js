@@ -8,6 +8,7 @@ const API = {
   compare: ids => "/api/v1/hardware/compare?ids=" + ids.map(encodeURIComponent).join(","),
   models: "/api/v1/models",
   recommend: "/api/v1/recommend",
+  simulate: "/api/v1/simulate",
   i18n: lang => "/ui/i18n/" + lang + ".json",
   meta: "/ui/meta",
   roofline: "/ui/roofline",
@@ -16,29 +17,26 @@ const API = {
   scenarioYaml: "/ui/scenario.yaml",
 };
 
-/* Every result key the page reads whose name carries a unit, in one place: when a key moves to SI
-   (ttft_ms -> ttft_s, *_gb -> *_bytes, energy_kwh -> energy_j, time_to_train_days -> time_to_train_s)
-   only this object changes. Each accessor returns SI units (s, bytes, J) or null. */
+/* Every result key the page reads, in one place (result schema 2: SI units, the unit in the key;
+   docs/schema.md). When a key is renamed only this object changes. Accessors return SI or null. */
 const KEYS = {
   optionTimeS: o => num(o.time_s),
   optionLatencyS: o => num(o.latency_s),
-  optionEnergyJ: o => o.energy_j != null ? num(o.energy_j) : (o.energy_kwh != null ? o.energy_kwh * 3.6e6 : null),
+  optionEnergyJ: o => num(o.energy_j),
   optionCostUsd: o => num(o.cost_usd),
   optionCostLines: o => o.cost_lines_usd || {},
-  planMemoryBytes: p => p.memory_bytes_per_device != null ? num(p.memory_bytes_per_device)
-    : (p.memory_gb_per_device != null ? p.memory_gb_per_device * 1e9 : null),
-  /* scenario inputs (the YAML the CLI takes) */
+  planMemoryBytes: p => num(p.memory_bytes_per_device),
+  opAchievedFlopsPerS: o => num(o.achieved_flops_per_s ?? o.achieved_flops),
+  /* the echo of the scenario's inputs keeps the input's own field names (ttft_ms, tpot_ms) */
   servingTtftS: s => s.ttft_s != null ? num(s.ttft_s) : (s.ttft_ms != null ? s.ttft_ms / 1e3 : null),
   servingTpotS: s => s.tpot_s != null ? num(s.tpot_s) : (s.tpot_ms != null ? s.tpot_ms / 1e3 : null),
   servingSlo: (s, ttftS, tpotS) => ("ttft_s" in s || "tpot_s" in s) ? {ttft_s: ttftS, tpot_s: tpotS}
     : {ttft_ms: ttftS == null ? null : ttftS * 1e3, tpot_ms: tpotS == null ? null : tpotS * 1e3},
-  /* catalog list rows */
-  deviceMemBytes: d => d.memory_bytes != null ? num(d.memory_bytes) : (d.memory_gb != null ? d.memory_gb * 1e9 : null),
-  deviceBwBytesPerS: d => d.memory_bandwidth_bytes_per_s != null ? num(d.memory_bandwidth_bytes_per_s)
-    : (d.memory_bandwidth_gb_per_s != null ? d.memory_bandwidth_gb_per_s * 1e9 : null),
-  deviceBf16Flops: d => d.dense_bf16_flops != null ? num(d.dense_bf16_flops)
-    : (d.dense_bf16_tflops != null ? d.dense_bf16_tflops * 1e12 : null),
-  /* catalog: a figure's value is SI (FLOP/s, B, B/s, W) */
+  /* hw list rows */
+  deviceMemBytes: d => num(d.memory_bytes),
+  deviceBwBytesPerS: d => num(d.memory_bandwidth_bytes_per_s),
+  deviceBf16Flops: d => num(d.dense_bf16_flops_per_s),
+  /* a catalog figure (hw show, used.figures): value in SI, `unit` says which */
   figureValue: f => num(f.value),
 };
 

@@ -338,6 +338,7 @@
     {barmode: "stack", height: height(ys.length), margin: {l: 210, r: 20, t: 10, b: 40},
       xaxis: {title: {text: t("web.axis.devices")}}});
 
+    renderCdf(r).catch(e => emptyChart("ch-cdf", e.message));
     renderMemory(r).catch(e => emptyChart("ch-memory", e.message));
     renderRoofline(r).catch(e => emptyChart("ch-roofline", e.message));
   }
@@ -418,14 +419,66 @@
     }
     const markers = ["circle", "diamond"], colours = ["#2e75b6", "#c55a11"];
     res.forEach((x, i) => traces.push({type: "scatter", mode: "markers", name: sets[i].name,
-      x: x.ops.map(o => o.intensity_flop_per_byte), y: x.ops.map(o => o.achieved_flops),
+      x: x.ops.map(o => o.intensity_flop_per_byte), y: x.ops.map(o => KEYS.opAchievedFlopsPerS(o)),
       marker: {size: 10, symbol: markers[i % 2], color: colours[i % 2], line: {width: 1, color: "#fff"}},
       customdata: x.ops.map(o => [o.name, t("web.roof.bound_" + o.bound), fmtTime(o.time_s)]),
       hovertemplate: "%{customdata[0]}<br>%{x:.3g} FLOP/B · %{y:.3s}FLOP/s<br>%{customdata[1]} · %{customdata[2]}<extra></extra>"}));
-    plot("ch-roofline", traces, {height: 360, xaxis: {type: "log", title: {text: t("web.axis.intensity")}},
-      yaxis: {type: "log", title: {text: t("web.axis.flops")}},
+    plot("ch-roofline", traces, {height: 360, xaxis: {type: "log", dtick: 1, title: {text: t("web.axis.intensity")}},
+      yaxis: {type: "log", dtick: 1, exponentformat: "SI", title: {text: t("web.axis.flops")}},
       annotations: [{xref: "paper", yref: "paper", x: 0, y: 1.05, showarrow: false, xanchor: "left",
         text: esc(p.hardware + " · " + r.model), font: {size: 11, color: "#57606a"}}]});
+  }
+
+  /* Request-level simulation of the winner's serving deployment: latency CDFs per request class.
+     Pools and traffic are the recommendation's (replicas, tp, engine, rate and lengths of each part). */
+  const SIM_DURATION_S = 60;
+  function simScenario(r) {
+    const w = r.options[0];
+    if (!w.parts.length || !w.parts.every(p => p.plan.kind === "serving" && p.plan.qps > 0)) return null;
+    const sv = (r.workload && r.workload.serving) || {};
+    const ttft = KEYS.servingTtftS(sv), tpot = KEYS.servingTpotS(sv);
+    const slo = {};
+    if (ttft != null) slo.ttft_ms = ttft * 1e3;
+    if (tpot != null) slo.tpot_ms = tpot * 1e3;
+    const pools = w.parts.map(p => ({name: p.role, hardware: p.hardware, model: r.model, replicas: p.plan.replicas,
+      tp: p.plan.tp, pp: p.plan.pp || 1, dtype: p.plan.dtype || "bf16",
+      engine: String(p.plan.replica || "").split(":").pop() || null}));
+    pools.forEach(p => { if (!p.engine) delete p.engine; });
+    const classes = w.parts.map(p => ({name: p.role, rate_rps: p.plan.qps, input_len: {mean: p.plan.input_len},
+      output_len: {mean: p.plan.output_len}, slo}));
+    const sc = {model: r.model, duration_s: SIM_DURATION_S, pools, classes};
+    if (pools.length > 1) sc.routing = {policy: "class_based", rules: Object.fromEntries(pools.map(p => [p.name, p.name]))};
+    return {sc, slo};
+  }
+
+  async function renderCdf(r) {
+    const sim = simScenario(r);
+    $("cdf-panel").hidden = !sim;
+    if (!sim) return;
+    emptyChart("ch-cdf", t("web.chart.simulating"));
+    const res = await postJSON(API.simulate, {scenario: sim.sc, seed: 1});
+    if (S.result !== r) return;
+    const pct = Array.from({length: 101}, (_, i) => i);
+    const dash = ["solid", "dash", "dot"], traces = [];
+    Object.entries(res.quantiles).forEach(([cls, q], i) => {
+      [["ttft_s", "x", "TTFT"], ["tpot_s", "x2", "TPOT"]].forEach(([key, ax, lab]) => {
+        if (!q[key] || !q[key].length) return;
+        traces.push({type: "scatter", mode: "lines", name: roleName(cls), legendgroup: cls, showlegend: ax === "x",
+          x: q[key].map(v => v * 1e3), y: pct,
+          xaxis: ax, yaxis: "y", line: {color: ROLE_COLOURS[cls] || "#1f4e79", dash: dash[i % 3], width: 2},
+          hovertemplate: `${esc(roleName(cls))} ${lab}: P%{y} = %{x:.1f} ms<extra></extra>`});
+      });
+    });
+    const shapes = [];
+    if (sim.slo.ttft_ms) shapes.push({type: "line", xref: "x", yref: "paper", x0: sim.slo.ttft_ms, x1: sim.slo.ttft_ms, y0: 0, y1: 1, line: {color: "#c00000", dash: "dot"}});
+    if (sim.slo.tpot_ms) shapes.push({type: "line", xref: "x2", yref: "paper", x0: sim.slo.tpot_ms, x1: sim.slo.tpot_ms, y0: 0, y1: 1, line: {color: "#c00000", dash: "dot"}});
+    const att = res.slo_attainment == null ? "" : " · " + t("web.sim.attainment", {p: fmtPct(res.slo_attainment)});
+    plot("ch-cdf", traces, {height: 400, shapes, margin: {l: 60, r: 20, t: 40, b: 50},
+      xaxis: {domain: [0, 0.46], rangemode: "tozero", title: {text: t("web.axis.ttft_ms")}},
+      xaxis2: {domain: [0.54, 1], rangemode: "tozero", anchor: "y", title: {text: t("web.axis.tpot_ms")}},
+      yaxis: {title: {text: t("web.axis.percentile")}, range: [0, 100]},
+      annotations: [{xref: "paper", yref: "paper", x: 0, y: 1.08, showarrow: false, xanchor: "left", font: {size: 11, color: "#57606a"},
+        text: esc(t("web.sim.caption", {s: SIM_DURATION_S, n: fmtInt(res.completed)}) + att)}]});
   }
 
   /* ------------------------------------------------------------ YAML and link */
