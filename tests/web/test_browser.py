@@ -70,6 +70,9 @@ def test_language_toggle_translates_labels_and_results(page: Any, server: str, t
     page.select_option("#f-preset", "online-inference")
     page.fill("#f-samples", "50")
     _run(page)
+    # the winner's serving deployment is simulated: latency CDFs per request class
+    page.wait_for_selector("#cdf-panel:not([hidden]) #ch-cdf[data-rendered='1'] .main-svg")
+    assert page.locator("#ch-cdf .scatterlayer .trace").count() >= 2  # TTFT and TPOT curves
     assert page.inner_text("#run") == EN["web.form.run"]
     page.click(".lang button[data-lang='zh']")
     page.wait_for_function("document.documentElement.lang === 'zh-CN'")
