@@ -40,8 +40,8 @@
         <td class="num">${fmtNum(KEYS.deviceBf16Flops(d) == null ? null : KEYS.deviceBf16Flops(d) / 1e12, 4)}</td>
         <td class="num">${fmtNum(KEYS.deviceMemBytes(d) == null ? null : KEYS.deviceMemBytes(d) / 1e9, 4)}</td>
         <td class="num">${fmtNum(KEYS.deviceBwBytesPerS(d) == null ? null : KEYS.deviceBwBytesPerS(d) / 1e9, 4)}</td>
-        <td class="num">${fmtNum(d.tdp_w, 4)}</td><td class="left">${esc(d.scale_up || "–")}</td>
-        <td class="left">${esc(d.software_stack || "–")}</td><td class="left">${trustTag(d.min_trust)}</td></tr>`).join("") + "</tbody>";
+        <td class="num">${fmtNum(d.tdp_w, 4)}</td><td class="left wrapcell">${esc(d.scale_up || "–")}</td>
+        <td class="left wrapcell">${esc(d.software_stack || "–")}</td><td class="left">${trustTag(d.min_trust)}</td></tr>`).join("") + "</tbody>";
     $("devices").querySelectorAll("input[type=checkbox]").forEach(cb => cb.addEventListener("change", () => {
       if (cb.checked) S.selected.add(cb.dataset.id); else S.selected.delete(cb.dataset.id);
       $("compare-btn").disabled = S.selected.size < 2;
