@@ -58,6 +58,12 @@ def test_recommend_fills_form_ranks_and_draws_charts(page: Any, server: str, tmp
     assert page.locator("#ranking .range").count() > rows.count()
     # the winner's figures link their sources
     assert page.locator("#figures a[href^='http']").count() >= 1
+    # the same report as `xpuplan recommend --report out.html`
+    with page.expect_download() as dl:
+        page.click("#download-report")
+    report = tmp_path / "report.html"
+    dl.value.save_as(report)
+    assert "<style>" in report.read_text(encoding="utf-8") and "nvidia" in report.read_text(encoding="utf-8")
     # the scenario is in the URL
     assert re.search(r"#s=[A-Za-z0-9_-]+$", page.url)
     assert not page.js_errors

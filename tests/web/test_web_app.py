@@ -131,3 +131,19 @@ def test_report_and_page_share_one_stylesheet(client: Any) -> None:
     served = client.get("/static/report.css").text
     assert served == CSS
     assert "--accent" in CSS
+
+
+def test_html_report_of_a_recommendation_shares_the_renderer(client: Any) -> None:
+    from xpuplan.decide.result import Recommendation
+    from xpuplan.report import CSS, render_html
+
+    rec = client.post("/api/v1/recommend", json={"preset": "pretraining", "samples": 20}).json()
+    r = client.post("/ui/report.html", json=rec)
+    assert r.status_code == 200
+    assert "attachment" in r.headers["content-disposition"]
+    assert r.text == render_html(Recommendation.model_validate(rec))
+    assert CSS in r.text  # self-contained: the page's shared stylesheet inlined
+    bad = client.post("/ui/report.html", json={"options": []})
+    assert bad.status_code == 422 and bad.json()["error"].startswith("not a recommendation")
+    junk = client.post("/ui/memory/train", content=b"{not json", headers={"content-type": "application/json"})
+    assert junk.status_code == 422 and junk.json()["field"] == "body"

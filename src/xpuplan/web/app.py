@@ -9,7 +9,9 @@ Routes added to the API app:
 - ``/ui/meta`` presets (resolved scenarios and their leaf weights) and the criteria tree;
 - ``/ui/roofline``, ``/ui/memory/train``, ``/ui/memory/infer``: the jobs behind the roofline chart
   and the memory breakdown of a ranked option;
-- ``/ui/scenario.yaml``: the form's scenario as the YAML file ``xpuplan recommend`` takes.
+- ``/ui/scenario.yaml``: the form's scenario as the YAML file ``xpuplan recommend`` takes;
+- ``/ui/report.html``: a recommendation (the JSON the page shows) as the self-contained HTML report of
+  ``xpuplan recommend --report out.html`` (same renderer, same stylesheet as the page).
 
 Everything here parses a request, calls a job and returns its typed result; no math.
 """
@@ -58,6 +60,14 @@ def _error(status: int, message: str, field: str | None = None, hint: str | None
 
 def _user_error(exc: UserInputError) -> JSONResponse:
     return _error(422, exc.message, exc.field, exc.hint)
+
+
+async def _body(request: Request) -> Any:
+    """The request's JSON body (a clear 422 when it is not JSON)."""
+    try:
+        return await request.json()
+    except ValueError:
+        raise UserInputError("the request body is not JSON", field="body") from None
 
 
 def _meta() -> dict[str, Any]:
@@ -144,24 +154,48 @@ def add_pages(app: FastAPI) -> FastAPI:
     async def memory_train(request: Request) -> Response:
         from xpuplan.jobs.memory import MemoryTrainRequest, memory_train
 
-        body = await request.json()
+        try:
+            body = await _body(request)
+        except UserInputError as exc:
+            return _user_error(exc)
         return _run(lambda: memory_train(MemoryTrainRequest.model_validate(body), ctx))
 
     @app.post("/ui/memory/infer", include_in_schema=False)
     async def memory_infer(request: Request) -> Response:
         from xpuplan.jobs.memory import MemoryInferRequest, memory_infer
 
-        body = await request.json()
+        try:
+            body = await _body(request)
+        except UserInputError as exc:
+            return _user_error(exc)
         return _run(lambda: memory_infer(MemoryInferRequest.model_validate(body), ctx))
 
     @app.post("/ui/scenario.yaml", include_in_schema=False)
     async def scenario_yaml(request: Request) -> Response:
         try:
-            text = _scenario_yaml(await request.json())
+            text = _scenario_yaml(await _body(request))
         except UserInputError as exc:
             return _user_error(exc)
         return Response(text, media_type="application/x-yaml; charset=utf-8",
                         headers={"Content-Disposition": "attachment; filename=scenario.yaml"})
+
+    @app.post("/ui/report.html", include_in_schema=False)
+    async def report_html(request: Request) -> Response:
+        from pydantic import ValidationError
+
+        from xpuplan.decide.result import Recommendation
+        from xpuplan.report import render_html
+
+        try:
+            rec = Recommendation.model_validate(await _body(request))
+        except UserInputError as exc:
+            return _user_error(exc)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            return _error(422, f"not a recommendation: {first.get('msg')}",
+                          ".".join(str(x) for x in first.get("loc", ())) or None)
+        return HTMLResponse(render_html(rec),
+                            headers={"Content-Disposition": "attachment; filename=recommendation.html"})
 
     return app
 

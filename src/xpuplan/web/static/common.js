@@ -15,6 +15,7 @@ const API = {
   memoryTrain: "/ui/memory/train",
   memoryInfer: "/ui/memory/infer",
   scenarioYaml: "/ui/scenario.yaml",
+  reportHtml: "/ui/report.html",
 };
 
 /* Every result key the page reads, in one place (result schema 2: SI units, the unit in the key;

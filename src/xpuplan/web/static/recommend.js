@@ -181,6 +181,7 @@
       S.result = await postJSON(API.recommend, body);
       S.scenario = sc;
       render();
+      $("download-report").disabled = false;
     } catch (e) {
       showError(e.body || {error: String(e)});
     } finally {
@@ -482,15 +483,24 @@
   }
 
   /* ------------------------------------------------------------ YAML and link */
+  async function download(url, body, type, name) {
+    const r = await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+    if (!r.ok) throw new Error((await r.json()).error);
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(new Blob([await r.text()], {type})); a.download = name;
+    document.body.appendChild(a); a.click(); a.remove();
+  }
   async function downloadYaml() {
     try {
-      const r = await fetch(API.scenarioYaml, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(buildScenario())});
-      if (!r.ok) throw new Error((await r.json()).error);
-      const blob = new Blob([await r.text()], {type: "application/x-yaml"});
-      const a = document.createElement("a");
-      a.href = URL.createObjectURL(blob); a.download = ($("f-preset").value || "scenario") + ".yaml";
-      document.body.appendChild(a); a.click(); a.remove();
+      await download(API.scenarioYaml, buildScenario(), "application/x-yaml", ($("f-preset").value || "scenario") + ".yaml");
       $("share-status").textContent = t("web.form.downloaded");
+    } catch (e) { showError({error: e.message}); }
+  }
+  async function downloadReport() {
+    if (!S.result) return;
+    try {
+      await download(API.reportHtml, S.result, "text/html", (S.result.scenario || "recommendation") + "-report.html");
+      $("share-status").textContent = t("web.form.report_saved");
     } catch (e) { showError({error: e.message}); }
   }
   async function copyLink() {
@@ -512,6 +522,7 @@
     $("scenario-form").addEventListener("submit", run);
     $("download-yaml").addEventListener("click", downloadYaml);
     $("copy-link").addEventListener("click", copyLink);
+    $("download-report").addEventListener("click", downloadReport);
     $("weights-guide").addEventListener("click", () => { setGroupsFromLeaves(S.meta.default_weights); S.weightsDirty = true; });
     $("weights-preset").addEventListener("click", () => { setGroupsFromLeaves(presetOf().weights); S.weightsDirty = false; });
     XP.initLangToggle(() => {
