@@ -523,6 +523,10 @@
     $("download-yaml").addEventListener("click", downloadYaml);
     $("copy-link").addEventListener("click", copyLink);
     $("download-report").addEventListener("click", downloadReport);
+    const tick = on => document.querySelectorAll("#f-hardware input").forEach(i => { i.checked = on; });
+    $("hw-all").addEventListener("click", () => tick(true));
+    $("hw-none").addEventListener("click", () => tick(false));
+    $("hw-preset").addEventListener("click", () => fillHardware(presetOf().scenario.hardware));
     $("weights-guide").addEventListener("click", () => { setGroupsFromLeaves(S.meta.default_weights); S.weightsDirty = true; });
     $("weights-preset").addEventListener("click", () => { setGroupsFromLeaves(presetOf().weights); S.weightsDirty = false; });
     XP.initLangToggle(() => {
