@@ -224,7 +224,7 @@ class ModelArch(_Strict):
         if tokens > self.max_seq_len:
             raise UserInputError(
                 f"{int(tokens)} tokens exceed {self.id}'s context of {self.max_seq_len} tokens "
-                f"(max_position_embeddings)", field=field)
+                f"(max_seq_len; max_position_embeddings in its config.json)", field=field)
 
     @property
     def n_dense_mlp_layers(self) -> int:

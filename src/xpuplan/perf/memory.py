@@ -456,6 +456,13 @@ def kv_cache_bytes_per_token(model: ModelArch, kv_dtype: str = "bf16", *, contex
     return per_layer * kv_cache_layers_per_token(model, context)
 
 
+def kv_full_equivalent_tokens(model: ModelArch, tokens: float) -> float:
+    """Tokens of all-global KV that one sequence of ``tokens`` tokens occupies: ``tokens`` for a model
+    without local layers; less when local layers keep only their window (a paged cache sized in
+    full-model tokens holds this many per sequence)."""
+    return tokens * kv_cache_layers_per_token(model, tokens) / model.n_layers
+
+
 def kv_cache_layers_per_token(model: ModelArch, context: float | None = None) -> float:
     """Layers' worth of KV each token of a ``context``-token sequence keeps, on average: n_layers for
     global attention; a local layer keeps only min(context, sliding_window) of the context's tokens."""
