@@ -626,7 +626,8 @@ def _key_values(text: str) -> dict[str, tuple[str, int]]:
 
 def parse_mlperf_inference(path: str | Path, *, device_id: str | None, n_devices: int | None = None, tp: int = 1,
                            pp: int = 1, precision: str = "fp8", model: str | None = None,
-                           input_len: int | None = None, output_len: int | None = None) -> ParsedImport:
+                           input_len: int | None = None, output_len: int | None = None,
+                           engine: str = "trtllm") -> ParsedImport:
     """Parse an MLPerf Inference ``mlperf_log_summary.txt`` (LoadGen). The summary names the scenario
     and the measured rates and latencies; the system, model and the dataset's mean lengths are not in
     it: ``device_id``, ``model`` and ``input_len``/``output_len`` come from the submission."""
@@ -668,10 +669,11 @@ def parse_mlperf_inference(path: str | Path, *, device_id: str | None, n_devices
     base = _serving_base_row(
         source=f"MLPerf Inference LoadGen summary {Path(file).name} ({kv.get('SUT name', ('?', 0))[0]}, {scen_name})",
         trust="A" if valid == "VALID" else "C", arch=arch, model_ref=model_ref, dev=dev, n_dev=n_dev,
-        precision=precision, kv_dtype=precision, engine=kv.get("SUT name", ("MLPerf SUT", 0))[0], tp=tp, pp=pp,
+        precision=precision, kv_dtype=precision, engine=engine, tp=tp, pp=pp,
         input_len=input_len, output_len=output_len, concurrency=None, scenario=scenario,
-        notes=f"imported; result {valid}; target_qps {target or '-'}; lengths from the dataset, as given")
-    records = _row_records(base, Path(file).parent.name + "-" + scen_name, values)
+        notes=f"imported; result {valid}; target_qps {target or '-'}; SUT {kv.get('SUT name', ('?', 0))[0]}; "
+              f"lengths from the dataset, as given")
+    records = _row_records(base, "/".join(Path(file).resolve().parts[-3:-1]), values)
     for key, (raw, lineno) in kv.items():
         if "percentile" in key and key.endswith("(ns)"):
             try:
@@ -693,7 +695,7 @@ def parse_mlperf_inference(path: str | Path, *, device_id: str | None, n_devices
 
 
 # -- MLPerf Training result (MLLOG) --------------------------------------------------------------
-_MLLOG = re.compile(r":::MLLOG\s+(?P<json>\{.*\})\s*$")
+_MLLOG = re.compile(r":::MLLOG\s+(?P<json>.*?)\s*$")
 
 
 def parse_mlperf_training(path: str | Path, *, device_id: str | None, n_devices: int | None = None) -> ParsedImport:

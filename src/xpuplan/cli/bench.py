@@ -358,6 +358,7 @@ def import_mlperf_inference(
     model: ModelOption = None,
     input_len: Annotated[int | None, typer.Option("--input-len", help="the dataset's mean prompt tokens")] = None,
     output_len: Annotated[int | None, typer.Option("--output-len", help="the dataset's mean output tokens")] = None,
+    engine: Annotated[str, typer.Option(help="serving engine of the SUT (vllm, sglang, trtllm ...)")] = "trtllm",
     validate_: ValidateOption = False,
     db: DbOption = None,
     json_: JsonOption = False,
@@ -366,7 +367,8 @@ def import_mlperf_inference(
     from xpuplan.jobs.bench import import_files
 
     _finish(import_files("mlperf-inference", files, db=db, device_id=device_id, n_devices=n_devices, tp=tp, pp=pp,
-                         precision=precision, model=model, input_len=input_len, output_len=output_len), json_,
+                         precision=precision, model=model, input_len=input_len, output_len=output_len,
+                         engine=engine), json_,
             validate_=validate_, db=db)
 
 
