@@ -219,3 +219,19 @@ def test_model_show_prints_pattern() -> None:
     res = runner.invoke(app, ["model", "show", str(FAMILIES / "gemma-3-27b")])
     assert res.exit_code == 0, res.output
     assert "52 sliding(1024) + 10 global" in res.output
+
+
+#: family fixture -> preset built from the same published config
+PRESET_OF = {"gemma-2-9b": "gemma2-9b", "gemma-2-27b": "gemma2-27b", "gemma-3-1b": "gemma3-1b",
+             "gemma-3-27b": "gemma3-27b", "glm-4-9b": "glm-4-9b", "glm-4.5": "glm-4.5", "gpt-oss-120b": "gpt-oss-120b",
+             "gpt-oss-20b": "gpt-oss-20b", "qwen2-57b-a14b": "qwen2-57b-a14b", "qwen3-30b-a3b": "qwen3-30b-a3b",
+             "llama-4-scout-17b-16e": "llama4-scout", "llama-4-maverick-17b-128e": "llama4-maverick",
+             "phi-3-mini-4k": "phi-3-mini", "phi-4": "phi-4", "mistral-7b-v0.1": "mistral-7b"}
+
+
+@pytest.mark.parametrize("name", sorted(PRESET_OF))
+def test_presets_match_their_hf_config(name: str) -> None:
+    from xpuplan.models import get_model
+
+    skip = {"id", "name", "family", "aliases", "published", "notes"}
+    assert _m(name).model_dump(exclude=skip) == get_model(PRESET_OF[name]).model_dump(exclude=skip)

@@ -288,6 +288,10 @@ def import_vllm(
     _finish(imported, json_, validate_=validate_, db=db)
 
 
+import_app.command("rccl-tests", help="rccl-tests logs: the nccl-tests layout (same as `import nccl-tests`).")(
+    import_nccl)
+
+
 @import_app.command("hccl-test")
 @cli_command
 def import_hccl(
