@@ -274,6 +274,14 @@ def test_megatron_config_overrides(tmp_path: Path) -> None:
     assert ei.value.field == "elapsed time per iteration (ms)" and ei.value.line is not None
 
 
+def test_megatron_rank_prefixes_and_long_argument_names(tmp_path: Path) -> None:
+    lines = MEGATRON.read_text().splitlines()
+    lines.insert(5, "  a_very_long_megatron_argument_name_without_any_dots_x True")
+    prefixed = _write(tmp_path, "p.log", "\n".join("[default0]:" + x for x in lines))
+    a, b = parse_megatron_log(prefixed, device_id="H100"), parse_megatron_log(MEGATRON, device_id="H100")
+    assert a.info.config == {**b.info.config} and len(a.records) == len(b.records)
+
+
 def test_validate_megatron_run_in_one_command(db_url: str) -> None:
     res = runner.invoke(app, ["import", "megatron", str(MEGATRON), "--device-id", "H100", "--validate"])
     assert res.exit_code == 0, res.output

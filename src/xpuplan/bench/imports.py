@@ -850,7 +850,9 @@ def _train_base_row(*, source: str, arch: Any, model_ref: str, dev: str, n_dev: 
 
 
 #: Megatron's ``arguments`` dump: ``  name ........ value``
-_MEG_ARG = re.compile(r"^\s*(?P<key>[a-z_][a-z0-9_]*)\s+\.{3,}\s+(?P<value>.*?)\s*$")
+_MEG_ARG = re.compile(r"^\s*(?P<key>[a-z_][a-z0-9_]*)\s+\.*\s*(?P<value>.*?)\s*$")
+#: a launcher's per-rank prefix (torchrun --tee: ``[default0]:``, ``[rank0]:``)
+_RANK_PREFIX = re.compile(r"^\[[^\]]*\]:")
 _MEG_ITER = re.compile(r"iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+|infinity)\s*\|(?P<rest>.*)$")
 _MEG_FIELD = re.compile(r"\s*(?P<key>[^|:]+?)\s*:\s*(?P<value>[^|]+?)\s*\|")
 _MEG_WORLD = re.compile(r"using world size:\s*(?P<world>\d+)")
@@ -960,7 +962,8 @@ def parse_megatron_log(path: str | Path, *, device_id: str | None, config: str |
     tflops: list[float] = []
     world = None
     in_args = False
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        raw = _RANK_PREFIX.sub("", line)
         if "arguments" in raw and raw.strip().startswith("---"):
             in_args = "end of arguments" not in raw
             continue
