@@ -235,3 +235,39 @@ def test_presets_match_their_hf_config(name: str) -> None:
 
     skip = {"id", "name", "family", "aliases", "published", "notes"}
     assert _m(name).model_dump(exclude=skip) == get_model(PRESET_OF[name]).model_dump(exclude=skip)
+
+
+def test_layer_ops_average_layer_counts_local_attention() -> None:
+    from xpuplan.perf.ops import layer_ops
+
+    m = _m("gemma-3-27b")
+
+    def att(**kw):  # noqa: ANN003, ANN202
+        return next(o for o in layer_ops(m, batch=4, q_len=1, kv_len=32768, **kw) if o.op_class == "attention")
+
+    glob, loc, avg = att(local=False), att(local=True), att()
+    assert loc.bytes < glob.bytes / 10  # a local layer reads its 1024-token window, not 32k tokens
+    assert avg.bytes == pytest.approx((10 * glob.bytes + 52 * loc.bytes) / 62)
+    assert avg.flops == pytest.approx((10 * glob.flops + 52 * loc.flops) / 62)
+    short = next(o for o in layer_ops(m, batch=4, q_len=1, kv_len=512) if o.op_class == "attention")
+    assert short.bytes == pytest.approx(
+        next(o for o in layer_ops(m, batch=4, q_len=1, kv_len=512, local=False) if o.op_class == "attention").bytes)
+
+
+def test_serving_tpot_counts_local_attention(tmp_path: Path) -> None:
+    def tpot(model: str) -> float:
+        res = runner.invoke(app, ["infer", "estimate", "--model", model, "--hw", "H200", "--in", "60000", "--out", "200",
+                                  "--batch", "1", "--json"])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)["results"][0]["tpot_s"]
+
+    cfg = json.loads((FAMILIES / "gemma-3-27b" / "config.json").read_text())
+    cfg["text_config"]["sliding_window_pattern"] = 1  # every layer global: the counterfactual
+    d = tmp_path / "gemma-3-27b-all-global"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert load_hf_config(d).n_local_layers == 0
+    # one 60k-token sequence: decode reads 54 GB of weights plus 60k x 508 kB of KV (all global) or
+    # about 60k x 88 kB (52 of 62 layers keep 1024 tokens)
+    local, glob = tpot(str(FAMILIES / "gemma-3-27b")), tpot(str(d))
+    assert local < 0.85 * glob
