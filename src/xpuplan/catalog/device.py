@@ -137,10 +137,18 @@ class Device:
     def figure(self, path: str) -> Figure | None:
         return self.figures.get(path)
 
+    def missing_figure(self, path: str, what: str, *, also: str = "", field: str | None = None) -> UserInputError:
+        """The one error a planner raises when ``path`` is missing: names the figure and how to
+        supply it (``--hw-figure``); ``also`` adds an alternative that works with the figures present."""
+        unit = "TFLOPS" if path.startswith("dense_tflops.") else path.rsplit(".", 1)[-1].split("_", 1)[-1].upper()
+        msg = (f"{self.id} has no {what} in the catalog (figure {path}); supply it with "
+               f"--hw-figure {self.id}:{path}=<{unit}>")
+        return UserInputError(msg + (f", {also}" if also else ""), field=field or path)
+
     def _require(self, path: str, what: str) -> Figure:
         fig = self.figures.get(path)
         if fig is None:
-            raise UserInputError(f"{self.id} has no {what} in the catalog", field=path)
+            raise self.missing_figure(path, what)
         return fig
 
     @property
@@ -151,25 +159,39 @@ class Device:
         """True when the catalog lists a dense peak for ``dtype``."""
         return f"dense_tflops.{dtype}" in self.figures
 
+    def compute_dtype(self, dtype: str) -> str:
+        """The precision whose peak ``dtype`` runs at: ``dtype`` itself, or for bf16/fp16 the other
+        16-bit format when only that one is listed (an fp16-only chip such as the Ascend 310P runs
+        bf16 work as fp16; planners say so, see :meth:`sixteen_bit_note`)."""
+        if dtype in ("bf16", "fp16") and not self.supports(dtype):
+            other = "fp16" if dtype == "bf16" else "bf16"
+            if self.supports(other):
+                return other
+        return dtype
+
+    def sixteen_bit_note(self, dtype: str) -> str | None:
+        """A note when ``dtype`` (bf16/fp16) runs at the other 16-bit format's peak, else None."""
+        used = self.compute_dtype(dtype)
+        if used == dtype:
+            return None
+        return (f"{self.id} lists no {dtype} peak ({'fp16-only' if used == 'fp16' else 'bf16-only'} in the catalog): "
+                f"{dtype} work is planned at its {used} rate (dense_tflops.{used})")
+
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s (OP/s for integers) for ``dtype``.
 
-        bf16 and fp16 stand in for each other when only one is listed (every accelerator in the
-        catalog runs both at the same tensor rate or lists only one of them). Sparse figures are
-        never used.
+        bf16 and fp16 stand in for each other when only one is listed (:meth:`compute_dtype`).
+        Sparse figures are never used. Missing: one error naming the figure and ``--hw-figure``.
         """
-        fig = self.figures.get(f"dense_tflops.{dtype}")
-        if fig is None and dtype in ("bf16", "fp16"):
-            fig = self.figures.get(f"dense_tflops.{'fp16' if dtype == 'bf16' else 'bf16'}")
+        fig = self.figures.get(f"dense_tflops.{self.compute_dtype(dtype)}")
         if fig is None:
             have = ", ".join(self.dense_precisions) or "none"
-            raise UserInputError(
-                f"{self.id} has no dense {dtype} peak in the catalog (has: {have})", field="precision"
-            )
+            what = "16-bit (bf16/fp16) compute peak" if dtype in ("bf16", "fp16") else f"dense {dtype} peak"
+            raise self.missing_figure(f"dense_tflops.{dtype}", f"{what} (it lists: {have})", field="precision")
         return fig.value
 
     def peak_flops_range(self, dtype: str) -> tuple[float, float]:
-        fig = self.figures.get(f"dense_tflops.{dtype}")
+        fig = self.figures.get(f"dense_tflops.{self.compute_dtype(dtype)}")
         if fig is None:
             v = self.peak_flops(dtype)
             return v, v
@@ -241,7 +263,12 @@ class Device:
             "origin_country": self.origin_country,
             "launch_year": self.launch_year,
             "aliases": list(self.aliases),
-            "dense_bf16_tflops": v("dense_tflops.bf16", units.TFLOPS) or v("dense_tflops.fp16", units.TFLOPS),
+            # bf16 only when the catalog lists bf16: an fp16-only chip (Ascend 310P, MLU370-X4) has None
+            # here and its 16-bit figure under dense_fp16_tflops / dense_16bit_tflops
+            "dense_bf16_tflops": v("dense_tflops.bf16", units.TFLOPS),
+            "dense_fp16_tflops": v("dense_tflops.fp16", units.TFLOPS),
+            "dense_16bit_tflops": v(f"dense_tflops.{self.compute_dtype('bf16')}", units.TFLOPS),
+            "dense_16bit_format": self.compute_dtype("bf16") if self.supports(self.compute_dtype("bf16")) else None,
             "dense_fp8_tflops": v("dense_tflops.fp8", units.TFLOPS),
             "dense_int8_tops": v("dense_tflops.int8", units.TFLOPS),
             "memory_gb": v("memory.capacity_gb", units.GB),

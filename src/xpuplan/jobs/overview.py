@@ -56,7 +56,7 @@ class DeviceOverview(BaseModel):
     vendor: str
     kind: str
     memory_gb: float | None
-    bf16_tflops: float | None
+    bf16_tflops: float | None = Field(default=None, description="dense 16-bit peak: bf16, or fp16 on an fp16-only chip")
     min_trust: str
     serving: ServingSummary | None
     training: TrainingSummary | None
@@ -175,7 +175,7 @@ def overview(
         except XpuplanError as exc:
             reasons.append(f"training: {exc}")
         mem = dev.figure("memory.capacity_gb")
-        bf16 = dev.figure("dense_tflops.bf16") or dev.figure("dense_tflops.fp16")
+        bf16 = dev.figure(f"dense_tflops.{dev.compute_dtype('bf16')}")  # fp16 on an fp16-only chip
         rows.append(DeviceOverview(
             device_id=dev.id, vendor=dev.vendor, kind=dev.kind, memory_gb=None if mem is None else mem.value / 1e9,
             bf16_tflops=None if bf16 is None else bf16.value / 1e12, min_trust=dev.min_trust(),

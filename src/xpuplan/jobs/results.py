@@ -52,6 +52,9 @@ class Used(BaseModel):
     figures: list[FigureUsed] = Field(default_factory=list, description="catalog figures read, with trust")
     assumptions: dict[str, Any] = Field(default_factory=dict,
                                         description="assumptions used, each value with its source")
+    caveats: list[str] = Field(default_factory=list,
+                               description="figures the result rests on that need a warning: trust D (estimate or "
+                                           "widest credible range), user-supplied (--hw-figure), fp16 used for bf16")
 
 
 class Result(BaseModel):
@@ -149,7 +152,21 @@ def used(assumptions: Assumptions | None, devices: Iterable[Device], paths: Iter
     for d in devs:
         figs += figures_used(d, [*(peak_path(d, p) for p in precisions), *paths])
     assumed = assumptions.used(devices=devs, **named) if assumptions is not None else {}
-    return Used(figures=figs, assumptions=clean(assumed))
+    notes = [n for d in devs for p in precisions if p in ("bf16", "fp16") and (n := d.sixteen_bit_note(p))]
+    return Used(figures=figs, assumptions=clean(assumed), caveats=list(dict.fromkeys([*notes, *caveats(figs)])))
+
+
+def caveats(figures: Iterable[FigureUsed]) -> list[str]:
+    """One line per figure that marks a result: trust D (low-trust estimate or widest credible range)
+    or supplied by the user (``--hw-figure``)."""
+    out = []
+    for f in figures:
+        if f.source.startswith("user-supplied"):
+            out.append(f"{f.device} {f.path} is user-supplied (--hw-figure), trust {f.trust}")
+        elif f.trust == "D":
+            out.append(f"{f.device} {f.path} is a trust-D figure (low-trust estimate or widest credible range): "
+                       "the result is indicative only; `xpuplan hw show " + f.device + "` gives its range and source")
+    return out
 
 
 #: Results defined below the jobs layer (pydantic models with their own ``schema_version``):
