@@ -124,6 +124,9 @@ class Device:
     memory_type: str | None = None
     scale_up_name: str | None = None
     scale_up_domain: int = 1
+    #: Domain of an optional add-on link (NVLink bridge pairs: 2); None when the scale-up link, if
+    #: any, is always there. An optional link's bandwidth is :attr:`optional_scale_up_bandwidth`.
+    scale_up_optional_domain: int | None = None
     scale_up_topology: str | None = None
     pcie_generation: int | None = None
     scale_out_name: str | None = None
@@ -209,9 +212,16 @@ class Device:
 
     @property
     def scale_up_bandwidth(self) -> float | None:
-        """Scale-up link bandwidth per direction per device in bytes/s (None: PCIe only)."""
+        """Scale-up link bandwidth per direction per device in bytes/s (None: PCIe only, or the
+        link is an optional add-on such as an NVLink bridge)."""
         fig = self.figures.get("scale_up.bandwidth_gb_per_s_per_direction")
-        return fig.value if fig else None
+        return fig.value if fig and self.scale_up_optional_domain is None else None
+
+    @property
+    def optional_scale_up_bandwidth(self) -> float | None:
+        """Bandwidth per direction of an optional add-on link (NVLink bridge), bytes/s; else None."""
+        fig = self.figures.get("scale_up.bandwidth_gb_per_s_per_direction")
+        return fig.value if fig and self.scale_up_optional_domain is not None else None
 
     @property
     def pcie_bandwidth(self) -> float | None:

@@ -92,6 +92,8 @@ def estimate_cmd(
                           f"{d['requests_per_s_per_device']:.3g} req/s per device (KV transfer {d['kv_transfer_ms']:.2f} ms)",
                           highlight=False)
         for n in r.get("notes", []) or r["replica"].get("notes", []):
+            if n in printed:
+                continue
             console.print(f"[yellow]note:[/] {n}", highlight=False)
             printed.add(n)
     for f in failures:

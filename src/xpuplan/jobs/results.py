@@ -157,55 +157,17 @@ def used(assumptions: Assumptions | None, devices: Iterable[Device], paths: Iter
 
 
 def caveats(figures: Iterable[FigureUsed]) -> list[str]:
-    """One line per figure that marks a result: trust D (low-trust estimate or widest credible range)
-    or supplied by the user (``--hw-figure``)."""
-    out = []
+    """Lines that mark a result, one per device and kind: the trust-D figures it used (low-trust
+    estimates or widest credible ranges) and the user-supplied ones (``--hw-figure``)."""
+    low: dict[str, list[str]] = {}
+    user: dict[str, list[str]] = {}
     for f in figures:
         if f.source.startswith("user-supplied"):
-            out.append(f"{f.device} {f.path} is user-supplied (--hw-figure), trust {f.trust}")
+            user.setdefault(f.device, []).append(f"{f.path} (trust {f.trust})")
         elif f.trust == "D":
-            out.append(f"{f.device} {f.path} is a trust-D figure (low-trust estimate or widest credible range): "
-                       "the result is indicative only; `xpuplan hw show " + f.device + "` gives its range and source")
+            low.setdefault(f.device, []).append(f.path)
+    out = [f"{d} uses trust-D figures (low-trust estimates or widest credible ranges): {', '.join(p)}; the result is "
+           f"indicative only (`xpuplan hw show {d}` gives ranges and sources; --hw-figure supplies a better one)"
+           for d, p in low.items()]
+    out += [f"{d} uses user-supplied figures (--hw-figure): {', '.join(p)}" for d, p in user.items()]
     return out
-
-
-#: Results defined below the jobs layer (pydantic models with their own ``schema_version``):
-#: name -> (module, class).
-LOWER_LAYER_RESULTS: Final = {
-    "recommend": ("xpuplan.decide.result", "Recommendation"),
-    "cost-tco": ("xpuplan.cost.tco", "TcoResult"),
-    "fleet.optimize": ("xpuplan.fleet.optimize", "FleetPlan"),
-    "simulate": ("xpuplan.serve.sim.result", "SimulationResult"),
-}
-
-
-def result_schema(name: str) -> dict[str, Any]:
-    """JSON schema of result ``name`` (see :func:`all_results`)."""
-    from xpuplan.errors import UnknownIdError
-
-    results = all_results()
-    if name not in results:
-        raise UnknownIdError("result", name, list(results), field="NAME")
-    schema: dict[str, Any] = results[name].model_json_schema()
-    return schema
-
-
-#: Job modules whose results ``all_results`` collects (a module another helper has not written yet
-#: is skipped).
-JOB_MODULES: Final = ("train", "serve", "memory", "catalog", "overview", "cost", "recommend", "validate")
-
-
-def all_results() -> dict[str, type[BaseModel]]:
-    """Every result type: those registered by the job modules (imported here) and the lower layers'."""
-    import importlib
-
-    for mod in JOB_MODULES:
-        try:
-            importlib.import_module(f"xpuplan.jobs.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"xpuplan.jobs.{mod}":
-                raise
-    found: dict[str, type[BaseModel]] = dict(RESULTS)
-    for name, (module, cls) in LOWER_LAYER_RESULTS.items():
-        found[name] = getattr(importlib.import_module(module), cls)
-    return dict(sorted(found.items()))
