@@ -171,3 +171,45 @@ def caveats(figures: Iterable[FigureUsed]) -> list[str]:
            for d, p in low.items()]
     out += [f"{d} uses user-supplied figures (--hw-figure): {', '.join(p)}" for d, p in user.items()]
     return out
+
+
+#: Results defined below the jobs layer (pydantic models with their own ``schema_version``):
+#: name -> (module, class).
+LOWER_LAYER_RESULTS: Final = {
+    "recommend": ("xpuplan.decide.result", "Recommendation"),
+    "cost-tco": ("xpuplan.cost.tco", "TcoResult"),
+    "fleet.optimize": ("xpuplan.fleet.optimize", "FleetPlan"),
+    "simulate": ("xpuplan.serve.sim.result", "SimulationResult"),
+}
+
+
+def result_schema(name: str) -> dict[str, Any]:
+    """JSON schema of result ``name`` (see :func:`all_results`)."""
+    from xpuplan.errors import UnknownIdError
+
+    results = all_results()
+    if name not in results:
+        raise UnknownIdError("result", name, list(results), field="NAME")
+    schema: dict[str, Any] = results[name].model_json_schema()
+    return schema
+
+
+#: Job modules whose results ``all_results`` collects (a module another helper has not written yet
+#: is skipped).
+JOB_MODULES: Final = ("train", "serve", "memory", "catalog", "overview", "cost", "recommend", "validate")
+
+
+def all_results() -> dict[str, type[BaseModel]]:
+    """Every result type: those registered by the job modules (imported here) and the lower layers'."""
+    import importlib
+
+    for mod in JOB_MODULES:
+        try:
+            importlib.import_module(f"xpuplan.jobs.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"xpuplan.jobs.{mod}":
+                raise
+    found: dict[str, type[BaseModel]] = dict(RESULTS)
+    for name, (module, cls) in LOWER_LAYER_RESULTS.items():
+        found[name] = getattr(importlib.import_module(module), cls)
+    return dict(sorted(found.items()))
