@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from xpuplan.catalog import load_catalog
-from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.errors import InfeasibleError
 from xpuplan.models import get_model
 from xpuplan.serve import estimate_continuous, estimate_encoder, estimate_static, make_replica
 from xpuplan.serve.kv import max_concurrent_sequences, memory_plan
