@@ -40,6 +40,7 @@ class ErrorOut(BaseModel):
 
 #: Error responses every endpoint may give (for the OpenAPI schema).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the body is not valid JSON (or not multipart for an upload)"},
     401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
     413: {"model": ErrorOut, "description": "request body too large"},
     422: {"model": ErrorOut, "description": "bad input: `field` names the offending value"},
