@@ -29,8 +29,9 @@ OPEN_PATHS: Final = frozenset({"/healthz"})
 
 
 class BodyLimit:
-    """ASGI middleware: a body over ``limit`` bytes gets 413 (by ``Content-Length`` before anything
-    is read, or while streaming a chunked body)."""
+    """ASGI middleware: a body over ``limit`` bytes gets 413, judged by ``Content-Length`` before
+    anything is read; a body without one (chunked) is read here, at most ``limit`` bytes, and
+    replayed to the app."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -39,47 +40,49 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        length = None
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.limit
+                    length = int(value)
                 except ValueError:
-                    too_big = False
-                if too_big:
-                    await self._reject(scope, receive, send)
-                    return
-        seen = 0
-        started = False
-
-        async def guarded_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        async def counting_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counting_receive, guarded_send)
-        except _TooLarge:
-            if not started:
+                    length = None
+        if length is not None:
+            if length > self.limit:
                 await self._reject(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
+                await self._reject(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
         resp = JSONResponse(status_code=413, content={
             "error": f"request body larger than {self.limit:,} bytes", "field": None, "hint": None})
         await resp(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def _authorised(request: Request, token: str) -> bool:

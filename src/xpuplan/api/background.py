@@ -67,22 +67,32 @@ class Background:
 
     def __init__(self, saved: Saved, ctx: RunContext, metrics: Metrics, *, workers: int = DEFAULT_WORKERS) -> None:
         self.saved, self.ctx, self.metrics = saved, ctx, metrics
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="xpuplan-job")
+        self.workers = workers
+        self._pool: ThreadPoolExecutor | None = None
         self._live: dict[str, Handle] = {}
         self._lock = threading.Lock()
 
     # -- life cycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        n = self.saved.interrupt_unfinished()
+        """At server start: jobs left queued or running by a previous server are ``interrupted``."""
+        with self._lock:
+            mine = set(self._live)
+        n = self.saved.interrupt_unfinished(exclude=mine)
         if n:
             log.warning("%d background job(s) of a previous server marked interrupted", n)
 
     def shutdown(self) -> None:
+        """At server stop: cancel every job of this process; the pool is made again on the next submit."""
         with self._lock:
             handles = list(self._live.values())
+            pool, self._pool = self._pool, None
         for h in handles:
             h.cancel.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for h in handles:
+            if h.future is not None and h.future.cancelled():
+                self._finish(h, "cancelled")
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -105,7 +115,10 @@ class Background:
             with self._lock:
                 self._live.pop(job_id, None)
             raise
-        handle.future = self._pool.submit(self._run, handle, body)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="xpuplan-job")
+            handle.future = self._pool.submit(self._run, handle, body)
         return record
 
     def _progress(self, handle: Handle) -> Any:

@@ -62,6 +62,7 @@ from xpuplan.jobs.train import TrainEstimateRequest, TrainSearchRequest  # noqa:
 
 _MODEL = "model id or alias (GET /api/v1/models)"
 _SCENARIO = "scenario: a JSON object of the same shape as the scenario YAML files (examples/)"
+_EMIT = "print the serve command: vllm, sglang, trtllm or mindie (JSON key 'emit', as for training)"
 _NO_PRICES = "extra price files: not accepted over HTTP (the server's price book is used)"
 
 
@@ -93,17 +94,23 @@ class TrainSearchBody(TrainSearchRequest):
 
 class InferEstimateBody(InferEstimateRequest):
     """``POST /api/v1/infer/estimate`` (``xpuplan infer estimate``; ``--in``/``--out`` are
-    ``input_len``/``output_len``, ``--emit`` is ``emit_``)."""
+    ``input_len``/``output_len``)."""
+
+    model_config = ConfigDict(populate_by_name=True)
 
     model: ApiModel | None = Field(default=None, description=_MODEL)
     scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)
+    emit_: str | None = Field(default=None, alias="emit", description=_EMIT)
 
 
 class CapacityBody(CapacityRequest):
     """``POST /api/v1/infer/capacity`` (``xpuplan infer capacity``)."""
 
+    model_config = ConfigDict(populate_by_name=True)
+
     model: ApiModel | None = Field(default=None, description=_MODEL)
     scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)
+    emit_: str | None = Field(default=None, alias="emit", description=_EMIT)
 
 
 class TcoBody(TcoRequest):

@@ -40,6 +40,7 @@ class ErrorOut(BaseModel):
 
 #: Error responses every endpoint may give (for the OpenAPI schema).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the body is not valid JSON (or not multipart for an upload)"},
     401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
     413: {"model": ErrorOut, "description": "request body too large"},
     422: {"model": ErrorOut, "description": "bad input: `field` names the offending value"},
@@ -75,6 +76,10 @@ def field_path(loc: Sequence[Any]) -> str | None:
     return out or None
 
 
+#: Flags of the CLI that are not a request field of the same name.
+_EXTRA_FLAGS = {"--weight": "weights", "--preset": "preset", "--lang": "lang"}
+
+
 def _known_flags() -> dict[str, str]:
     """Every request's explicitly named flags, flag -> field (``--in`` -> ``input_len``)."""
     from xpuplan.jobs.requests import Request as JobRequest
@@ -95,7 +100,9 @@ def flag_to_field(name: str | None) -> str | None:
     ``--in`` -> ``input_len`` (through the requests' ``FLAGS``); other names are kept."""
     if not name or not name.startswith("--"):
         return name
-    return _known_flags().get(name) or name[2:].replace("-", "_")
+    cut = min((i for i in (name.find("."), name.find("[")) if i > 0), default=len(name))
+    head, rest = name[:cut], name[cut:]
+    return (_EXTRA_FLAGS.get(head) or _known_flags().get(head) or head[2:].replace("-", "_")) + rest
 
 
 def error_body(exc: UserInputError, prefix: str | None = None) -> dict[str, Any]:

@@ -21,6 +21,9 @@ from xpuplan.errors import UserInputError
 ENV_TOKEN = "XPUPLAN_TOKEN"
 #: Shortest token accepted (characters).
 MIN_TOKEN_LEN = 16
+#: Seconds an idle keep-alive connection stays open (uvicorn's default, 5 s, equals common clients'
+#: pool expiry, so a client may reuse a connection the server is closing at that very moment).
+KEEP_ALIVE_S = 30
 
 
 def is_loopback(host: str) -> bool:
@@ -71,7 +74,7 @@ def serve(
     auth = "bearer token required" if token else "no token (loopback only)"
     err_console.print(f"xpuplan web page on http://{host}:{port}/ and API on http://{host}:{port}/api/v1 ({auth}); "
                       "API docs at /api/v1/docs", highlight=False)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S)
 
 
 def register(app: typer.Typer) -> None:

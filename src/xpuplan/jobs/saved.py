@@ -126,7 +126,8 @@ class Saved:
 
         return [r.to_dict() for r in list_jobs(self.store, status=status, kind=kind, limit=limit)]
 
-    def interrupt_unfinished(self) -> int:
+    def interrupt_unfinished(self, exclude: frozenset[str] | set[str] = frozenset()) -> int:
+        """Jobs queued or running in the store, but not ``exclude`` (alive here), -> ``interrupted``."""
         from xpuplan.store.jobs import interrupt_unfinished
 
-        return interrupt_unfinished(self.store)
+        return interrupt_unfinished(self.store, exclude=exclude)

@@ -8,6 +8,7 @@ restart loses no finished result.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import select, update
@@ -63,10 +64,14 @@ def list_jobs(store: Store, *, status: str | None = None, kind: str | None = Non
         return list(s.scalars(q))
 
 
-def interrupt_unfinished(store: Store) -> int:
-    """Mark every queued or running job ``interrupted`` (at start-up: whoever ran them is gone)."""
+def interrupt_unfinished(store: Store, *, exclude: Collection[str] = ()) -> int:
+    """Mark every queued or running job ``interrupted`` (at start-up: whoever ran them is gone),
+    except the jobs ``exclude`` (still alive in this process)."""
+    cond = JobRecord.status.in_(("queued", "running"))
+    if exclude:
+        cond = cond & JobRecord.id.not_in(list(exclude))
     with store.transaction() as s:
-        res = s.execute(update(JobRecord).where(JobRecord.status.in_(("queued", "running")))
+        res = s.execute(update(JobRecord).where(cond)
                         .values(status="interrupted", finished_at=utcnow(),
                                 error={"status": 409, "body": {"error": "the server stopped before the job finished; "
                                                                          "submit it again", "field": None,
