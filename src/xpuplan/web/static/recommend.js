@@ -425,7 +425,7 @@
       customdata: x.ops.map(o => [o.name, t("web.roof.bound_" + o.bound), fmtTime(o.time_s)]),
       hovertemplate: "%{customdata[0]}<br>%{x:.3g} FLOP/B · %{y:.3s}FLOP/s<br>%{customdata[1]} · %{customdata[2]}<extra></extra>"}));
     plot("ch-roofline", traces, {height: 360, xaxis: {type: "log", dtick: 1, title: {text: t("web.axis.intensity")}},
-      yaxis: {type: "log", dtick: 1, exponentformat: "SI", title: {text: t("web.axis.flops")}},
+      yaxis: {type: "log", dtick: 1, tickformat: "~s", title: {text: t("web.axis.flops")}},
       annotations: [{xref: "paper", yref: "paper", x: 0, y: 1.05, showarrow: false, xanchor: "left",
         text: esc(p.hardware + " · " + r.model), font: {size: 11, color: "#57606a"}}]});
   }
