@@ -157,3 +157,18 @@ def test_catalog_opens_a_figure_source_and_compares(page: Any, server: str, tmp_
     assert len(heads) == 3
     assert not page.js_errors
     page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
+
+
+def test_uploaded_config_json_is_ranked(page: Any, server: str, tmp_path: Path) -> None:
+    _open(page, server + "/")
+    page.select_option("#f-preset", "finetuning-lora")
+    page.fill("#f-samples", "0")
+    page.set_input_files("#f-config", str(Path(__file__).parents[1] / "fixtures" / "hf" / "qwen2.5-7b" / "config.json"))
+    page.wait_for_function("document.getElementById('f-model').value.startsWith('upload:')")
+    assert "qwen" in page.inner_text("#config-status").lower()
+    _run(page)
+    assert "qwen" in page.inner_text("#res-title").lower()
+    page.wait_for_selector("#ch-memory[data-rendered='1'] .main-svg")
+    assert "/tmp" not in page.inner_text("#out")
+    assert not page.js_errors
+    page.screenshot(path=str(tmp_path / "page.png"), full_page=True)

@@ -147,3 +147,44 @@ def test_html_report_of_a_recommendation_shares_the_renderer(client: Any) -> Non
     assert bad.status_code == 422 and bad.json()["error"].startswith("not a recommendation")
     junk = client.post("/ui/memory/train", content=b"{not json", headers={"content-type": "application/json"})
     assert junk.status_code == 422 and junk.json()["field"] == "body"
+
+
+FIXTURE_CONFIG = "tests/fixtures/hf/qwen2.5-7b/config.json"
+
+
+def test_uploaded_config_json_is_ranked_without_exposing_a_path(client: Any) -> None:
+    from pathlib import Path
+
+    raw = Path(FIXTURE_CONFIG).read_bytes()
+    up = client.post("/ui/models", content=raw, headers={"content-type": "application/json"})
+    assert up.status_code == 200
+    ref, model = up.json()["id"], up.json()["model"]
+    assert ref.startswith("upload:") and "/" not in ref
+    assert model["total_params"] > 7e9
+    body = {"scenario": {"scenario": "finetuning-lora", "model": ref, "hardware": ["nvidia-h100-sxm-80gb",
+                                                                                  "amd-mi300x-192gb"]},
+            "samples": 0, "lang": "en"}
+    r = client.post("/ui/recommend", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["model"] == model["id"]
+    # the versioned API still takes catalog models only
+    assert client.post("/api/v1/recommend", json=body).status_code == 422
+    # the charts' helpers take the upload too
+    assert client.get("/ui/roofline", params={"hw": "H100", "model": ref}).status_code == 200
+    assert client.post("/ui/memory/infer", json={"model": ref, "hw": "H100", "tp": 1}).status_code == 200
+    # a scenario YAML names the file, not the server's copy
+    y = client.post("/ui/scenario.yaml", json=body["scenario"]).text
+    assert "model: config.json" in y and "upload:" not in y
+
+
+def test_upload_errors_are_clear(client: Any) -> None:
+    bad = client.post("/ui/models", content=b'{"model_type": "no-such-arch"}', headers={"content-type": "application/json"})
+    assert bad.status_code == 422 and bad.json()["error"]
+    junk = client.post("/ui/models", content=b"\xff\xfe", headers={"content-type": "application/json"})
+    assert junk.status_code == 422 and junk.json()["field"] == "config.json"
+    gone = client.post("/ui/recommend", json={"scenario": {"scenario": "pretraining", "model": "upload:0123456789abcdef"}})
+    assert gone.status_code == 422 and gone.json()["field"] == "scenario.model"
+    catalog = client.post("/ui/recommend", json={"scenario": {"scenario": "pretraining", "model": "llama3-8b"}})
+    assert catalog.status_code == 422
+    traversal = client.post("/ui/recommend", json={"scenario": {"scenario": "pretraining", "model": "upload:../../etc"}})
+    assert traversal.status_code == 422

@@ -9,6 +9,9 @@ Routes added to the API app:
 - ``/ui/meta`` presets (resolved scenarios and their leaf weights) and the criteria tree;
 - ``/ui/roofline``, ``/ui/memory/train``, ``/ui/memory/infer``: the jobs behind the roofline chart
   and the memory breakdown of a ranked option;
+- ``/ui/models``: an uploaded Hugging Face ``config.json``, kept in a folder of this server and named
+  ``upload:<hash>``; ``/ui/recommend`` is ``POST /api/v1/recommend`` for a scenario whose model is such
+  an upload (the API itself takes catalog models only: no client-supplied path is ever read);
 - ``/ui/scenario.yaml``: the form's scenario as the YAML file ``xpuplan recommend`` takes;
 - ``/ui/report.html``: a recommendation (the JSON the page shows) as the self-contained HTML report of
   ``xpuplan recommend --report out.html`` (same renderer, same stylesheet as the page).
@@ -18,6 +21,10 @@ Everything here parses a request, calls a job and returns its typed result; no m
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+import tempfile
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -33,6 +40,10 @@ from xpuplan.i18n import LANGS, catalogue
 from xpuplan.report.svg import LEAF_COLOURS, LINE_COLOURS
 
 STATIC = resources.files("xpuplan.web") / "static"
+#: Prefix of an uploaded model's reference in a scenario sent by the page.
+UPLOAD_PREFIX = "upload:"
+#: Largest config.json accepted (bytes).
+MAX_CONFIG_BYTES = 512 * 1024
 #: The HTML report's stylesheet, shared with the page (xpuplan.report).
 REPORT_CSS = resources.files("xpuplan.report") / "style.css"
 _CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -70,6 +81,54 @@ async def _body(request: Request) -> Any:
         raise UserInputError("the request body is not JSON", field="body") from None
 
 
+class Uploads:
+    """Uploaded ``config.json`` files of one server: ``upload:<hash>`` -> a file in a folder of its own.
+
+    The file is named after the model (``_name_or_path``'s last part, else the uploaded file's name,
+    else ``model_type``) so the imported model's id reads as it would from the CLI."""
+
+    def __init__(self) -> None:
+        self._dir: tempfile.TemporaryDirectory[str] | None = None  # created on the first upload, removed at exit
+        self._files: dict[str, Path] = {}
+
+    def add(self, raw: bytes, filename: str | None = None) -> str:
+        from xpuplan.models.hf_import import arch_from_hf_config
+
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise UserInputError(f"config.json is larger than {MAX_CONFIG_BYTES:,} bytes", field="config.json")
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise UserInputError(f"not a JSON file ({exc})", field="config.json") from None
+        arch_from_hf_config(data, file="config.json", lines={})  # refuses what is not a supported config
+        stem = Path(filename or "").stem
+        for cand in (str(data.get("_name_or_path") or "").rstrip("/").rsplit("/", 1)[-1],
+                     "" if stem.lower() in ("", "config") else stem, str(data.get("model_type") or ""), "uploaded-model"):
+            name = re.sub(r"[^A-Za-z0-9._-]+", "-", cand).strip("-.")[:80]
+            if name:
+                break
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="xpuplan-web-models-")
+        key = hashlib.sha256(raw + name.encode()).hexdigest()[:16]
+        folder = Path(self._dir.name) / key
+        folder.mkdir(exist_ok=True)
+        f = folder / f"{name}.json"
+        f.write_bytes(raw)
+        self._files[key] = f
+        return UPLOAD_PREFIX + key
+
+    def path(self, ref: str, field: str = "model") -> str:
+        """The server's file of ``upload:<hash>`` (a clear error for an unknown or expired upload)."""
+        f = self._files.get(ref.removeprefix(UPLOAD_PREFIX))
+        if f is None or not f.is_file():
+            raise UserInputError("this uploaded model is not on the server (it restarted?): upload the "
+                                 "config.json again", field=field)
+        return str(f)
+
+    def resolve(self, name: Any, field: str = "model") -> Any:
+        return self.path(name, field) if isinstance(name, str) and name.startswith(UPLOAD_PREFIX) else name
+
+
 def _meta() -> dict[str, Any]:
     from xpuplan.decide.scenario import list_presets, preset
     from xpuplan.decide.weights import criteria_data, make_weights
@@ -89,12 +148,16 @@ def _scenario_yaml(data: Any) -> str:
     if not isinstance(data, dict) or not isinstance(data.get("scenario"), str):
         raise UserInputError("the body must be a scenario mapping with a 'scenario' key", field="scenario")
     head = "# Scenario from the xpuplan web page; run it with: xpuplan recommend this-file.yaml\n"
+    if isinstance(data.get("model"), str) and data["model"].startswith(UPLOAD_PREFIX):
+        data = {**data, "model": "config.json"}
+        head += "# model: the config.json you uploaded, here read from the current directory (give its path)\n"
     return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
 
 
 def add_pages(app: FastAPI) -> FastAPI:
     """Add the page routes, assets and page helpers to ``app`` (the API app)."""
     ctx = app.state.context
+    uploads = Uploads()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> HTMLResponse:
@@ -147,7 +210,7 @@ def add_pages(app: FastAPI) -> FastAPI:
         from xpuplan.jobs.catalog import RooflineRequest
         from xpuplan.jobs.catalog import roofline as roofline_job
 
-        return _run(lambda: roofline_job(RooflineRequest(hw=hw, model=model, batch=batch, q_len=q_len,
+        return _run(lambda: roofline_job(RooflineRequest(hw=hw, model=uploads.resolve(model), batch=batch, q_len=q_len,
                                                          kv_len=kv_len, tp=tp, dtype=dtype), ctx))
 
     @app.post("/ui/memory/train", include_in_schema=False)
@@ -158,7 +221,7 @@ def add_pages(app: FastAPI) -> FastAPI:
             body = await _body(request)
         except UserInputError as exc:
             return _user_error(exc)
-        return _run(lambda: memory_train(MemoryTrainRequest.model_validate(body), ctx))
+        return _run(lambda: memory_train(MemoryTrainRequest.model_validate(_with_model(body, uploads)), ctx))
 
     @app.post("/ui/memory/infer", include_in_schema=False)
     async def memory_infer(request: Request) -> Response:
@@ -168,7 +231,7 @@ def add_pages(app: FastAPI) -> FastAPI:
             body = await _body(request)
         except UserInputError as exc:
             return _user_error(exc)
-        return _run(lambda: memory_infer(MemoryInferRequest.model_validate(body), ctx))
+        return _run(lambda: memory_infer(MemoryInferRequest.model_validate(_with_model(body, uploads)), ctx))
 
     @app.post("/ui/scenario.yaml", include_in_schema=False)
     async def scenario_yaml(request: Request) -> Response:
@@ -178,6 +241,46 @@ def add_pages(app: FastAPI) -> FastAPI:
             return _user_error(exc)
         return Response(text, media_type="application/x-yaml; charset=utf-8",
                         headers={"Content-Disposition": "attachment; filename=scenario.yaml"})
+
+    @app.post("/ui/models", include_in_schema=False)
+    async def upload_model(request: Request) -> Response:
+        from xpuplan.jobs.catalog import model_show
+
+        raw = await request.body()
+
+        def add() -> dict[str, Any]:
+            ref = uploads.add(raw, request.query_params.get("name"))
+            return {"id": ref, "model": model_show(uploads.path(ref), ctx).model_dump(mode="json")}
+
+        return _run(add)
+
+    @app.post("/ui/recommend", include_in_schema=False)
+    async def recommend_upload(request: Request) -> Response:
+        def run(body: Any) -> Any:
+            from xpuplan.api.safety import check_scenario
+            from xpuplan.jobs.recommend import RecommendRequest, recommend
+
+            if not isinstance(body, dict) or not isinstance(body.get("scenario"), dict):
+                raise UserInputError("give {'scenario': {...}} with an uploaded model", field="scenario")
+            sc = dict(body["scenario"])
+            ref = sc.pop("model", None)
+            if not (isinstance(ref, str) and ref.startswith(UPLOAD_PREFIX)):
+                raise UserInputError("not an uploaded model: use POST /api/v1/recommend", field="scenario.model")
+            check_scenario(sc)  # the rest of the scenario as the API checks it
+            path = uploads.path(ref, "scenario.model")
+            sc["model"] = path
+            rest = {k: v for k, v in body.items() if k != "scenario"}
+            rec = recommend(RecommendRequest(scenario=sc, **rest))
+            # the result names the model by its id, never by the server's file
+            from xpuplan.models import get_model
+
+            return json.loads(rec.model_dump_json().replace(json.dumps(path)[1:-1], get_model(path).id))
+
+        try:
+            body = await _body(request)
+        except UserInputError as exc:
+            return _user_error(exc)
+        return _run(lambda: run(body))
 
     @app.post("/ui/report.html", include_in_schema=False)
     async def report_html(request: Request) -> Response:
@@ -217,6 +320,13 @@ def _run(fn: Any) -> Response:
         first = exc.errors()[0]
         return _error(422, str(first.get("msg")), ".".join(str(x) for x in first.get("loc", ())))
     return JSONResponse(out if isinstance(out, dict) else out.model_dump(mode="json"))
+
+
+def _with_model(body: Any, uploads: Uploads) -> Any:
+    """``body`` with an uploaded ``model`` reference replaced by the server's file."""
+    if isinstance(body, dict) and "model" in body:
+        return {**body, "model": uploads.resolve(body["model"])}
+    return body
 
 
 @cache

@@ -178,7 +178,7 @@
     try {
       const body = {scenario: sc, lang: XP.I18N.lang, samples: sc.monte_carlo.samples, seed: sc.monte_carlo.seed};
       if (sc.weights) body.weights = sc.weights;
-      S.result = await postJSON(API.recommend, body);
+      S.result = await postJSON(API.isUpload(sc.model) ? API.recommendUploaded : API.recommend, body);
       S.scenario = sc;
       render();
       $("download-report").disabled = false;
@@ -204,6 +204,8 @@
   }
 
   /* ------------------------------------------------------------ render */
+  /* the model the page's helper requests name: an upload by its server reference, else the result's id */
+  const modelRef = r => (S.scenario && API.isUpload(S.scenario.model) ? S.scenario.model : r.model);
   const shortLabel = o => o.mix ? [...new Set(Object.values(o.mix))].join(" + ") : (o.hardware || o.key);
   const roleName = r => t("role." + r);
 
@@ -357,7 +359,7 @@
     if (p.plan.kind === "training") {
       const k = parseTrainKey(p.plan.key);
       if (!k) return null;
-      const res = await postJSON(API.memoryTrain, {model: r.model, hw: p.hardware, seq: w.training.seq_len,
+      const res = await postJSON(API.memoryTrain, {model: modelRef(r), hw: p.hardware, seq: w.training.seq_len,
         micro_batch: k.micro_batch, tp: k.tp, pp: k.pp, dp: k.dp, cp: k.cp, ep: k.ep, vpp: k.vpp, zero: k.zero,
         recompute: k.recompute, method: w.training.method});
       const b = res.bytes_per_device;
@@ -366,7 +368,7 @@
       capacity: res.device_memory_bytes};
     }
     const sv = p.plan;
-    const res = await postJSON(API.memoryInfer, {model: r.model, hw: p.hardware, tp: sv.tp, pp: sv.pp || 1,
+    const res = await postJSON(API.memoryInfer, {model: modelRef(r), hw: p.hardware, tp: sv.tp, pp: sv.pp || 1,
       dtype: sv.dtype || "bf16", context: (sv.input_len || 2048) + (sv.output_len || 256)});
     const m = res.serving_memory;
     return {segments: {weights: m.weights_bytes, activations: m.activation_bytes, workspace: m.workspace_bytes,
@@ -399,11 +401,11 @@
       const k = parseTrainKey(p.plan.key) || {tp: 1, micro_batch: 1, precision: "bf16"};
       const seq = wl.training.seq_len;
       sets.push({name: t("web.roof.train", {mb: k.micro_batch, seq, tp: k.tp}),
-        q: {hw: p.hardware, model: r.model, batch: k.micro_batch, q_len: seq, kv_len: seq, tp: k.tp, dtype: k.precision === "fp8" ? "fp8" : "bf16"}});
+        q: {hw: p.hardware, model: modelRef(r), batch: k.micro_batch, q_len: seq, kv_len: seq, tp: k.tp, dtype: k.precision === "fp8" ? "fp8" : "bf16"}});
     } else {
       const inl = p.plan.input_len || 2048, out = p.plan.output_len || 256, dt = p.plan.dtype || "bf16";
-      sets.push({name: t("web.roof.prefill", {n: inl}), q: {hw: p.hardware, model: r.model, batch: 1, q_len: inl, kv_len: inl, tp: p.plan.tp, dtype: dt}});
-      sets.push({name: t("web.roof.decode", {n: inl + out}), q: {hw: p.hardware, model: r.model, batch: 1, q_len: 1, kv_len: inl + out, tp: p.plan.tp, dtype: dt}});
+      sets.push({name: t("web.roof.prefill", {n: inl}), q: {hw: p.hardware, model: modelRef(r), batch: 1, q_len: inl, kv_len: inl, tp: p.plan.tp, dtype: dt}});
+      sets.push({name: t("web.roof.decode", {n: inl + out}), q: {hw: p.hardware, model: modelRef(r), batch: 1, q_len: 1, kv_len: inl + out, tp: p.plan.tp, dtype: dt}});
     }
     const res = await Promise.all(sets.map(s => getJSON(API.roofline + "?" + new URLSearchParams(s.q))));
     const figs = res[0].used ? res[0].used.figures : [];
@@ -456,6 +458,7 @@
     const sim = simScenario(r);
     $("cdf-panel").hidden = !sim;
     if (!sim) return;
+    if (API.isUpload(modelRef(r))) { emptyChart("ch-cdf", t("web.sim.catalog_only")); return; }
     emptyChart("ch-cdf", t("web.chart.simulating"));
     const res = await postJSON(API.simulate, {scenario: sim.sc, seed: 1});
     if (S.result !== r) return;
@@ -480,6 +483,27 @@
       yaxis: {title: {text: t("web.axis.percentile")}, range: [0, 100]},
       annotations: [{xref: "paper", yref: "paper", x: 0, y: 1.08, showarrow: false, xanchor: "left", font: {size: 11, color: "#57606a"},
         text: esc(t("web.sim.caption", {s: SIM_DURATION_S, n: fmtInt(res.completed)}) + att)}]});
+  }
+
+  /* ------------------------------------------------------------ uploaded config.json */
+  async function uploadConfig() {
+    const f = $("f-config").files[0];
+    if (!f) return;
+    $("config-status").textContent = "…";
+    try {
+      const r = await fetch(API.uploadModel + "?name=" + encodeURIComponent(f.name), {method: "POST", headers: {"Content-Type": "application/json"}, body: await f.text()});
+      const data = await r.json();
+      if (!r.ok) throw new XP.ApiError(r.status, data);
+      const m = data.model;
+      const label = `${m.name || m.id} (${t("web.form.uploaded")})`;
+      $("f-model").insertAdjacentHTML("beforeend", `<option value="${esc(data.id)}">${esc(label)}</option>`);
+      $("f-model").value = data.id;
+      const params = m.total_params;
+      $("config-status").textContent = t("web.form.upload_ok", {id: m.id}) + (params ? " · " + fmtNum(params / 1e9, 3) + "B " + t("web.form.params") : "");
+    } catch (e) {
+      $("config-status").textContent = "";
+      showError(e.body || {error: String(e)});
+    }
   }
 
   /* ------------------------------------------------------------ YAML and link */
@@ -523,6 +547,7 @@
     $("download-yaml").addEventListener("click", downloadYaml);
     $("copy-link").addEventListener("click", copyLink);
     $("download-report").addEventListener("click", downloadReport);
+    $("f-config").addEventListener("change", uploadConfig);
     const tick = on => document.querySelectorAll("#f-hardware input").forEach(i => { i.checked = on; });
     $("hw-all").addEventListener("click", () => tick(true));
     $("hw-none").addEventListener("click", () => tick(false));
