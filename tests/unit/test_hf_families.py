@@ -177,6 +177,9 @@ def test_prompt_longer_than_context_is_an_error() -> None:
     res = runner.invoke(app, ["infer", "estimate", "--model", str(FAMILIES / "gemma-2-9b"), "--hw", "L20",
                               "--in", "8000", "--out", "500"])
     assert res.exit_code == 2 and "--out" in res.output
+    res = runner.invoke(app, ["infer", "capacity", "--model", "phi-3-mini", "--hw", "L20", "--qps", "1",
+                              "--in", "4000", "--out", "200", "--tpot-ms", "50"])
+    assert res.exit_code == 2 and "'--out'" in res.output and "4096" in res.output
     with pytest.raises(UserInputError) as ei:
         _m("phi-3-mini-4k").check_context(5000, "input_len")
     assert ei.value.field == "input_len"
