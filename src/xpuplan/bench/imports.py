@@ -1129,8 +1129,10 @@ def parse_torchtitan_log(path: str | Path, *, device_id: str | None, config: str
                              field="parallelism")
     ac = str(cfg.get("mode", "selective"))
     recompute = {"none": "none", "selective": "selective", "full": "full"}.get(ac, "selective")
-    precision = "fp8" if cfg.get("enable_fsdp_float8_all_gather") is not None or "float8" in str(
-        cfg.get("converters", "")) else ("fp32" if cfg.get("mixed_precision_param") == "float32" else "bf16")
+    # [model] converters = ["float8"] (or ["mx"]) swaps the linear layers for fp8 / MX ones
+    converters = str(cfg.get("converters", ""))
+    precision = "fp8" if ("float8" in converters or "mx" in converters) else (
+        "fp32" if cfg.get("mixed_precision_param") == "float32" else "bf16")
     name, flavor = str(cfg.get("name", "")), str(cfg.get("flavor", ""))
     model_id = model or TORCHTITAN_PRESETS.get((name.lower(), flavor.lower()), f"{name}-{flavor}".lower())
     arch, model_ref = _resolve_model(model_id)
