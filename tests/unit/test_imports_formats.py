@@ -299,6 +299,13 @@ def test_torchtitan_log() -> None:
     assert p.info.config["logged_mfu"] == pytest.approx(0.41355)
 
 
+def test_torchtitan_config_keys_by_section(tmp_path: Path) -> None:
+    # [optimizer] name = "AdamW" before [model] name = "llama3": keys are read by section
+    toml = '[optimizer]\nname = "AdamW"\n\n' + TITAN_TOML.read_text().replace("[optimizer]\nname = \"AdamW\"\n", "")
+    p = parse_torchtitan_log(TITAN, device_id="H100", config=_write(tmp_path, "c.toml", toml))
+    assert p.info.config["preset"] == "llama3.1-8b"
+
+
 def test_torchtitan_errors(tmp_path: Path, db_url: str) -> None:
     with pytest.raises(UserInputError, match="--config"):
         parse_torchtitan_log(TITAN, device_id="H100", config=None)
