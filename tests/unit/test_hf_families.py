@@ -35,6 +35,7 @@ PUBLISHED = {
     "gemma-2-9b": (917_962_752 + 8_324_201_984, None, 0.005),
     "gemma-2-27b": (1_180_237_824 + 26_047_480_320, None, 0.005),
     "gemma-3-1b": (1_000e6, None, 0.01),
+    "gemma-3-4b": (675e6 + 3_209e6, None, 0.005),  # text model; its text_config omits the head counts
     "gemma-3-27b": (27_016e6, None, 0.005),  # text model; the 417M vision encoder is not counted
     "glm-4-9b": (9.4e9, None, 0.01),
     "glm-4.5": (355e9, None, 0.02),  # 32B active excludes embedding and head: see below
