@@ -77,7 +77,7 @@ def bench_run(
     result, backend = done.result, done.backend
     info = {"run_id": result.run_id, "status": result.status, "device_id": result.device_id,
             "device_name": backend.name, "backend": backend.kind, "measurements": len(result.records),
-            "skipped": result.skipped, "headline": done.headline}
+            "skipped": result.skipped, "headline": done.headline, "notes": list(done.notes)}
     if json_:
         info["environment"] = backend.environment
         info["records"] = [{"kind": r.kind, "name": r.name, "dtype": r.dtype, "metric": r.metric, "value": r.value,
@@ -89,6 +89,8 @@ def bench_run(
                    result.records)
     if result.skipped:
         console.print(f"skipped (not supported here): {', '.join(result.skipped)}")
+    for n in done.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
     if result.device_id is None:
         console.print("[yellow]this device is not in the catalog: pass --device-id to calibrate with these figures[/]")
     console.print(f"stored as run {result.run_id} in {done.store_url}; next: "
