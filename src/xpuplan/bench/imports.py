@@ -241,7 +241,7 @@ def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int |
     if completed <= 0:
         raise UserInputError("no completed requests", file=file, field="completed", line=_json_line(text, "completed"))
     model_id = str(model or data.get("model_id") or "")
-    preset = _preset_for(model_id)
+    preset, model_ref = _resolve_model(model_id)
     rate = data.get("request_rate", "inf")
     concurrency = data.get("max_concurrency")
     finite_rate = rate not in (None, "inf") and float(rate) != float("inf")
@@ -256,7 +256,7 @@ def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int |
     stem = Path(file).stem
     base_row: dict[str, Any] = {
         "kind": "infer", "source": f"vLLM benchmark_serving result {Path(file).name} ({data.get('date', 'undated')})",
-        "trust": "B", "model": preset.id if preset else "", "hardware": dev, "n_devices": n_dev,
+        "trust": "B", "model": model_ref, "hardware": dev, "n_devices": n_dev,
         "precision": precision, "engine": f"{data.get('backend') or 'vllm'}", "weight_dtype": precision,
         "kv_dtype": precision, "tp": tp, "pp": 1, "input_len": input_len, "output_len": output_len,
         "concurrency": concurrency if concurrency is not None else "", "scenario": scenario,
