@@ -12,7 +12,11 @@ from typing import Any
 from xpuplan.errors import UserInputError
 
 #: Import formats ``xpuplan import`` understands -> parser in ``xpuplan.bench.imports``.
-IMPORT_PARSERS = {"nccl-tests": "parse_nccl_tests", "vllm": "parse_vllm_json", "csv": "parse_validation_csv"}
+IMPORT_PARSERS = {"nccl-tests": "parse_nccl_tests", "hccl-test": "parse_hccl_test", "vllm": "parse_vllm_json",
+                  "sglang": "parse_sglang_jsonl", "trtllm-bench": "parse_trtllm_report",
+                  "mlperf-inference": "parse_mlperf_inference", "mlperf-training": "parse_mlperf_training",
+                  "megatron": "parse_megatron_log", "torchtitan": "parse_torchtitan_log",
+                  "csv": "parse_validation_csv"}
 
 
 def open_store(db: str | None) -> Any:
@@ -139,6 +143,13 @@ def import_files(fmt: str, files: list[str], *, db: str | None, **options: Any) 
     parsed = [parse(f, **options) for f in files]
     store = open_store(db)
     return [(p, imports.store_import(store, p)) for p in parsed]
+
+
+def validate_imported(run_id: int, db: str | None) -> Any:
+    """``validate --local RUN`` on a run just imported: (run, ValidationReport)."""
+    from xpuplan.bench.local_validation import validate_run
+
+    return validate_run(open_store(db), str(run_id))
 
 
 def store_info(db: str | None) -> dict[str, Any]:
