@@ -105,7 +105,7 @@ def _value_problem(flag: str, value: str, kind: str, choices: list[str] | None) 
     return None
 
 
-_ENV_REF = re.compile(r"^\$[A-Z_][A-Z0-9_]*(:[0-9]+)?$")
+_ENV_REF = re.compile(r"^(https?://)?\$[A-Z_][A-Z0-9_]*(:[0-9]+)?$")
 
 
 def quote(tok: str) -> str:
@@ -313,7 +313,8 @@ class LaunchPlan:
 
     def to_text(self) -> str:
         t = self.pinned
-        head = f"# {t.name} {t.version} (pinned in launch_targets.yaml; released {t.released})"
+        when = f"released {t.released}" if t.released[:1].isdigit() else "release date not recorded"
+        head = f"# {t.name} {t.version} (pinned in launch_targets.yaml; {when})"
         lines = [head] + ([f"# {self.title}"] if self.title else []) + [f"# note: {n}" for n in self.notes]
         for name, text in self.files:
             lines += [f"cat > {name} <<'EOF'", text.rstrip("\n"), "EOF"]
