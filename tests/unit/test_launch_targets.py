@@ -180,3 +180,12 @@ def test_jobs_engines_match():
     from xpuplan.jobs.serve import EMITTERS as JOB_EMITTERS
 
     assert tuple(JOB_EMITTERS) == tuple(EMITTERS)
+
+
+def test_a_rejected_command_is_flagged_in_the_output():
+    from xpuplan.catalog.launch_targets import LaunchPlan
+
+    seg = Segment("vllm", "vllm serve", ("vllm", "serve"), ("m", "--tensor-paralel-size", "2"), positionals=1)
+    lp = LaunchPlan("vllm", (Command("serve", (seg,)),))
+    assert "WARNING, not accepted by the pinned release" in lp.to_text()
+    assert any("--tensor-paralel-size" in p for p in lp.to_dict()["problems"])

@@ -316,6 +316,7 @@ class LaunchPlan:
         when = f"released {t.released}" if t.released[:1].isdigit() else "release date not recorded"
         head = f"# {t.name} {t.version} (pinned in launch_targets.yaml; {when})"
         lines = [head] + ([f"# {self.title}"] if self.title else []) + [f"# note: {n}" for n in self.notes]
+        lines += [f"# WARNING, not accepted by the pinned release: {p}" for p in self.problems()]
         for name, text in self.files:
             lines += [f"cat > {name} <<'EOF'", text.rstrip("\n"), "EOF"]
         for c in self.commands:
@@ -331,6 +332,7 @@ class LaunchPlan:
             "commands": [{"role": c.role, "replicas": c.replicas, "argv": list(c.argv),
                           "command": shell_join(c.argv)} for c in self.commands],
             "files": {name: text for name, text in self.files}, "notes": list(self.notes),
+            "problems": self.problems(),
             "text": self.to_text(),
         }
 
