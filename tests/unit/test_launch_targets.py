@@ -71,6 +71,15 @@ def test_bridge_overrides_are_checked():
     assert any("model.sequence_paralel" in p for p in problems) and any("bf16_mixd" in p for p in problems)
 
 
+def test_bridge_recipe_mode_and_dataset_must_agree():
+    seg = Segment("bridge", "scripts/training/run_recipe.py", ("scripts/training/run_recipe.py",),
+                  ("--recipe", "llama3_8b_pretrain_2gpu_h100_bf16_config", "--mode", "lora", "--dataset", "mock"),
+                  overrides=True)
+    problems = seg.problems()
+    assert any("does not match the pretrain recipe" in p for p in problems)
+    assert any("does not train in --mode lora" in p for p in problems)
+
+
 def test_torchtitan_config_must_exist():
     seg = Segment("torchtitan", "torchtitan.train", ("-m", "torchtitan.train"),
                   ("--module", "llama3", "--config", "llama3_7b"))

@@ -112,8 +112,12 @@ def test_bridge_recipe_and_overrides():
     # a model without a recipe gets the vanilla GPT recipe with its own shape
     b = _args(CASES[2][1], "bridge", get_model("mixtral-8x7b"), CASES[2][2])
     assert _value(b, "--recipe") == "vanilla_gpt_pretrain_1gpu_h100_bf16_config" and "model.num_moe_experts=8" in b
-    lora = _launch(PLAN, "bridge", job=TrainingJob(seq_len=8192, method="lora")).commands[0].argv
-    assert _value(lora, "--mode") == "lora"
+    lora = _launch(PLAN, "bridge", job=TrainingJob(seq_len=8192, method="lora"))
+    assert lora.problems() == []
+    la = lora.commands[0].argv
+    assert _value(la, "--mode") == "lora" and "_peft_" in _value(la, "--recipe") and _value(la, "--dataset") == "squad"
+    with pytest.raises(UserInputError):  # no PEFT recipe for this model in the pinned release
+        _launch(CASES[2][1], "bridge", get_model("mixtral-8x7b"), TrainingJob(seq_len=4096, method="lora"))
 
 
 def test_torchtitan_arguments():

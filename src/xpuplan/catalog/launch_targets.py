@@ -220,7 +220,7 @@ class Segment:
             return [f"{self.target}: no recorded program {self.program!r}"]
         problems, kv = check_argv(prog.flags, self.args, positionals=self.positionals, overrides=self.overrides)
         if self.target == "bridge":
-            problems += _bridge_overrides(t, kv)
+            problems += _bridge_overrides(t, kv) + _bridge_recipe(t, self.args)
         elif kv:
             problems += [f"unexpected override {x!r}" for x in kv]
         if self.target == "torchtitan":
@@ -240,6 +240,20 @@ def _bridge_overrides(t: LaunchTarget, kv: list[str]) -> list[str]:
         section, _, name = key.partition(".")
         if section not in over or name not in over[section]:
             out.append(f"unknown override {key} (not a recorded ConfigContainer field)")
+    return out
+
+
+def _bridge_recipe(t: LaunchTarget, args: Sequence[str]) -> list[str]:
+    """The recipe is a recorded one and agrees with --mode and --dataset (run_recipe.py rejects mismatches)."""
+    recipe, mode, dataset = _arg_after(args, "--recipe"), _arg_after(args, "--mode"), _arg_after(args, "--dataset")
+    if recipe is None:
+        return []
+    out = [] if recipe in (t.extra("recipes") or []) else [f"--recipe {recipe} is not a recorded recipe"]
+    task = "peft" if "_peft_" in recipe else "pretrain" if "_pretrain_" in recipe else None
+    if mode and task and (task == "peft") != (mode in ("lora", "dora")):
+        out.append(f"--mode {mode} does not match the {task} recipe {recipe}")
+    if mode and dataset and (dataset == "mock") != (mode == "pretrain"):
+        out.append(f"--dataset {dataset} does not train in --mode {mode}")
     return out
 
 

@@ -189,10 +189,11 @@ def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Train
 # =================================================================================================
 # Megatron-Bridge
 # =================================================================================================
-def _bridge_recipe(model: ModelArch, plan: ParallelPlan) -> str | None:
+def _bridge_recipe(model: ModelArch, plan: ParallelPlan, task: str = "pretrain") -> str | None:
+    """The pinned Megatron-Bridge recipe for ``model`` (``task`` pretrain or peft), bf16 or fp8 when offered."""
     stem = model.id.replace("llama3.1", "llama31").replace("llama3.3", "llama33").replace(".", "p").replace("-", "_")
     recipes: list[str] = target("bridge").extra("recipes") or []
-    cands = [r for r in recipes if r.startswith(stem + "_pretrain_") and "mock" not in r and "deterministic" not in r
+    cands = [r for r in recipes if r.startswith(f"{stem}_{task}_") and "mock" not in r and "deterministic" not in r
              and "k_config" not in r and "functional" not in r]
     want = "fp8cs" if plan.precision == "fp8" else "bf16"
     for r in cands:
@@ -203,7 +204,11 @@ def _bridge_recipe(model: ModelArch, plan: ParallelPlan) -> str | None:
 
 def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
     notes: list[str] = []
-    recipe = _bridge_recipe(model, plan)
+    task = "pretrain" if job.method == "full" else "peft"
+    recipe = _bridge_recipe(model, plan, task)
+    if recipe is None and task == "peft":
+        raise UserInputError(f"Megatron-Bridge {target('bridge').version} has no PEFT recipe for {model.id}",
+                             field="emit")
     over: list[str] = []
     if recipe is None:
         recipe = "vanilla_gpt_pretrain_1gpu_h100_bf16_config"
@@ -222,7 +227,8 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
     mode = "pretrain" if job.method == "full" else "lora"
     if job.method == "qlora":
         notes.append("Megatron-Bridge has LoRA, not QLoRA: the base model stays in bf16")
-    a = ["--recipe", recipe, "--mode", mode, "--dataset", "mock",
+    dataset = "mock" if mode == "pretrain" else "squad"
+    a = ["--recipe", recipe, "--mode", mode, "--dataset", dataset,
          "--tensor_model_parallel_size", str(plan.tp), "--pipeline_model_parallel_size", str(plan.pp),
          "--context_parallel_size", str(plan.cp), "--expert_model_parallel_size", str(plan.ep),
          "--expert_tensor_parallel_size", str(plan.tp if plan.ep > 1 else 1),
@@ -254,7 +260,7 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
         over += ["model.tp_comm_overlap=true"]
     seg = Segment("bridge", "scripts/training/run_recipe.py", ("scripts/training/run_recipe.py",), tuple(a + over),
                   overrides=True)
-    notes.append("--dataset mock makes the command run as printed; give a real dataset preset or dataset.* overrides")
+    notes.append(f"--dataset {dataset} makes the command run as printed; give your dataset preset or dataset.* overrides")
     return LaunchPlan("bridge", (Command("train", (_torchrun(cluster), seg)),), notes=tuple(notes),
                       title=f"run from a Megatron-Bridge checkout; {cluster.n_devices} devices, {_nodes(cluster)} node(s)")
 
