@@ -192,6 +192,9 @@ def _trtllm(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None) -> L
           "--enable_chunked_prefill", "--config", "extra-llm-api-config.yml"]
     problems = check_keys(options, t.extra("llm_api_options") or [], "extra-llm-api-config.yml")
     problems += check_keys(options["kv_cache_config"], t.extra("kv_cache_config") or [], "kv_cache_config")
+    if "cache_transceiver_config" in options:
+        problems += check_keys(options["cache_transceiver_config"], t.extra("cache_transceiver_config") or [],
+                               "cache_transceiver_config")
     files = [("extra-llm-api-config.yml", _yaml(options))]
     head = ("trtllm-serve",)
     if disagg is None:
