@@ -316,6 +316,9 @@ def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
               "--parallelism.pipeline-parallel-microbatch-size", str(plan.micro_batch)]
         if plan.vpp > 1 and model.n_layers % (plan.pp * plan.vpp) == 0:
             a += ["--parallelism.pipeline-parallel-layers-per-stage", str(model.n_layers // (plan.pp * plan.vpp))]
+        if _uneven(model, plan):
+            notes.append(f"{model.n_layers} layers over {plan.pp} stages: torchtitan splits them unevenly itself "
+                         "(pipeline-parallel-first/last-stage-less-layers tune the split)")
         local = plan.micro_batch * plan.grad_accum
     else:
         local = plan.micro_batch
