@@ -317,17 +317,23 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
             if is_encoder or not fitted:
                 continue
             disagg_pools: tuple[int, int] | None = None
+            seqs = {None: max(fitted)}  # running sequences the engine must admit, per layout
             if slo.ttft_s or slo.tpot_s:
                 try:
-                    results[-1]["at_slo"] = clean(throughput_at_slo(rep, in_len, out_len, slo).to_dict())
+                    at = throughput_at_slo(rep, in_len, out_len, slo)
+                    results[-1]["at_slo"] = clean(at.to_dict())
+                    seqs[None] = max(seqs[None], at.point.concurrency)
                     if req.disagg:
-                        results[-1]["disaggregated"] = clean(estimate_disagg(rep, rep, in_len, out_len, slo).to_dict())
+                        dis = estimate_disagg(rep, rep, in_len, out_len, slo)
+                        results[-1]["disaggregated"] = clean(dis.to_dict())
                         disagg_pools = (1, 1)
+                        seqs[disagg_pools] = max(seqs[None], dis.decode_concurrency)
                 except InfeasibleError as exc:
                     failures.append(f"{rep.key} at the SLO: {exc}; " + "; ".join(exc.reasons))
             if req.emit_:
                 for pools in (None, disagg_pools) if disagg_pools else (None,):
-                    lp = emit_plan(rep, req.emit_, max_num_seqs=max(fitted), max_model_len=in_len + out_len, disagg=pools)
+                    lp = emit_plan(rep, req.emit_, max_num_seqs=seqs.get(pools, max(fitted)),
+                                   max_model_len=in_len + out_len, disagg=pools)
                     launches.append(clean(lp.to_dict()))
                     commands.append(lp.to_text())
     if not results:
