@@ -88,7 +88,7 @@ class Runner:
     summary: str
     body: type[BaseModel]
     run: Callable[[Any, RunContext, Progress | None], Any]
-    result: type[BaseModel]
+    result: type[Any]
     infeasible: bool = True
 
 
