@@ -97,3 +97,11 @@ def test_validate_upload(client: TestClient) -> None:
     assert r.status_code == 422 and r.json()["file"] == "mine.csv" and r.json()["line"] == 2
     r = client.post("/api/v1/validate", files={"file": ("mine.csv", csv, "text/csv")}, data={"trust": "Z"})
     assert r.status_code == 422 and r.json()["field"] == "trust"
+
+
+def test_long_simulations_belong_in_the_background(client: TestClient) -> None:
+    sim = yaml.safe_load((ROOT / "examples" / "simulate-hybrid-online.yaml").read_text(encoding="utf-8"))
+    r = client.post("/api/v1/simulate", json={"scenario": sim, "duration": 86_400})
+    assert r.status_code == 422 and r.json()["field"] == "duration" and "/api/v1/jobs" in r.json()["hint"]
+    r = client.post("/api/v1/simulate", json={"scenario": {**sim, "duration_s": 86_400}})
+    assert r.status_code == 422 and r.json()["field"] == "scenario.duration_s"

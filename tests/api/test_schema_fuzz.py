@@ -30,7 +30,7 @@ from xpuplan.api.app import create_app  # noqa: E402
 MAX_EXAMPLES = 10
 #: Operations that take about a second per call (the decision engine): fewer examples.
 SLOW = r"/recommend$"
-SLOW_EXAMPLES = 3
+SLOW_EXAMPLES = 2
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
           response_schema_conformance]

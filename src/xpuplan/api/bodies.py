@@ -82,14 +82,14 @@ class TrainEstimateBody(TrainEstimateRequest):
     """``POST /api/v1/train/estimate`` (``xpuplan train estimate``): flags as JSON keys."""
 
     model: ApiModel | None = Field(default=None, description=_MODEL)
-    scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)
+    scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)  # type: ignore[assignment]
 
 
 class TrainSearchBody(TrainSearchRequest):
     """``POST /api/v1/train/search`` (``xpuplan train search``)."""
 
     model: ApiModel | None = Field(default=None, description=_MODEL)
-    scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)
+    scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)  # type: ignore[assignment]
 
 
 class InferEstimateBody(InferEstimateRequest):
@@ -99,7 +99,7 @@ class InferEstimateBody(InferEstimateRequest):
     model_config = ConfigDict(populate_by_name=True)
 
     model: ApiModel | None = Field(default=None, description=_MODEL)
-    scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)
+    scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)  # type: ignore[assignment]
     emit_: str | None = Field(default=None, alias="emit", description=_EMIT)
 
 
@@ -109,7 +109,7 @@ class CapacityBody(CapacityRequest):
     model_config = ConfigDict(populate_by_name=True)
 
     model: ApiModel | None = Field(default=None, description=_MODEL)
-    scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)
+    scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)  # type: ignore[assignment]
     emit_: str | None = Field(default=None, alias="emit", description=_EMIT)
 
 

@@ -66,8 +66,8 @@ class Metrics:
                 lines.append(f"xpuplan_http_request_duration_seconds_count{{{labels}}} {h[-1]:g}")
             lines += ["# HELP xpuplan_jobs_total Background jobs finished, by kind and final status.",
                       "# TYPE xpuplan_jobs_total counter"]
-            for (k, s), n in sorted(self.jobs_total.items()):
-                lines.append(f'xpuplan_jobs_total{{kind="{_esc(k)}",status="{s}"}} {n}')
+            for (k, final), n in sorted(self.jobs_total.items()):
+                lines.append(f'xpuplan_jobs_total{{kind="{_esc(k)}",status="{final}"}} {n}')
         lines += ["# HELP xpuplan_jobs Background jobs of this process now queued or running.",
                   "# TYPE xpuplan_jobs gauge"]
         for status in ("queued", "running"):

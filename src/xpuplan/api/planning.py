@@ -88,7 +88,7 @@ class Runner:
     summary: str
     body: type[BaseModel]
     run: Callable[[Any, RunContext, Progress | None], Any]
-    result: type[BaseModel]
+    result: type[Any]
     infeasible: bool = True
 
 
@@ -147,8 +147,27 @@ def respond(result: Any) -> JSONResponse:
 
 
 # ------------------------------------------------------------------------------------------ routes
+#: Longest simulated duration (s of arrivals) the synchronous ``/simulate`` runs; longer ones are
+#: background jobs (``POST /api/v1/jobs``), which report progress and can be cancelled.
+SYNC_MAX_SIM_S = 3600.0
+
+
+def _check_sync(kind: str, body: Any) -> None:
+    """Refuse on the synchronous endpoint what belongs in the background (a long simulation)."""
+    if kind != "simulate":
+        return
+    from xpuplan.errors import UserInputError
+
+    duration = body.duration if body.duration is not None else body.scenario.get("duration_s")
+    if isinstance(duration, int | float) and duration > SYNC_MAX_SIM_S:
+        raise UserInputError(f"{duration:g} s of arrivals is longer than the {SYNC_MAX_SIM_S:g} s simulated here",
+                             field="duration" if body.duration is not None else "scenario.duration_s",
+                             hint='run it in the background: POST /api/v1/jobs {"kind": "simulate", "request": ...}')
+
+
 def _route(kind: str, runner: Runner) -> None:
     def handler(request: Request, body: Any) -> Any:
+        _check_sync(kind, body)
         return respond(runner.run(body, context(request), None))
 
     handler.__annotations__ = {"request": Request, "body": runner.body, "return": Any}

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -21,8 +21,11 @@ from xpuplan.errors import UserInputError
 
 router = APIRouter()
 
-#: Job kinds, in the order of :data:`RUNNERS`.
-Kind = Literal[tuple(RUNNERS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    Kind = str
+else:
+    #: Job kinds, in the order of :data:`RUNNERS`.
+    Kind = Literal[tuple(RUNNERS)]
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
 JobId = Annotated[str, Path(min_length=1, max_length=64, description="job id (32 hex characters)")]
 TOO_MANY: dict[int | str, dict[str, Any]] = {429: {"model": ErrorOut, "description": "too many jobs pending"}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, select, update
 
 from xpuplan.store.engine import Store
 from xpuplan.store.models import JOB_FINAL, JOB_STATUSES, JobRecord, utcnow
@@ -67,7 +67,7 @@ def list_jobs(store: Store, *, status: str | None = None, kind: str | None = Non
 def interrupt_unfinished(store: Store, *, exclude: Collection[str] = ()) -> int:
     """Mark every queued or running job ``interrupted`` (at start-up: whoever ran them is gone),
     except the jobs ``exclude`` (still alive in this process)."""
-    cond = JobRecord.status.in_(("queued", "running"))
+    cond: ColumnElement[bool] = JobRecord.status.in_(("queued", "running"))
     if exclude:
         cond = cond & JobRecord.id.not_in(list(exclude))
     with store.transaction() as s:
