@@ -8,15 +8,16 @@
   /* SI value -> display unit */
   const DISPLAY = {"FLOP/s": [1e12, "TFLOP/s"], "OP/s": [1e12, "TOP/s"], "B": [1e9, "GB"], "B/s": [1e9, "GB/s"],
     "W": [1, "W"], "USD": [1, "USD"], "USD/h": [1, "USD/h"]};
+  const displayUnit = (v, unit) => (unit === "B" && Math.abs(v) < 1e9 ? [1e6, "MB"] : (DISPLAY[unit] || [1, unit || ""]));
   function fmtSI(v, unit) {
     if (v == null) return "–";
-    const [f, u] = unit === "B" && Math.abs(v) < 1e9 ? [1e6, "MB"] : (DISPLAY[unit] || [1, unit || ""]);
+    const [f, u] = displayUnit(v, unit);
     return fmtNum(v / f, 4) + " " + u;
   }
   function rangeOf(f) {
     const v = KEYS.figureValue(f);
     if (f.low == null || f.high == null || (f.low === v && f.high === v)) return "–";
-    const [d] = DISPLAY[f.unit] || [1];
+    const [d] = displayUnit(v, f.unit);
     return fmtNum(f.low / d, 4) + " – " + fmtNum(f.high / d, 4);
   }
 
