@@ -38,6 +38,8 @@ def _quant_note(rep: Replica) -> str | None:
         "int8": "# expects an INT8 W8A8 (SmoothQuant) checkpoint",
         "int8-wo": "# expects an INT8 weight-only (W8A16) checkpoint",
         "int4-wo": "# expects an AWQ or GPTQ INT4 (W4A16, group 128) checkpoint",
+        "nvfp4": "# expects an NVFP4 (W4A4, FP8 scale per 16) checkpoint, e.g. from NVIDIA ModelOpt",
+        "mxfp4": "# expects an MXFP4 (W4A4, E8M0 scale per 32) checkpoint",
     }.get(s)
 
 
@@ -57,7 +59,8 @@ def _join(cmd: list[str]) -> str:
 def emit_vllm(rep: Replica, *, max_num_seqs: int, max_model_len: int) -> str:
     cmd = ["vllm", "serve", hf_id(rep), "--tensor-parallel-size", str(rep.tp),
            "--pipeline-parallel-size", str(rep.pp), "--dtype", _dtype_flag(rep)]
-    q = {"fp8": "fp8", "int4-wo": "awq_marlin", "int8": "compressed-tensors", "int8-wo": "compressed-tensors"}
+    q = {"fp8": "fp8", "int4-wo": "awq_marlin", "int8": "compressed-tensors", "int8-wo": "compressed-tensors",
+         "nvfp4": "modelopt_fp4", "mxfp4": "mxfp4"}
     if rep.precision.scheme in q:
         cmd += ["--quantization", q[rep.precision.scheme]]
     if rep.precision.kv_dtype in ("fp8",):
@@ -75,7 +78,8 @@ def emit_sglang(rep: Replica, *, max_num_seqs: int, max_model_len: int) -> str:
            "--dtype", _dtype_flag(rep)]
     if rep.pp > 1:
         cmd += ["--pp-size", str(rep.pp)]
-    q = {"fp8": "fp8", "int4-wo": "awq", "int8": "w8a8_int8", "int8-wo": "w8a8_int8"}
+    q = {"fp8": "fp8", "int4-wo": "awq", "int8": "w8a8_int8", "int8-wo": "w8a8_int8", "nvfp4": "modelopt_fp4",
+         "mxfp4": "mxfp4"}
     if rep.precision.scheme in q:
         cmd += ["--quantization", q[rep.precision.scheme]]
     if rep.precision.kv_dtype == "fp8":

@@ -102,7 +102,7 @@ class ReplicaSpec(_Strict):
     tp: int | None = Field(default=None, ge=1, description="tensor-parallel devices (capacity searches when absent)")
     pp: int = Field(default=1, ge=1, description="pipeline stages")
     ep: int = Field(default=1, ge=1, description="expert-parallel groups (MoE)")
-    dtype: str = Field(default="bf16", description="precision scheme: bf16, fp16, fp8, int8, int8-wo, int4-wo")
+    dtype: str = Field(default="bf16", description="precision scheme: bf16, fp16, fp8, int8, int8-wo, int4-wo, nvfp4, mxfp4")
     kv_dtype: str | None = Field(default=None, description="KV-cache dtype (default: the scheme's)")
     engine: str | None = Field(default=None, description="serving engine (default: the device's first)")
     memory_fraction: float | None = Field(default=None, gt=0, le=1, description="device memory the engine may use")

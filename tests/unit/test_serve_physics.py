@@ -1,0 +1,63 @@
+"""Serving physics of issue 11 §3: block-scaled FP4, packaged engines, engine KV-sizing conventions,
+static batches that do not fit, full-mesh collectives on Ascend."""
+
+from __future__ import annotations
+
+import pytest
+
+from xpuplan.catalog import load_catalog
+from xpuplan.errors import UserInputError
+from xpuplan.models import get_model
+from xpuplan.perf.memory import inference_weight_bytes, weight_bytes_per_param
+from xpuplan.serve import make_replica
+from xpuplan.serve.constants import engine_profile
+from xpuplan.serve.precision import normalise_scheme, resolve_precision
+from xpuplan.units import bytes_per_element
+
+
+def _dev(name: str):
+    return load_catalog().get(name)
+
+
+# --- block-scaled FP4 ---------------------------------------------------------------------------
+def test_block_scaled_fp4_bytes_include_their_scales():
+    # NVFP4: 4-bit E2M1 + one 1-byte FP8 scale per 16 elements; MXFP4: + one 1-byte E8M0 per 32
+    assert bytes_per_element("nvfp4") == pytest.approx(0.5 + 1 / 16)
+    assert bytes_per_element("mxfp4") == pytest.approx(0.5 + 1 / 32)
+    assert weight_bytes_per_param("nvfp4") == pytest.approx(4.5 / 8)  # no int4 group overhead on top
+    m = get_model("llama3-70b")
+    ratio = inference_weight_bytes(m, "nvfp4") / inference_weight_bytes(m, "fp8")
+    assert 0.55 < ratio < 0.6  # body at 4.5/8 of fp8's byte, embeddings/head stay 16-bit
+
+
+def test_fp4_schemes_resolve_on_blackwell_and_are_refused_elsewhere():
+    b200 = _dev("nvidia-b200-180gb")
+    p = resolve_precision("fp4", b200)
+    assert normalise_scheme("fp4") == "nvfp4"
+    assert (p.scheme, p.weight_dtype, p.gemm_dtype, p.kv_dtype, p.weight_only) == ("nvfp4", "nvfp4", "fp4", "fp8", False)
+    assert resolve_precision("mxfp4", b200).weight_dtype == "mxfp4"
+    with pytest.raises(UserInputError) as e:
+        resolve_precision("nvfp4", _dev("nvidia-h100-sxm-80gb"))
+    assert e.value.field == "dtype" and "no FP4 tensor cores" in str(e.value)
+
+
+def test_fp4_decode_reads_fewer_bytes_than_fp8():
+    from xpuplan.serve.replica import step_time
+
+    m = get_model("llama3-70b")
+    b200 = _dev("nvidia-b200-180gb")
+    fp4 = step_time(make_replica(m, b200, dtype="nvfp4"), decode_seqs=1, decode_context=1024)
+    fp8 = step_time(make_replica(m, b200, dtype="fp8"), decode_seqs=1, decode_context=1024)
+    assert fp4.memory_s < 0.7 * fp8.memory_s
+
+
+# --- packaged products -> the engine they embed -------------------------------------------------
+@pytest.mark.parametrize("printed, engine", [
+    ("NVIDIA NIM 1.8.0 (Llama-3.3-70b-Instruct)", "trtllm"),
+    ("TensorRT-LLM v1.0 (PyTorch backend)", "trtllm"),
+    ("vLLM 0.10.2 (ROCm 7.0.0 build, rocm/vllm container 20251006)", "vllm"),
+    ("vLLM-Ascend v0.9.1", "vllm"),
+    ("Triton Inference Server + TensorRT-LLM backend", "trtllm"),
+])
+def test_packaged_products_map_to_the_engine_they_embed(printed, engine):
+    assert engine_profile(printed).id == engine
