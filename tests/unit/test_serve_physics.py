@@ -61,3 +61,42 @@ def test_fp4_decode_reads_fewer_bytes_than_fp8():
 ])
 def test_packaged_products_map_to_the_engine_they_embed(printed, engine):
     assert engine_profile(printed).id == engine
+
+
+# --- each engine sizes its KV cache by its own convention ---------------------------------------
+def _plan(engine: str, fraction: float = 0.9):
+    from xpuplan.serve import memory_plan
+
+    rep = make_replica(get_model("llama3-8b"), _dev("nvidia-h100-sxm-80gb"), engine=engine, memory_fraction=fraction)
+    return rep, memory_plan(rep)
+
+
+def test_vllm_fraction_is_of_total_memory():
+    rep, p = _plan("vllm")
+    assert rep.engine.memory_fraction_of == "total"
+    fixed = p.weights_bytes + p.workspace_bytes + p.activation_bytes
+    assert p.kv_budget_bytes == pytest.approx(0.9 * p.device_bytes - fixed)
+
+
+def test_trtllm_fraction_is_of_free_memory_after_loading():
+    rep, p = _plan("trtllm")
+    assert rep.engine.memory_fraction_of == "free"
+    fixed = p.weights_bytes + p.workspace_bytes + p.activation_bytes
+    assert p.kv_budget_bytes == pytest.approx(0.9 * (p.device_bytes - fixed))
+    # free-fraction keeps 10% of what is free, not 10% of the device: more KV than vLLM's 0.9 of total
+    assert p.kv_budget_bytes > _plan("vllm")[1].kv_budget_bytes
+
+
+def test_sglang_static_fraction_covers_weights_and_kv_pool():
+    rep, p = _plan("sglang", 0.85)
+    assert rep.engine.memory_fraction_of == "static"
+    assert p.kv_budget_bytes == pytest.approx(0.85 * p.device_bytes - p.weights_bytes)
+
+
+def test_kv_capacity_error_is_a_throughput_error_one_for_one():
+    """At the max-throughput point the batch is what the KV pool holds: halve the pool, halve the batch."""
+    from xpuplan.serve.kv import kv_budget
+
+    usable, full = kv_budget("free", 80e9, 0.9, 20e9, 4e9)
+    _, half = kv_budget("free", 80e9, 0.45, 20e9, 4e9)
+    assert usable == 80e9 and half == pytest.approx(full / 2)
