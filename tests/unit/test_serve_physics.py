@@ -100,3 +100,59 @@ def test_kv_capacity_error_is_a_throughput_error_one_for_one():
     usable, full = kv_budget("free", 80e9, 0.9, 20e9, 4e9)
     _, half = kv_budget("free", 80e9, 0.45, 20e9, 4e9)
     assert usable == 80e9 and half == pytest.approx(full / 2)
+
+
+# --- closed loop above the running-sequence limit (Little's law) --------------------------------
+def test_closed_loop_saturates_at_the_running_sequence_limit():
+    from xpuplan.serve.estimate import estimate_continuous
+
+    rep = make_replica(get_model("llama3-8b"), _dev("nvidia-h100-sxm-80gb"), engine="vllm", max_num_seqs=32)
+    at = estimate_continuous(rep, 2048, 256, 32)
+    above = estimate_continuous(rep, 2048, 256, 96)
+    assert above.tpot_s == pytest.approx(at.tpot_s)  # TPOT stops growing
+    assert above.requests_per_s == pytest.approx(at.requests_per_s)  # throughput saturates
+    # the 64 extra clients wait for slots freed at the completion rate: N = X·R
+    assert above.ttft_s - at.ttft_s == pytest.approx(64 / at.requests_per_s)
+    assert any("running-sequence limit 32" in n for n in above.notes)
+
+
+def test_below_the_limit_more_clients_raise_tpot():
+    from xpuplan.serve.estimate import estimate_continuous
+
+    rep = make_replica(get_model("llama3-8b"), _dev("nvidia-h100-sxm-80gb"), engine="vllm")
+    assert estimate_continuous(rep, 1024, 256, 64).tpot_s > estimate_continuous(rep, 1024, 256, 8).tpot_s
+
+
+# --- static batches never bypass the memory check ----------------------------------------------
+def test_a_static_batch_that_does_not_fit_says_so():
+    from xpuplan.serve.estimate import estimate_static
+
+    rep = make_replica(get_model("llama2-7b"), _dev("nvidia-h100-sxm-80gb"), engine="trtllm")
+    est = estimate_static(rep, 2048, 2048, 512, check_memory=False)
+    assert not est.fits
+    note = next(n for n in est.notes if n.startswith("memory check"))
+    assert "KV cache needs" in note and "memory model is wrong" in note
+
+
+def test_validation_row_reports_the_memory_check(tmp_path):
+    import csv
+
+    from xpuplan.validate import read_rows
+    from xpuplan.validate.data_files import public_file
+    from xpuplan.validate.serve_predictor import predict
+
+    with open(public_file("inference_public.csv"), encoding="utf-8") as f:
+        header = next(csv.reader(f))
+    fields = {"id": "T-1", "kind": "infer", "source": "test", "trust": "B", "model": "llama2-7b",
+              "hardware": "nvidia-h100-sxm-80gb", "n_devices": "1", "precision": "bf16",
+              "metric": "output_tokens_per_s", "value": "1000", "engine": "TensorRT-LLM v0.9", "tp": "1",
+              "input_len": "2048", "output_len": "2048", "batch": "512", "printed": "1000", "notes": "test"}
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        w.writerow({k: fields.get(k, "") for k in header})
+    (row,) = read_rows(path)
+    pred = predict(row)
+    assert pred.details["fits"] is False
+    assert "memory model is wrong" in pred.details["memory_check"]

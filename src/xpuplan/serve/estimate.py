@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from xpuplan.errors import UserInputError
+from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.serve import validity
 from xpuplan.serve.kv import MemoryPlan, max_concurrent_sequences, memory_plan, require_fit
 from xpuplan.serve.replica import Replica, StepTime, step_time
@@ -152,6 +152,23 @@ def mean_decode_step(rep: Replica, seqs: int, ctx_start: float, ctx_end: float, 
     return mean, mid
 
 
+def static_misfit_note(rep: Replica, plan: MemoryPlan, batch: int, seq_tokens: int) -> str:
+    """What a static batch that does not fit the memory model says (a published batch that ran but
+    does not fit means the memory model, not the batch, is wrong for that run)."""
+    kv_seqs = plan.max_sequences(seq_tokens) * rep.ep if plan.kv_bytes_per_token else batch
+    fixed = plan.weights_bytes + plan.workspace_bytes + plan.activation_bytes
+    if fixed > plan.usable_bytes:
+        why = "the weights and workspace alone exceed the usable memory"
+    elif kv_seqs >= batch:
+        why = f"the engine's sequence limit (max_num_seqs {rep.max_num_seqs}) is below the batch"
+    else:
+        need = batch * plan.blocks_per_sequence(seq_tokens) * plan.block_size_tokens * plan.kv_bytes_per_token / rep.ep
+        why = (f"its KV cache needs {need / 1e9:.1f} GB per device, {max(0.0, plan.kv_budget_bytes) / 1e9:.1f} GB "
+               f"modelled ({kv_seqs} such sequences)")
+    return (f"memory check: batch {batch} x {seq_tokens} tokens does not fit the memory model ({why}); "
+            "if the batch ran as published, the memory model is wrong for this run")
+
+
 def estimate_static(rep: Replica, input_len: int, output_len: int, batch: int, *, check_memory: bool = True) -> ServingEstimate:
     """Static batch: prefill all ``batch`` prompts, then decode them together (see module doc)."""
     _check_lengths(input_len, output_len, batch)
@@ -161,12 +178,11 @@ def estimate_static(rep: Replica, input_len: int, output_len: int, batch: int, *
     notes = list(rep.notes)
     try:
         require_fit(rep, plan, seq_tokens, batch)
-    except Exception:
+    except InfeasibleError:
         if check_memory:
             raise
         fits = False
-        notes.append(f"batch {batch} x {seq_tokens} tokens exceeds the modelled KV capacity "
-                     f"({max_concurrent_sequences(rep, plan, seq_tokens)} sequences)")
+        notes.append(static_misfit_note(rep, plan, batch, seq_tokens))
     t_prefill, st_prefill = time_prefill_s(rep, batch, input_len)
     micro = max(1, math.ceil(batch / rep.pp))
     if output_len > 1:
@@ -247,18 +263,30 @@ def estimate_continuous(rep: Replica, input_len: int, output_len: int, concurren
     kv_tokens = kv_tokens_per_sequence(rep, input_len, output_len)
     notes = list(rep.notes)
     fits = True
+    limit = max_concurrent_sequences(rep, plan, kv_tokens)
+    running = concurrency
     try:
-        require_fit(rep, plan, kv_tokens, concurrency)
-    except Exception:
+        require_fit(rep, plan, kv_tokens, 1)
+        if concurrency > limit:
+            running = limit
+    except InfeasibleError:
         if check_memory:
             raise
         fits = False
         notes.append(f"concurrency {concurrency} exceeds the modelled KV capacity")
-    tpot, ttft, st = continuous_step(rep, input_len, output_len, concurrency)
-    e2e = ttft + (output_len - 1) * tpot
-    # every running sequence emits one token per TPOT; requests complete at concurrency / (out · TPOT)
-    out_tps = concurrency / tpot
+    tpot, ttft, st = continuous_step(rep, input_len, output_len, running)
+    # every running sequence emits one token per TPOT; requests complete at running / (out · TPOT)
+    out_tps = running / tpot
     rps = out_tps / output_len
+    if running < concurrency:
+        # Closed loop above the running-sequence limit (KV capacity or max_num_seqs): the engine runs
+        # `limit` sequences, so TPOT stops growing; the other clients wait for a slot, freed at the
+        # completion rate, so by Little's law each waits (concurrency - limit) / rps more for its first token.
+        wait = (concurrency - running) / rps
+        ttft += wait
+        notes.append(f"concurrency {concurrency} is above the running-sequence limit {running} (KV capacity / "
+                     f"max_num_seqs): {running} run, the rest wait {wait * 1e3:,.0f} ms for a slot (added to TTFT)")
+    e2e = ttft + (output_len - 1) * tpot
     pre = time_prefill_s(rep, 1, input_len)[1]
     return ServingEstimate(
         replica=rep.to_dict(), mode="continuous", input_len=input_len, output_len=output_len, batch=concurrency,
