@@ -156,3 +156,23 @@ def test_validation_row_reports_the_memory_check(tmp_path):
     pred = predict(row)
     assert pred.details["fits"] is False
     assert "memory model is wrong" in pred.details["memory_check"]
+
+
+# --- decode KV reads per query head: a continuous engine parameter -------------------------------
+def test_gqa_kv_reuse_interpolates_between_shared_and_per_query_head_loads():
+    import dataclasses
+
+    from xpuplan.serve.replica import step_time
+
+    m = get_model("llama3-70b")  # 64 query heads, 8 KV heads
+    rep = make_replica(m, _dev("nvidia-h100-sxm-80gb"), tp=8, engine="trtllm")
+
+    def attn_bytes(reuse: float) -> float:
+        r = dataclasses.replace(rep, engine=dataclasses.replace(rep.engine, gqa_kv_reuse=reuse))
+        return step_time(r, decode_seqs=64, decode_context=4096).memory_s
+
+    full, half, none = attn_bytes(1.0), attn_bytes(0.5), attn_bytes(0.0)
+    assert full < half < none
+    assert half - full == pytest.approx((none - full) / 2, rel=1e-6)  # linear in (1 - reuse)
+    old = make_replica(m, _dev("nvidia-h100-sxm-80gb"), tp=8, engine="TensorRT-LLM v0.6.1")
+    assert step_time(old, decode_seqs=64, decode_context=4096).memory_s == pytest.approx(none)

@@ -136,6 +136,7 @@ class EngineProfile:
     encoder_overhead_s: float = 0.0
     memory_fraction_of: MemoryFractionOf = "total"
     gqa_shared_kv_load: bool = True
+    gqa_kv_reuse: float = 1.0
     custom_allreduce: bool = True
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
@@ -218,6 +219,7 @@ class EngineSpec(_Strict):
     note: str = Field(min_length=1)
     memory_fraction_of: MemoryFractionOf = "total"
     gqa_shared_kv_load: bool = True
+    gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
     custom_allreduce: bool = True
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
 
@@ -473,7 +475,7 @@ class Assumptions(BaseModel):
                 max_num_seqs=s.max_num_seqs, batching=s.batching, chunked_prefill=s.chunked_prefill,
                 reserve_full_output=s.reserve_full_output, prefill_chunk_tokens=s.prefill_chunk_tokens, note=s.note,
                 encoder_overhead_s=self._seconds(s.encoder_overhead_ms, units.MS),
-                memory_fraction_of=s.memory_fraction_of, gqa_shared_kv_load=s.gqa_shared_kv_load, custom_allreduce=s.custom_allreduce,
+                memory_fraction_of=s.memory_fraction_of, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
             )

@@ -150,10 +150,16 @@ def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tu
     if m.moe is not None and moe_layer:
         ops += [(o, every) for o in lops(sh.tokens, 1, 1) if o.name in EXPERT_OPS]
     dseq = _ceil_div(sh.decode_seqs, rep.ep)
-    if not rep.engine.gqa_shared_kv_load and m.mla is None and m.kv_heads < m.n_heads:
-        heads = max(1, m.n_heads // rep.tp)  # no GQA sharing (TRT-LLM < 0.8): each query head loads its KV
+    reuse = decode_kv_reuse(rep)
+    if reuse < 1.0 and m.mla is None and m.kv_heads < m.n_heads:
+        # Decode attention reads each KV head once per group of query heads sharing it (XQA, FlashInfer,
+        # FlashAttention GQA), or once per query head (TRT-LLM < 0.8's masked MHA): KV heads loaded per
+        # step = kv_heads + (1 - reuse)·(heads - kv_heads), reuse the engine's continuous gqa_kv_reuse.
+        heads = max(1, m.n_heads // rep.tp)
+        kvh = max(1, m.kv_heads // rep.tp)
+        loaded = kvh + (1.0 - reuse) * (heads - kvh)
         att = [cost_attention(dseq, heads, 1, sh.decode_context, m.qk_head_dim, causal=False, dtype=p.kv_dtype,  # type: ignore[arg-type]
-                              kv_heads=heads, v_head_dim=m.v_head_dim)]
+                              kv_heads=loaded, v_head_dim=m.v_head_dim)]  # type: ignore[arg-type]
     else:
         att = [o for o in lops(dseq, 1, sh.decode_context) if o.op_class == "attention"]
     ops += [(o, sh.has_decode) for o in att]
@@ -220,6 +226,12 @@ def _comm_s(rep: Replica, group_tokens: np.ndarray) -> np.ndarray:
     if rep.pp > 1:  # stages are tp·ep devices apart
         comm = comm + (rep.pp - 1) * np.asarray(coll.time_group_s("p2p", msg / rep.tp, rep.pp, rep.tp * rep.ep, links))
     return comm
+
+
+def decode_kv_reuse(rep: Replica) -> float:
+    """Fraction of a GQA group's query heads served by one KV load in decode attention: the engine's
+    ``gqa_kv_reuse`` (calibratable, 0-1), 0 for a printed version before its shared-KV kernels."""
+    return rep.engine.gqa_kv_reuse if rep.engine.gqa_shared_kv_load else 0.0
 
 
 def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tokens: Any, prefill_len: Any,
