@@ -176,3 +176,20 @@ def test_gqa_kv_reuse_interpolates_between_shared_and_per_query_head_loads():
     assert half - full == pytest.approx((none - full) / 2, rel=1e-6)  # linear in (1 - reuse)
     old = make_replica(m, _dev("nvidia-h100-sxm-80gb"), tp=8, engine="TensorRT-LLM v0.6.1")
     assert step_time(old, decode_seqs=64, decode_context=4096).memory_s == pytest.approx(none)
+
+
+# --- MoE serving layout is searched -----------------------------------------------------------
+def test_moe_layouts_searched_and_attention_replicas_cost_memory():
+    from xpuplan.serve import memory_plan
+    from xpuplan.serve.capacity import candidate_eps
+
+    m = get_model("qwen3-235b-a22b")
+    h100 = _dev("nvidia-h100-sxm-80gb")
+    assert candidate_eps(m, h100, 2) == [1, 2, 4]  # tp·ep within the 8-GPU domain
+    assert candidate_eps(m, h100, 2, ep=1) == [1]  # given: not searched
+    assert candidate_eps(get_model("llama3-70b"), h100, 2) == [1]  # dense model
+    # 8 devices either way: attention-DP + EP replicates attention (and dense) weights in each of the
+    # ep groups, so each device holds more weight bytes and less KV than TP over all 8
+    tp8 = memory_plan(make_replica(m, h100, tp=8, dtype="fp8"))
+    dp_ep = memory_plan(make_replica(m, h100, tp=1, ep=8, dtype="fp8"))
+    assert dp_ep.weights_bytes > tp8.weights_bytes and dp_ep.kv_budget_bytes < tp8.kv_budget_bytes

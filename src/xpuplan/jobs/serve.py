@@ -362,7 +362,7 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
     plan = size_for_qps(m, devices, target, in_len, out_len, slo, dtypes=dtypes,
                         engine=_pick(req.engine, rs.engine if rs else None),
                         kv_dtype=_pick(req.kv_dtype, rs.kv_dtype if rs else None), tps=tps,
-                        pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs else None, 1),
+                        pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs and rs.ep > 1 else None),
                         memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
                         ttft_input_len=tail_len, disagg=req.disagg, **_assumptions_kw(size_for_qps, ctx, devices))
     commands = []
