@@ -129,7 +129,8 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
     while True:
         for p in pps:
             for dt in dtypes:
-                for t, e in ((t, e) for t in candidate_tps(model, device, tps) for e in candidate_eps(model, device, t, ep)):
+                layouts = [(t_, e_) for t_ in candidate_tps(model, device, tps) for e_ in candidate_eps(model, device, t_, ep)]
+                for t, e in layouts:
                     where = f"tp={t} pp={p}" + (f" ep={e}" if e > 1 else "")
                     try:
                         rep = make_replica(model, device, tp=t, pp=p, ep=e, dtype=dt, kv_dtype=kv_dtype, engine=engine,
