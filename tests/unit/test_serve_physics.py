@@ -193,3 +193,58 @@ def test_moe_layouts_searched_and_attention_replicas_cost_memory():
     tp8 = memory_plan(make_replica(m, h100, tp=8, dtype="fp8"))
     dp_ep = memory_plan(make_replica(m, h100, tp=1, ep=8, dtype="fp8"))
     assert dp_ep.weights_bytes > tp8.weights_bytes and dp_ep.kv_budget_bytes < tp8.kv_budget_bytes
+
+
+# --- speculative decoding and prefix caching are serving inputs --------------------------------
+def test_speculation_verifies_k_plus_1_positions_and_divides_by_accepted_tokens():
+    from xpuplan.serve.estimate import estimate_static
+    from xpuplan.serve.plan import Speculation
+    from xpuplan.serve.replica import step_time
+
+    m, d = get_model("llama3-70b"), _dev("nvidia-h100-sxm-80gb")
+    plain = make_replica(m, d, tp=4, dtype="fp8")
+    spec = make_replica(m, d, tp=4, dtype="fp8", speculation=Speculation(3, 2.5, 0.0))
+    st_plain = step_time(plain, decode_seqs=1, decode_context=1000)
+    st_spec = step_time(spec, decode_seqs=1, decode_context=1000)
+    assert st_spec.tokens == 4 and st_plain.tokens == 1  # 3 drafts + 1 verified per sequence
+    # memory-bound at batch 1: verifying 4 positions costs little more than 1 (weights read once)
+    assert st_plain.total_s < st_spec.total_s < 1.2 * st_plain.total_s
+    a, b = estimate_static(plain, 1000, 200, 1), estimate_static(spec, 1000, 200, 1)
+    assert 1.9 < a.tpot_s / b.tpot_s < 2.5  # ~accepted tokens per step, less the verification cost
+    # drafting cost: draft_cost of a plain decode step per proposed token
+    costly = make_replica(m, d, tp=4, dtype="fp8", speculation=Speculation(3, 2.5, 0.1))
+    assert estimate_static(costly, 1000, 200, 1).tpot_s > b.tpot_s
+
+
+def test_speculation_inputs_are_validated():
+    from xpuplan.serve.plan import Speculation
+
+    with pytest.raises(UserInputError) as e:
+        Speculation(3, 5.0)
+    assert e.value.field == "spec_accept"
+    with pytest.raises(UserInputError):
+        Speculation(-1, 1.0)
+
+
+def test_prefix_cache_hits_are_not_prefilled_again():
+    from xpuplan.serve.estimate import estimate_continuous, estimate_static
+
+    m, d = get_model("llama3-8b"), _dev("nvidia-h100-sxm-80gb")
+    cold = make_replica(m, d)
+    warm = make_replica(m, d, prefix_hit_rate=0.75)
+    assert estimate_static(warm, 4096, 128, 1).ttft_s < 0.4 * estimate_static(cold, 4096, 128, 1).ttft_s
+    assert estimate_continuous(warm, 4096, 128, 64).requests_per_s > estimate_continuous(cold, 4096, 128, 64).requests_per_s
+    with pytest.raises(UserInputError) as e:
+        make_replica(m, d, prefix_hit_rate=1.0)
+    assert e.value.field == "prefix_hit_rate"
+
+
+def test_cli_flags_for_speculation_need_the_acceptance():
+    from xpuplan.jobs.serve import InferEstimateRequest, infer_estimate
+
+    with pytest.raises(UserInputError) as e:
+        infer_estimate(InferEstimateRequest(model="llama3-8b", hw="H100", input_len=128, output_len=64, spec_tokens=3))
+    assert e.value.field == "--spec-accept"
+    res = infer_estimate(InferEstimateRequest(model="llama3-8b", hw="H100", input_len=128, output_len=64, spec_tokens=3,
+                                              spec_accept=2.0))
+    assert res.results[0]["replica"]["speculation"]["draft_tokens"] == 3

@@ -119,7 +119,7 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
                    dtypes: list[str], engine: str | None = None, kv_dtype: str | None = None,
                    tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                    memory_fraction: float | None = None, ttft_input_len: float | None = None,
-                   ) -> tuple[tuple[Replica, SLOResult] | None, list[str]]:
+                   **serving: Any) -> tuple[tuple[Replica, SLOResult] | None, list[str]]:
     """(best replica and its SLO result, or None; reasons the rejected candidates failed)."""
     reasons: list[str] = []
     best: tuple[Replica, SLOResult] | None = None
@@ -134,7 +134,7 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
                     where = f"tp={t} pp={p}" + (f" ep={e}" if e > 1 else "")
                     try:
                         rep = make_replica(model, device, tp=t, pp=p, ep=e, dtype=dt, kv_dtype=kv_dtype, engine=engine,
-                                           memory_fraction=memory_fraction)
+                                           memory_fraction=memory_fraction, **serving)
                         res = throughput_at_slo(rep, input_len, output_len, slo, ttft_input_len=ttft_input_len)
                     except InfeasibleError as exc:
                         reasons.append(f"{where} {dt}: {'; '.join(exc.reasons) or exc}")
@@ -158,8 +158,9 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
                  slo: SLO, *, dtypes: list[str] | None = None, engine: str | None = None, kv_dtype: str | None = None,
                  tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                  memory_fraction: float | None = None, ttft_input_len: float | None = None,
-                 disagg: bool | None = None) -> CapacityPlan:
-    """Devices needed per hardware option to serve ``qps`` requests/s (module doc)."""
+                 disagg: bool | None = None, **serving: Any) -> CapacityPlan:
+    """Devices needed per hardware option to serve ``qps`` requests/s (module doc). ``serving``:
+    ``speculation`` and ``prefix_hit_rate`` for every replica (``make_replica``)."""
     validity.positive_rate("qps", qps)
     validity.positive_length("input_len", input_len)
     validity.positive_length("output_len", output_len)
@@ -174,7 +175,7 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
     for dev in devices:
         found, reasons = best_on_device(model, dev, qps, input_len, output_len, slo, dtypes=dtypes, engine=engine,
                                         kv_dtype=kv_dtype, tps=tps, pp=pp, ep=ep, memory_fraction=memory_fraction,
-                                        ttft_input_len=ttft_input_len)
+                                        ttft_input_len=ttft_input_len, **serving)
         if found is None:
             infeasible[dev.id] = reasons or ["no configuration to try"]
             continue

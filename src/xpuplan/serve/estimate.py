@@ -23,7 +23,8 @@ TTFT under continuous batching at this closed-loop concurrency is the step that 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from xpuplan.errors import InfeasibleError, UserInputError
@@ -113,23 +114,51 @@ def time_prefill_s(rep: Replica, n_prompts: int, prompt_len: int) -> tuple[float
     and the largest step's breakdown."""
     budget = max(rep.engine.prefill_chunk_tokens, 1)
     per_micro = max(1, math.ceil(n_prompts / rep.pp))  # pipeline stages work on different prompts
-    if prompt_len <= budget:
-        per_fwd = max(1, min(per_micro, budget // prompt_len))
+    cached = cached_prefix_tokens(rep, prompt_len)
+    new = prompt_len - cached
+    if new <= budget:
+        per_fwd = max(1, min(per_micro, budget // new))
         full, rest = divmod(per_micro, per_fwd)
-        st = step_time(rep, prefill_tokens=per_fwd * prompt_len, prefill_len=prompt_len)
+        st = step_time(rep, prefill_tokens=per_fwd * new, prefill_len=new, prefill_kv_len=prompt_len)
         t = full * st.total_s
         if rest:
-            t += step_time(rep, prefill_tokens=rest * prompt_len, prefill_len=prompt_len).total_s
+            t += step_time(rep, prefill_tokens=rest * new, prefill_len=new, prefill_kv_len=prompt_len).total_s
         return t + _pp_fill(rep, st), st
-    # chunked long prompt: chunk i attends to all earlier chunks
+    # chunked long prompt: chunk i attends to all earlier chunks (and the cached prefix)
     t = 0.0
-    done = 0
+    done = cached
     largest = step_time(rep, prefill_tokens=budget, prefill_len=budget, prefill_kv_len=prompt_len, sampled_rows=1)
     while done < prompt_len:
         c = min(budget, prompt_len - done)
         t += step_time(rep, prefill_tokens=c, prefill_len=c, prefill_kv_len=done + c, sampled_rows=1).total_s
         done += c
     return per_micro * t + _pp_fill(rep, largest), largest
+
+
+def cached_prefix_tokens(rep: Replica, prompt_len: float) -> int:
+    """Prompt tokens served from the prefix cache (``rep.prefix_hit_rate`` of the prompt, at least one
+    token left to prefill): their keys are read by attention, their forward is not run again."""
+    if not rep.prefix_hit_rate:
+        return 0
+    return min(int(prompt_len) - 1, int(round(prompt_len * rep.prefix_hit_rate)))
+
+
+def draft_s(rep: Replica, seqs: int, context: float) -> float:
+    """Seconds of proposing ``draft_tokens`` per sequence per step (speculative decoding): draft_cost
+    of a plain (one-token) decode step of ``seqs`` sequences at ``context`` per draft token."""
+    sp = rep.speculation
+    if not sp.active or sp.draft_cost == 0:
+        return 0.0
+    plain = _without_speculation(rep)
+    return sp.draft_tokens * sp.draft_cost * step_time(plain, decode_seqs=seqs, decode_context=context).total_s
+
+
+@lru_cache(maxsize=1024)
+def _without_speculation(rep: Replica) -> Replica:
+    """The plain (non-speculative) twin of a replica (one object per replica, so step_time's cache hits)."""
+    from xpuplan.serve.plan import NO_SPECULATION
+
+    return replace(rep, speculation=NO_SPECULATION)
 
 
 def _pp_fill(rep: Replica, st: StepTime) -> float:
@@ -187,6 +216,9 @@ def estimate_static(rep: Replica, input_len: int, output_len: int, batch: int, *
     micro = max(1, math.ceil(batch / rep.pp))
     if output_len > 1:
         tpot, st_decode = mean_decode_step(rep, micro, input_len + 1, input_len + output_len - 1)
+        sp = rep.speculation
+        if sp.active:  # one verification step (+ drafting) emits accepted_tokens tokens per sequence
+            tpot = (tpot + draft_s(rep, micro, input_len + output_len / 2.0)) / sp.accepted_tokens
     else:
         tpot, st_decode = 0.0, step_time(rep, decode_seqs=micro, decode_context=input_len + 1)
     e2e = t_prefill + (output_len - 1) * tpot
@@ -210,7 +242,7 @@ def prompt_in_mixed_steps_s(rep: Replica, prompt_len: int, decode_seqs: int, dec
     """Seconds until a prompt of ``prompt_len`` tokens is prefilled when its chunks (at most the engine's
     token budget each) ride in steps that also decode ``decode_seqs`` running sequences."""
     budget = max(1, rep.engine.prefill_chunk_tokens)
-    t, done = 0.0, 0
+    t, done = 0.0, cached_prefix_tokens(rep, prompt_len)
     while done < prompt_len:
         k = min(budget, prompt_len - done)
         t += step_time(rep, decode_seqs=decode_seqs, decode_context=decode_context, prefill_tokens=k, prefill_len=k,
@@ -223,7 +255,8 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
     """(TPOT, TTFT, decode-step breakdown) of the steady state at ``concurrency`` running sequences."""
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
     ctx = input_len + output_len / 2.0
-    new_per_step = c / output_len
+    sp = rep.speculation
+    new_per_step = c / steps_per_request(rep, output_len)
     plen = int(round(input_len))
     if rep.engine.chunked_prefill:
         tpot, st = continuous_tpot(rep, input_len, output_len, concurrency)
@@ -235,7 +268,14 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
         per_step_prefill = t_pref * new_per_step / max(1, math.ceil(new_per_step))
         tpot = st.total_s + per_step_prefill
         ttft = t_pref + st.total_s / 2.0  # a prompt waits on average half a decode step
+        if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence
+            tpot = (tpot + draft_s(rep, c, ctx)) / sp.accepted_tokens
     return tpot, ttft, st
+
+
+def steps_per_request(rep: Replica, output_len: float) -> float:
+    """Engine steps a request decodes for: its output, over the tokens accepted per step."""
+    return output_len / rep.speculation.accepted_tokens
 
 
 def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurrency: int) -> tuple[float, StepTime]:
@@ -246,12 +286,17 @@ def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurren
         return tpot, st
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
     ctx = input_len + output_len / 2.0
-    prefill_tokens = max(1, round(c / output_len * input_len))
     plen = int(round(input_len))
+    new = plen - cached_prefix_tokens(rep, plen)  # prompt tokens each new request still prefills
+    prefill_tokens = max(1, round(c / steps_per_request(rep, output_len) * new))
     budget = rep.engine.prefill_chunk_tokens
     pt = min(prefill_tokens, budget)
-    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(plen, budget))
+    kv = {"prefill_kv_len": min(plen, budget)} if new < plen else {}
+    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(new, budget), **kv)
     tpot = st.total_s * max(1.0, prefill_tokens / budget) if prefill_tokens > budget else st.total_s
+    sp = rep.speculation
+    if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence
+        tpot = (tpot + draft_s(rep, c, ctx)) / sp.accepted_tokens
     return tpot, st
 
 

@@ -28,7 +28,13 @@ from typing import Any
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.serve import validity
 from xpuplan.serve.constants import DEFAULT_SLO_PERCENTILE, MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
-from xpuplan.serve.estimate import continuous_step, continuous_tpot, kv_tokens_per_sequence, time_prefill_s
+from xpuplan.serve.estimate import (
+    cached_prefix_tokens,
+    continuous_step,
+    continuous_tpot,
+    kv_tokens_per_sequence,
+    time_prefill_s,
+)
 from xpuplan.serve.kv import max_concurrent_sequences, memory_plan, require_fit
 from xpuplan.serve.replica import Replica, step_time
 
@@ -101,7 +107,7 @@ def prefill_service_s(rep: Replica, input_len: float, concurrency: int) -> float
         budget = rep.engine.prefill_chunk_tokens
         ctx = input_len
         total = 0.0
-        done = 0
+        done = cached_prefix_tokens(rep, plen)  # a prefix-cache hit is not prefilled again
         without = step_time(rep, decode_seqs=c, decode_context=ctx).total_s  # the same for every chunk
         while done < plen:
             k = min(budget, plen - done)
@@ -306,8 +312,10 @@ def throughput_at_slo(rep: Replica, input_len: float, output_len: float, slo: SL
     tpot_max, _, _ = continuous_step(rep, input_len, output_len, cmax)
     hi = cmax / (output_len * tpot_max) * 1.05
     lo = hi * 1e-6
+    # the table is the array form of the scalar path; speculation and prefix caching are scalar-only
+    scalar_only = rep.speculation.active or bool(rep.prefix_hit_rate)
     table = (concurrency_table(rep, input_len, output_len, ttft_input_len or input_len, cmax)
-             if cmax <= TABLE_MAX_CONCURRENCY else None)
+             if cmax <= TABLE_MAX_CONCURRENCY and not scalar_only else None)
     p_lo = load_point(rep, input_len, output_len, lo, percentile=slo.percentile, ttft_input_len=ttft_input_len,
                       max_concurrency=cmax, table=table)
     if not meets(p_lo, slo):

@@ -150,6 +150,9 @@ def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tu
     if m.moe is not None and moe_layer:
         ops += [(o, every) for o in lops(sh.tokens, 1, 1) if o.name in EXPERT_OPS]
     dseq = _ceil_div(sh.decode_seqs, rep.ep)
+    # speculative decoding: each decoding sequence verifies q = draft tokens + 1 positions per step,
+    # all attending its cached keys (read once per sequence)
+    q = rep.speculation.verify_tokens
     reuse = decode_kv_reuse(rep)
     if reuse < 1.0 and m.mla is None and m.kv_heads < m.n_heads:
         # Decode attention reads each KV head once per group of query heads sharing it (XQA, FlashInfer,
@@ -158,10 +161,10 @@ def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tu
         heads = max(1, m.n_heads // rep.tp)
         kvh = max(1, m.kv_heads // rep.tp)
         loaded = kvh + (1.0 - reuse) * (heads - kvh)
-        att = [cost_attention(dseq, heads, 1, sh.decode_context, m.qk_head_dim, causal=False, dtype=p.kv_dtype,  # type: ignore[arg-type]
+        att = [cost_attention(dseq, heads, q, sh.decode_context, m.qk_head_dim, causal=False, dtype=p.kv_dtype,  # type: ignore[arg-type]
                               kv_heads=loaded, v_head_dim=m.v_head_dim)]  # type: ignore[arg-type]
     else:
-        att = [o for o in lops(dseq, 1, sh.decode_context) if o.op_class == "attention"]
+        att = [o for o in lops(dseq, q, sh.decode_context) if o.op_class == "attention"]
     ops += [(o, sh.has_decode) for o in att]
     if m.type == "encoder":  # bidirectional: every token attends to all (layer_ops assumes causal)
         att = [cost_attention(1, max(1, m.n_heads // rep.tp), sh.prefill_len, sh.prefill_kv_len, m.qk_head_dim,  # type: ignore[arg-type]
@@ -252,7 +255,13 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
         ds, ctx, pt, plen, pkv, rows = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in inputs))
     else:  # one step: plain floats keep the scalar path fast (same arithmetic)
         ds, ctx, pt, plen, pkv, rows = (float(v) for v in inputs)
-    tokens = ds + pt
+    q = rep.speculation.verify_tokens
+    if q > 1:  # speculative decoding: q positions per decoding sequence go through the layers and the head
+        rows = rows + ds * (q - 1)
+        ds_tokens = ds * q
+    else:
+        ds_tokens = ds
+    tokens = ds_tokens + pt
     sh = _Shape(tokens=tokens, group_tokens=_ceil_div(tokens, rep.ep), decode_seqs=ds, decode_context=ctx,
                 prefill_tokens=pt, prefill_len=plen, prefill_kv_len=pkv, sampled_rows=rows,
                 has_decode=np.asarray(ds > 0), has_prefill=np.asarray(pt > 0))
