@@ -63,8 +63,8 @@ def _render_estimate(e: TrainEstimateResult) -> None:
     ]
     if e.train_tokens is not None:
         rows += [["time to train", f"{_days(e.time_to_train_s)} for {units.format_count(e.train_tokens)} tokens"],
-                 ["device-hours", f"{e.device_hours or 0:,.0f}"],
-                 ["energy (devices only)", "-" if e.energy_kwh is None else f"{e.energy_kwh / 1e3:,.1f} MWh"]]
+                 ["device-hours", f"{(e.device_time_s or 0) / units.HOUR:,.0f}"],
+                 ["energy (devices only)", "-" if e.energy_j is None else f"{e.energy_j / (1e3 * units.KWH):,.1f} MWh"]]
     console.print(table("estimate", ["quantity", "value"], rows))
     console.print(table("step time breakdown (exposed)", ["part", "seconds", "share"],
                         [[k.removesuffix("_s"), v, f"{v / e.step_time_s:.1%}"] for k, v in e.step.items()

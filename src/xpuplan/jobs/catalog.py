@@ -162,14 +162,12 @@ class FlopsResult(Result, Detail):
     seq_len: int
     training_tokens: float | None = None
     training_flops_total: float | None = None
-    petaflop_days: float | None = None
     hardware: str | None = None
-    device_days_at_mfu: float | None = None
+    device_time_s_at_mfu: float | None = None
 
 
 @names_flags
 def flops(req: FlopsRequest, ctx: RunContext | None = None) -> FlopsResult:
-    from xpuplan import units
     from xpuplan.perf.flops import flops_summary, flops_training_total
 
     ctx = ctx or default_context()
@@ -182,11 +180,10 @@ def flops(req: FlopsRequest, ctx: RunContext | None = None) -> FlopsResult:
     if req.tokens:
         total = flops_training_total(m, req.tokens, req.seq)
         out.update(training_tokens=req.tokens, training_flops_total=total,
-                   training_flops_6nd=6.0 * s.params_active * req.tokens,  # 6 = 2 (fwd) + 4 (bwd) FLOP per param-token
-                   petaflop_days=total / (units.PFLOPS * units.DAY))
+                   training_flops_6nd=6.0 * s.params_active * req.tokens)  # 6 = 2 (fwd) + 4 (bwd) FLOP per param-token
         if req.hw:
             dev = ctx.device(req.hw)
-            out.update(hardware=dev.id, device_days_at_mfu=total / (dev.peak_flops("bf16") * req.mfu) / units.DAY)
+            out.update(hardware=dev.id, device_time_s_at_mfu=total / (dev.peak_flops("bf16") * req.mfu))
     return FlopsResult(**clean(out), used=used(None, [dev] if dev else [], ()))
 
 

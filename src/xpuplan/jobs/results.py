@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from xpuplan.catalog.device import Device
 
 #: Version of every result's schema: major changes when a declared field is renamed or removed.
-SCHEMA_VERSION: Final = "1.0"
+SCHEMA_VERSION: Final = "2.0"
 
 #: Result name -> type, for ``xpuplan schema``.
 RESULTS: dict[str, type[Result]] = {}

@@ -56,10 +56,10 @@ class Link:
     def to_dict(self) -> dict[str, float | str]:
         return {
             "kind": self.kind,
-            "bandwidth_gb_per_s": self.bandwidth / units.GB_PER_S,
+            "bandwidth_bytes_per_s": self.bandwidth,
             "bus_bw_fraction": self.bus_bw_fraction,
-            "bus_bw_gb_per_s": self.bus_bw / units.GB_PER_S,
-            "latency_us": self.latency_s / units.US,
+            "bus_bw_bytes_per_s": self.bus_bw,
+            "latency_s": self.latency_s,
         }
 
 
