@@ -248,3 +248,37 @@ def test_cli_flags_for_speculation_need_the_acceptance():
     res = infer_estimate(InferEstimateRequest(model="llama3-8b", hw="H100", input_len=128, output_len=64, spec_tokens=3,
                                               spec_accept=2.0))
     assert res.results[0]["replica"]["speculation"]["draft_tokens"] == 3
+
+
+# --- dataset-driven lengths: integrate over the distribution ------------------------------------
+def test_empirical_length_distribution_and_its_nodes():
+    from xpuplan.workload.serving import LengthDist
+
+    d = LengthDist(dist="empirical", values=[100, 200, 300, 400, 1000])
+    assert d.average == 400 and d.quantile(99) == 1000 and d.quantile(50) == 300
+    nodes = d.nodes(3)
+    assert sum(p for _, p in nodes) == pytest.approx(1.0)
+    assert sum(x * p for x, p in nodes) == pytest.approx(d.average)  # the nodes keep the mean
+    u = LengthDist(dist="uniform", min=100, max=900)
+    assert sum(x * p for x, p in u.nodes(8)) == pytest.approx(u.average)
+    assert LengthDist(dist="fixed", mean=512).nodes() == [(512, 1.0)]
+    with pytest.raises(ValueError):
+        LengthDist(dist="empirical", values=[100, -1])
+
+
+def test_prompt_queue_is_m_g_1_over_the_length_distribution():
+    from xpuplan.serve.slo import SLO, prefill_service_moments, prefill_service_s, throughput_at_slo
+    from xpuplan.workload.serving import LengthDist
+
+    rep = make_replica(get_model("llama3-70b"), _dev("nvidia-h100-sxm-80gb"), tp=4)
+    spread = LengthDist(dist="exponential", mean=2048, max=16384)
+    nodes = spread.nodes()
+    m1, s_eff = prefill_service_moments(rep, spread.average, 16, nodes)
+    s_fixed = prefill_service_s(rep, spread.average, 16)
+    # one length: both moments are s; a spread: E[s²]/E[s] > E[s] (variance), E[s(L)] >= s(E[L]) (convexity)
+    assert prefill_service_moments(rep, 2048, 16) == (pytest.approx(prefill_service_s(rep, 2048, 16)),) * 2
+    assert s_eff > m1 >= 0.99 * s_fixed
+    slo = SLO(ttft_s=2.0, tpot_s=0.05)
+    fixed = throughput_at_slo(rep, spread.average, 256, slo)
+    mixed = throughput_at_slo(rep, spread.average, 256, slo, input_lengths=nodes)
+    assert mixed.max_rate < fixed.max_rate  # spread lengths queue longer for prefill

@@ -396,6 +396,7 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
                         pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs and rs.ep > 1 else None),
                         memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
                         ttft_input_len=tail_len, disagg=req.disagg, **serving_inputs(req),
+                        input_lengths=traffic.input.nodes() if traffic and req.input_len is None else None,
                         **_assumptions_kw(size_for_qps, ctx, devices))
     commands = []
     if req.emit_:

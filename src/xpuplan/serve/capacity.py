@@ -119,6 +119,7 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
                    dtypes: list[str], engine: str | None = None, kv_dtype: str | None = None,
                    tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                    memory_fraction: float | None = None, ttft_input_len: float | None = None,
+                   input_lengths: list[tuple[float, float]] | None = None,
                    **serving: Any) -> tuple[tuple[Replica, SLOResult] | None, list[str]]:
     """(best replica and its SLO result, or None; reasons the rejected candidates failed)."""
     reasons: list[str] = []
@@ -135,7 +136,8 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
                     try:
                         rep = make_replica(model, device, tp=t, pp=p, ep=e, dtype=dt, kv_dtype=kv_dtype, engine=engine,
                                            memory_fraction=memory_fraction, **serving)
-                        res = throughput_at_slo(rep, input_len, output_len, slo, ttft_input_len=ttft_input_len)
+                        res = throughput_at_slo(rep, input_len, output_len, slo, ttft_input_len=ttft_input_len,
+                                                input_lengths=input_lengths)
                     except InfeasibleError as exc:
                         reasons.append(f"{where} {dt}: {'; '.join(exc.reasons) or exc}")
                         continue
@@ -158,9 +160,11 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
                  slo: SLO, *, dtypes: list[str] | None = None, engine: str | None = None, kv_dtype: str | None = None,
                  tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                  memory_fraction: float | None = None, ttft_input_len: float | None = None,
-                 disagg: bool | None = None, **serving: Any) -> CapacityPlan:
+                 disagg: bool | None = None, input_lengths: list[tuple[float, float]] | None = None,
+                 **serving: Any) -> CapacityPlan:
     """Devices needed per hardware option to serve ``qps`` requests/s (module doc). ``serving``:
-    ``speculation`` and ``prefix_hit_rate`` for every replica (``make_replica``)."""
+    ``speculation`` and ``prefix_hit_rate`` for every replica (``make_replica``). ``input_lengths``:
+    (length, probability) nodes of the prompt-length distribution for the prompt queue (M/G/1)."""
     validity.positive_rate("qps", qps)
     validity.positive_length("input_len", input_len)
     validity.positive_length("output_len", output_len)
@@ -175,14 +179,14 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
     for dev in devices:
         found, reasons = best_on_device(model, dev, qps, input_len, output_len, slo, dtypes=dtypes, engine=engine,
                                         kv_dtype=kv_dtype, tps=tps, pp=pp, ep=ep, memory_fraction=memory_fraction,
-                                        ttft_input_len=ttft_input_len, **serving)
+                                        ttft_input_len=ttft_input_len, input_lengths=input_lengths, **serving)
         if found is None:
             infeasible[dev.id] = reasons or ["no configuration to try"]
             continue
         rep, res = found
         replicas = math.ceil(qps / res.max_rate)
         at = load_point(rep, input_len, output_len, qps / replicas, percentile=slo.percentile,
-                        ttft_input_len=ttft_input_len)
+                        ttft_input_len=ttft_input_len, input_lengths=input_lengths)
         dis = None
         dis_err = None
         if want_disagg:
