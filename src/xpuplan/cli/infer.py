@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from xpuplan.cli.common import cli_command, console, print_json, request, table
+from xpuplan.cli.common import cli_command, console, print_caveats, print_json, request, table
 from xpuplan.units import GB
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
@@ -79,6 +79,7 @@ def estimate_cmd(
                  f"engine {first['replica']['engine']}, {first['mode']} batching")
     src = results[0].get("efficiency_source") or results[0]["replica"]["efficiency_source"]
     console.print(table(title, cols, rows, caption=f"efficiency: {src}; pp={pp_} ep={ep_}"))
+    printed: set[str] = set()
     for r in results:
         if "at_slo" in r:
             s = r["at_slo"]
@@ -95,9 +96,13 @@ def estimate_cmd(
                           f"{d['requests_per_s_per_device']:.3g} req/s per device (KV transfer {d['kv_transfer_s'] * 1e3:.2f} ms)",
                           highlight=False)
         for n in r.get("notes", []) or r["replica"].get("notes", []):
+            if n in printed:
+                continue
             console.print(f"[yellow]note:[/] {n}", highlight=False)
+            printed.add(n)
     for f in failures:
         console.print(f"[red]infeasible:[/] {f}", highlight=False)
+    print_caveats(res.used, skip=tuple(printed))
     for text in res.commands:
         typer.echo(text)
 

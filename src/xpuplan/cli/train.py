@@ -17,6 +17,7 @@ from xpuplan.cli.common import (
     cli_command,
     console,
     err_console,
+    print_caveats,
     print_json,
     render_infeasible,
     request,
@@ -75,6 +76,9 @@ def _render_estimate(e: TrainEstimateResult) -> None:
     console.print(table("memory per device", ["part", "GB"], [[k, mem[v] / units.GB] for k, v in parts]))
     for r in e.reasons:
         console.print(f"[bold red]does not fit:[/] {r}", highlight=False)
+    for n in e.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
+    print_caveats(e.used)
     if e.launch is not None:
         console.print(e.launch["text"], highlight=False, markup=False, soft_wrap=True)
 

@@ -137,7 +137,9 @@ def model_show(name: str, ctx: RunContext | None = None) -> ModelShowResult:
     b = param_breakdown(m)
     d = m.model_dump(mode="json")
     d.update({"total_params": b.total, "active_params": b.active, "params": b.to_dict(),
-              "attention_kind": m.attention_kind, "kv_cache_bytes_per_token_bf16": kv_cache_bytes_per_token(m)})
+              "attention_kind": m.attention_kind, "attention_pattern": m.attention_pattern,
+              "n_local_layers": m.n_local_layers, "n_moe_layers": m.n_moe_layers,
+              "kv_cache_bytes_per_token_bf16": kv_cache_bytes_per_token(m)})
     if m.published:
         d["published_total_params"] = m.published.total_params.value_b * 1e9
     return ModelShowResult(**clean(d))

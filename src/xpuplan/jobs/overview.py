@@ -57,7 +57,8 @@ class DeviceOverview(BaseModel):
     vendor: str
     kind: str
     memory_bytes: float | None
-    bf16_flops_per_s: float | None
+    bf16_flops_per_s: float | None = Field(default=None, description="dense 16-bit peak, FLOP/s: bf16, or fp16 on "
+                                                                      "an fp16-only chip")
     min_trust: str
     serving: ServingSummary | None
     training: TrainingSummary | None
@@ -176,7 +177,7 @@ def overview(
         except XpuplanError as exc:
             reasons.append(f"training: {exc}")
         mem = dev.figure("memory.capacity_gb")
-        bf16 = dev.figure("dense_tflops.bf16") or dev.figure("dense_tflops.fp16")
+        bf16 = dev.figure(f"dense_tflops.{dev.compute_dtype('bf16')}")  # fp16 on an fp16-only chip
         rows.append(DeviceOverview(
             device_id=dev.id, vendor=dev.vendor, kind=dev.kind, memory_bytes=None if mem is None else mem.value,
             bf16_flops_per_s=None if bf16 is None else bf16.value, min_trust=dev.min_trust(),

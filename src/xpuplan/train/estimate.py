@@ -192,6 +192,8 @@ def estimate_from_arrays(
     notes = []
     if power_opt is None:
         notes.append(f"{cluster.device.id} has no TDP in the catalog: power and energy unknown")
+    if plan.precision in ("bf16", "fp16") and (sixteen := cluster.device.sixteen_bit_note(plan.precision)):
+        notes.append(sixteen)
     return TrainEstimate(
         model_id=model.id, device_id=cluster.device.id, n_devices=cluster.n_devices, plan=plan,
         seq_len=job.seq_len, global_batch_seqs=plan.global_batch_seqs, method=job.method, step=step, memory=mem,
