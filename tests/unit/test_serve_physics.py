@@ -282,3 +282,15 @@ def test_prompt_queue_is_m_g_1_over_the_length_distribution():
     fixed = throughput_at_slo(rep, spread.average, 256, slo)
     mixed = throughput_at_slo(rep, spread.average, 256, slo, input_lengths=nodes)
     assert mixed.max_rate < fixed.max_rate  # spread lengths queue longer for prefill
+
+
+def test_memory_infer_counts_fp4_as_the_serving_replica_does():
+    from xpuplan.jobs.memory import MemoryInferRequest, memory_infer
+
+    fp4 = memory_infer(MemoryInferRequest(model="llama3-70b", dtype="fp4", hw="B200"))
+    mx = memory_infer(MemoryInferRequest(model="llama3-70b", dtype="mxfp4", hw="B200"))
+    assert fp4.weight_dtype == "fp4" and mx.bytes_per_device["weights"] < fp4.bytes_per_device["weights"]
+    from xpuplan.serve import memory_plan
+
+    rep = make_replica(get_model("llama3-70b"), _dev("nvidia-b200-180gb"), dtype="fp4")
+    assert fp4.bytes_per_device["weights"] == pytest.approx(memory_plan(rep).weights_bytes, rel=1e-6)
