@@ -294,3 +294,48 @@ def test_memory_infer_counts_fp4_as_the_serving_replica_does():
 
     rep = make_replica(get_model("llama3-70b"), _dev("nvidia-b200-180gb"), dtype="fp4")
     assert fp4.bytes_per_device["weights"] == pytest.approx(memory_plan(rep).weights_bytes, rel=1e-6)
+
+
+# --- whole prompts vs split prompts in mixed steps ---------------------------------------------
+def test_trtllm_packs_whole_prompts_vllm_splits_them():
+    from xpuplan.serve.estimate import split_budget
+
+    m, d = get_model("llama3-8b"), _dev("nvidia-h100-sxm-80gb")
+    trt = make_replica(m, d, engine="trtllm")
+    vll = make_replica(m, d, engine="vllm")
+    assert not trt.engine.split_prompts and vll.engine.split_prompts
+    assert split_budget(vll, 20000) == vll.engine.prefill_chunk_tokens
+    assert split_budget(trt, 20000) == 20000  # one context step for the whole prompt
+    assert split_budget(trt, 1000) == trt.engine.prefill_chunk_tokens  # short prompts: the budget packs several
+
+
+def test_sim_does_not_split_a_prompt_when_the_engine_packs_whole_prompts(monkeypatch):
+    from xpuplan.serve.sim import schedulers
+    from xpuplan.serve.sim.config import SimConfig
+    from xpuplan.serve.sim.engine import Simulation
+
+    seen: list[list[int]] = []
+    orig = schedulers.ContinuousScheduler._start_general
+
+    def record(self, sim, now):
+        out = orig(self, sim, now)
+        seen.append([c for _, c in self._chunks])
+        return out
+
+    monkeypatch.setattr(schedulers.ContinuousScheduler, "_start_general", record)
+
+    def chunks(engine: str) -> list[list[int]]:
+        seen.clear()
+        cfg = SimConfig.model_validate({
+            "model": "llama3-8b",
+            "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb", "tp": 1, "replicas": 1, "dtype": "bf16",
+                       "engine": engine, "batching": "continuous"}],
+            "classes": [{"name": "c", "arrival": "closed", "clients": 3, "input_len": 6000, "output_len": 4}],
+            "duration_s": 0.3, "drain_s": 0.0})
+        Simulation(cfg, seed=0).run()
+        return list(seen)
+
+    # step 2 finds two 6000-token prompts waiting beside one decode, budget 8192: vLLM fills the budget
+    # with the first and a piece of the second; TensorRT-LLM runs the first whole and the second waits
+    assert chunks("vllm")[1] == [6000, 8192 - 1 - 6000]
+    assert chunks("trtllm")[1] == [6000]

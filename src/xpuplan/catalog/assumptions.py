@@ -135,6 +135,7 @@ class EngineProfile:
     note: str
     encoder_overhead_s: float = 0.0
     memory_fraction_of: MemoryFractionOf = "total"
+    split_prompts: bool = True
     gqa_shared_kv_load: bool = True
     gqa_kv_reuse: float = 1.0
     custom_allreduce: bool = True
@@ -218,6 +219,7 @@ class EngineSpec(_Strict):
     prefill_chunk_tokens: int = Field(ge=1)
     note: str = Field(min_length=1)
     memory_fraction_of: MemoryFractionOf = "total"
+    split_prompts: bool = True
     gqa_shared_kv_load: bool = True
     gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
     custom_allreduce: bool = True
@@ -475,7 +477,7 @@ class Assumptions(BaseModel):
                 max_num_seqs=s.max_num_seqs, batching=s.batching, chunked_prefill=s.chunked_prefill,
                 reserve_full_output=s.reserve_full_output, prefill_chunk_tokens=s.prefill_chunk_tokens, note=s.note,
                 encoder_overhead_s=self._seconds(s.encoder_overhead_ms, units.MS),
-                memory_fraction_of=s.memory_fraction_of, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
+                memory_fraction_of=s.memory_fraction_of, split_prompts=s.split_prompts, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
             )

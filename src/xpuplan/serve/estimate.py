@@ -241,7 +241,7 @@ def kv_tokens_per_sequence(rep: Replica, input_len: float, output_len: float) ->
 def prompt_in_mixed_steps_s(rep: Replica, prompt_len: int, decode_seqs: int, decode_context: float) -> float:
     """Seconds until a prompt of ``prompt_len`` tokens is prefilled when its chunks (at most the engine's
     token budget each) ride in steps that also decode ``decode_seqs`` running sequences."""
-    budget = max(1, rep.engine.prefill_chunk_tokens)
+    budget = split_budget(rep, prompt_len)
     t, done = 0.0, cached_prefix_tokens(rep, prompt_len)
     while done < prompt_len:
         k = min(budget, prompt_len - done)
@@ -273,6 +273,13 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
     return tpot, ttft, st
 
 
+def split_budget(rep: Replica, prompt_len: float) -> int:
+    """Largest piece of one prompt a mixed step carries: the engine's token budget when it splits
+    prompts (chunked prefill), else the whole prompt (TensorRT-LLM in-flight batching by default)."""
+    budget = max(1, rep.engine.prefill_chunk_tokens)
+    return budget if rep.engine.split_prompts else max(budget, int(math.ceil(prompt_len)))
+
+
 def steps_per_request(rep: Replica, output_len: float) -> float:
     """Engine steps a request decodes for: its output, over the tokens accepted per step."""
     return output_len / rep.speculation.accepted_tokens
@@ -292,7 +299,8 @@ def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurren
     budget = rep.engine.prefill_chunk_tokens
     pt = min(prefill_tokens, budget)
     kv = {"prefill_kv_len": min(plen, budget)} if new < plen else {}
-    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(new, budget), **kv)
+    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(new, split_budget(rep, new)),
+                   **kv)
     tpot = st.total_s * max(1.0, prefill_tokens / budget) if prefill_tokens > budget else st.total_s
     sp = rep.speculation
     if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence

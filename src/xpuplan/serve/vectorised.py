@@ -149,6 +149,8 @@ def estimate_static_arrays(rep: Replica, input_len: Any, output_len: Any, batch:
 def _mixed_prompt_arrays(rep: Replica, prompt_len: np.ndarray, decode_seqs: Any, ctx: Any, eff: Any) -> np.ndarray:
     """``serve.estimate.prompt_in_mixed_steps_s``: a prompt's chunks ride in steps that also decode."""
     budget = float(max(1, rep.engine.prefill_chunk_tokens))
+    if not rep.engine.split_prompts:  # whole prompts only (serve.estimate.split_budget)
+        budget = max(budget, float(np.ceil(np.max(prompt_len))))
     t: Any = 0.0
     for k in range(int(np.ceil(np.max(prompt_len) / budget))):
         done = k * budget
@@ -174,7 +176,7 @@ def continuous_arrays(rep: Replica, input_len: Any, output_len: Any, concurrency
     if rep.engine.chunked_prefill:
         budget = float(rep.engine.prefill_chunk_tokens)
         st = _total(rep, eff, decode_seqs=c, decode_context=ctx, prefill_tokens=np.minimum(prefill_tokens, budget),
-                    prefill_len=np.minimum(plen, budget))
+                    prefill_len=np.minimum(plen, budget) if rep.engine.split_prompts else plen)
         tpot = np.where(prefill_tokens > budget, st * np.maximum(1.0, prefill_tokens / budget), st)
         ttft = _mixed_prompt_arrays(rep, plen, c, ctx, eff)
     else:
