@@ -339,3 +339,23 @@ def test_sim_does_not_split_a_prompt_when_the_engine_packs_whole_prompts(monkeyp
     # with the first and a piece of the second; TensorRT-LLM runs the first whole and the second waits
     assert chunks("vllm")[1] == [6000, 8192 - 1 - 6000]
     assert chunks("trtllm")[1] == [6000]
+
+
+def test_chunks_of_a_long_prompt_attend_every_key_before_them():
+    from xpuplan.serve.estimate import continuous_tpot, mean_chunk_keys
+
+    # 16384 tokens in two 8192 chunks: half the tokens see 8192 keys, half 16384
+    assert mean_chunk_keys(0, 16384, 8192) == pytest.approx(12288)
+    assert mean_chunk_keys(0, 4096, 8192) == pytest.approx(4096)  # one chunk: the prompt
+    assert mean_chunk_keys(1000, 3000, 1000) == pytest.approx((1000 * 2000 + 1000 * 3000) / 2000)  # after a cached prefix
+    rep = make_replica(get_model("qwen3-8b"), _dev("nvidia-h100-sxm-80gb"), engine="vllm")
+    from xpuplan.serve.replica import step_time
+
+    # the mixed step of a 32K prompt chunked at 8192: its chunks attend ~20K keys on average, not 8192
+    _, st = continuous_tpot(rep, 32768, 128, 16)
+    pt = round(16 / 128 * 32768)
+    own_chunk_only = step_time(rep, decode_seqs=16, decode_context=32768 + 64, prefill_tokens=min(pt, 8192),
+                               prefill_len=8192)
+    with_keys = step_time(rep, decode_seqs=16, decode_context=32768 + 64, prefill_tokens=min(pt, 8192),
+                          prefill_len=8192, prefill_kv_len=round(mean_chunk_keys(0, 32768, 8192)))
+    assert st.total_s == pytest.approx(with_keys.total_s) and st.total_s > own_chunk_only.total_s

@@ -273,6 +273,22 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
     return tpot, ttft, st
 
 
+def mean_chunk_keys(start: int, end: int, piece: int) -> float:
+    """Keys a prompt token attends on average, token-weighted, when tokens ``start``..``end`` are
+    prefilled in chunks of ``piece`` (chunk i attends all keys up to its end): closed form for
+    start = 0, Σ piece·(i·piece) + rest·end over end tokens."""
+    n_tok = max(1, end - start)
+    if start == 0:
+        n, rest = divmod(end, piece)
+        return (piece * piece * n * (n + 1) / 2.0 + rest * end) / n_tok
+    total, done = 0.0, start
+    while done < end:
+        c = min(piece, end - done)
+        total += c * (done + c)
+        done += c
+    return total / n_tok
+
+
 def split_budget(rep: Replica, prompt_len: float) -> int:
     """Largest piece of one prompt a mixed step carries: the engine's token budget when it splits
     prompts (chunked prefill), else the whole prompt (TensorRT-LLM in-flight batching by default)."""
@@ -298,9 +314,10 @@ def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurren
     prefill_tokens = max(1, round(c / steps_per_request(rep, output_len) * new))
     budget = rep.engine.prefill_chunk_tokens
     pt = min(prefill_tokens, budget)
-    kv = {"prefill_kv_len": min(plen, budget)} if new < plen else {}
-    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(new, split_budget(rep, new)),
-                   **kv)
+    piece = min(new, split_budget(rep, new))
+    # a prompt split into chunks (or after a cached prefix): each chunk attends every key before it
+    kv = {"prefill_kv_len": max(piece, round(mean_chunk_keys(plen - new, plen, piece)))} if (piece < new or new < plen) else {}
+    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=piece, **kv)
     tpot = st.total_s * max(1.0, prefill_tokens / budget) if prefill_tokens > budget else st.total_s
     sp = rep.speculation
     if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence

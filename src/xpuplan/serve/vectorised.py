@@ -175,8 +175,12 @@ def continuous_arrays(rep: Replica, input_len: Any, output_len: Any, concurrency
     plen = np.round(i)
     if rep.engine.chunked_prefill:
         budget = float(rep.engine.prefill_chunk_tokens)
+        piece = np.minimum(plen, budget) if rep.engine.split_prompts else plen
+        # chunks of a split prompt attend every key before them (serve.estimate.mean_chunk_keys, start 0)
+        n, rest = np.floor(plen / piece), plen - np.floor(plen / piece) * piece
+        keys = np.where(piece < plen, np.round((piece * piece * n * (n + 1) / 2.0 + rest * plen) / plen), piece)
         st = _total(rep, eff, decode_seqs=c, decode_context=ctx, prefill_tokens=np.minimum(prefill_tokens, budget),
-                    prefill_len=np.minimum(plen, budget) if rep.engine.split_prompts else plen)
+                    prefill_len=piece, prefill_kv_len=np.maximum(piece, keys))
         tpot = np.where(prefill_tokens > budget, st * np.maximum(1.0, prefill_tokens / budget), st)
         ttft = _mixed_prompt_arrays(rep, plen, c, ctx, eff)
     else:
