@@ -7,6 +7,8 @@ in the app's pool and are cancelled when the app stops.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -34,7 +36,9 @@ SLOW_EXAMPLES = 2
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
           response_schema_conformance]
-_DB = Path(tempfile.mkdtemp(prefix="xpuplan-fuzz-")) / "fuzz.db"
+_TMP = tempfile.mkdtemp(prefix="xpuplan-fuzz-")
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
+_DB = Path(_TMP) / "fuzz.db"
 APP = create_app(store_url=f"sqlite:///{_DB}", use_calibration=False, workers=1)
 schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP)
 _SETTINGS = {"deadline": None, "database": None, "derandomize": True, "phases": [Phase.explicit, Phase.generate],
