@@ -150,13 +150,20 @@ def capacity_cmd(
     disagg: Annotated[bool | None, typer.Option("--disagg/--no-disagg", help="disaggregated estimate (default: >= 30B)")] = None,
     scenario: ScenarioOpt = None,
     emit_: EmitOpt = None,
+    report: Annotated[str | None, typer.Option(help="write a report: out.html (self-contained) or out.md")] = None,
     json_: Json = False,
 ) -> None:
     """Devices of each hardware option needed to serve --qps within the TTFT/TPOT SLO."""
     args = dict(locals())
+    args.pop("report")
     from xpuplan.jobs.serve import CapacityRequest, infer_capacity
+    from xpuplan.report import report_format, write_report
 
+    if report:
+        report_format(report)
     plan = infer_capacity(request(CapacityRequest, **args))
+    if report:
+        write_report(plan, report)
     if plan.assumed_lengths and not json_:
         console.print(f"[dim]assuming {plan.input_len:g} prompt and {plan.output_len:g} output tokens per request "
                       "(--in/--out or --scenario to change)[/]")
@@ -184,3 +191,5 @@ def capacity_cmd(
             console.print(f"  - {reason}", highlight=False, soft_wrap=True)
     for text in plan.commands:
         typer.echo(text)
+    if report:
+        console.print(f"report: {report}", highlight=False)
