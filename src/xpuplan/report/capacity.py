@@ -37,8 +37,10 @@ def _subtitle(res: CapacityResult) -> str:
             f"{_slo(res)}")
 
 
-HEAD = ["hardware", "replica", "engine", "req/s per replica", "replicas", "devices", "TTFT P at target",
-        "TPOT at target", "out tok/s at target", "limited by", "disaggregated devices"]
+def head(res: CapacityResult) -> list[str]:
+    return ["hardware", "replica", "engine", "req/s per replica", "replicas", "devices",
+            f"TTFT P{res.slo.get('percentile', 99):g} at target", "TPOT at target", "out tok/s at target",
+            "limited by", "disaggregated devices"]
 
 
 def _rows(res: CapacityResult) -> list[list[str]]:
@@ -57,7 +59,10 @@ def _headline(res: CapacityResult) -> list[tuple[str, str]]:
     if not res.options:
         return [("feasible options", "0"), ("target", f"{res.target_qps:g} req/s")]
     b = res.options[0]
-    out = [("fewest devices", f"{b.devices:,}"), ("option", option_label(b)), ("limited by", b.limited_by)]
+    r = b.replica
+    out = [("fewest devices", f"{b.devices:,}"),
+           (f"hardware (tp{r['tp']} pp{r['pp']} {r['precision']['scheme']}, {r['engine']})", b.hardware),
+           ("limited by", b.limited_by)]
     if b.at_target:
         out.append((f"TTFT P{res.slo.get('percentile', 99):g} at target", fmt_ms(b.at_target["ttft_p_s"])))
         out.append(("TPOT at target", fmt_ms(b.at_target["tpot_s"])))
@@ -84,7 +89,7 @@ def render_html(res: CapacityResult) -> str:
     s = [f"<section>{kpis(_headline(res))}<p class='muted'>devices = replicas × devices per replica; latencies at "
          "the target load spread over the replicas</p></section>"]
     if res.options:
-        s.append(section("Options", table(HEAD, _rows(res), win=0)))
+        s.append(section("Options", table(head(res), _rows(res), win=0, left=(1, 2))))
         s.append(section("Devices per option", value_bars(
             [(option_label(o), float(o.devices), f"{o.devices:,} devices ({o.replicas:,} replicas)")
              for o in res.options], "devices per option", highlight=0)))
@@ -105,7 +110,7 @@ def render_markdown(res: CapacityResult) -> str:
     out = [md_table(["quantity", "value"], _headline(res)), "",
            "_devices = replicas × devices per replica; latencies at the target load spread over the replicas_", ""]
     if res.options:
-        out += ["## Options", "", md_table(HEAD, _rows(res)), ""]
+        out += ["## Options", "", md_table(head(res), _rows(res)), ""]
     if res.infeasible:
         out += ["## No feasible configuration", ""] + [f"- {x}" for x in _infeasible(res)] + [""]
     notes = _notes(res)

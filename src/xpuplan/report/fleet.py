@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from xpuplan.fleet.optimize import FleetPlan
-from xpuplan.report.format import fmt_usd
+from xpuplan.report.format import fmt_number
 from xpuplan.report.page import bullets, html_page, kpis, md_page, md_table, section, table
 from xpuplan.report.svg import LINE_COLOURS, stacked_bars
 from xpuplan.units import HOUR
@@ -22,7 +22,14 @@ MIX_HEAD = ["class", "hardware", "tp", "dtype", "replicas", "devices", "req/s pe
 
 
 def _usd(x: float | None) -> str:
-    return "-" if x is None else fmt_usd(x)
+    """Dollars as ``fleet optimize`` prints them: millions, whole dollars from $1,000, else cents."""
+    if x is None:
+        return "-"
+    if abs(x) >= 1e6:
+        return f"${x / 1e6:,.2f}M"
+    if abs(x) >= 1e3:
+        return f"${x:,.0f}"
+    return f"${x:,.2f}"
 
 
 def _subtitle(plan: FleetPlan) -> str:
@@ -52,7 +59,8 @@ def _mix_rows(plan: FleetPlan) -> list[list[str]]:
 
 
 def _constraint_rows(plan: FleetPlan) -> list[list[str]]:
-    return [[c.label, f"{c.limit:,.4g} {c.unit}", f"{c.used:,.4g}", f"{c.slack:,.4g}", "yes" if c.binding else "no"]
+    return [[c.label, f"{fmt_number(c.limit)} {c.unit}", fmt_number(c.used), fmt_number(c.slack),
+             "yes" if c.binding else "no"]
             for c in plan.constraints]
 
 
@@ -106,7 +114,7 @@ def mix_chart(plan: FleetPlan) -> str:
 def render_html(plan: FleetPlan) -> str:
     s = [f"<section>{kpis(_headline(plan))}<p>{escape(_single_line(plan))}</p>"
          + (f"<p>{escape(_training(plan))}</p>" if plan.training else "") + "</section>",
-         section("Mix", table(MIX_HEAD, _mix_rows(plan))),
+         section("Mix", table(MIX_HEAD, _mix_rows(plan), left=(1, 3))),
          section("Cost per hour by hardware", mix_chart(plan)),
          section("Demand and capacity", table(["class", "demand req/s", "capacity req/s", "headroom req/s"],
                                               _class_rows(plan)))]

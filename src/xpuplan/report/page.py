@@ -16,6 +16,8 @@ from html import escape
 from importlib import metadata
 from typing import Any
 
+from xpuplan.report.format import fmt_figure
+
 CSS = """
 :root{--ink:#1f2328;--muted:#57606a;--line:#d0d7de;--accent:#1f4e79;--bg:#ffffff;--soft:#f6f8fa}
 *{box-sizing:border-box}body{margin:0;background:var(--soft);color:var(--ink);
@@ -29,7 +31,7 @@ h2{font-size:16px;margin:0 0 10px;color:var(--accent)}h3{font-size:14px;margin:1
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{padding:6px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:top}
 th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}
-td.l,th.l{text-align:left}
+td.l,th.l{text-align:left}td.r,th.r{text-align:right}
 th{background:var(--soft);font-weight:600}
 tr.win td{background:#eef5fc;font-weight:600}
 .summary{font-size:15px;font-weight:600;margin:0 0 8px}
@@ -42,6 +44,8 @@ background:#eaeef2;font-size:12px}.grid{display:grid;grid-template-columns:1fr 1
 .t-A{background:#dafbe1}.t-B{background:#ddf4ff}.t-C{background:#fff8c5}.t-D{background:#ffebe9}
 code{background:var(--soft);padding:1px 4px;border-radius:4px;font-size:12px;word-break:break-all}
 a{color:var(--accent)}svg{max-width:100%;height:auto}
+tr.dev td{font-weight:600;background:#f0f4f8;color:var(--accent)}td.src{overflow-wrap:anywhere;max-width:460px}
+.kpi b{overflow-wrap:anywhere}
 footer{color:var(--muted);font-size:12px;text-align:center;margin:10px 0 30px}
 """
 
@@ -71,12 +75,14 @@ def figure_rows(figures: Iterable[Any]) -> list[tuple[str, str, str, str, str]]:
     out = []
     for f in figures:
         g = f if isinstance(f, dict) else f.model_dump()
-        out.append((str(g["device"]), str(g["path"]), f"{float(g['value']):,.4g} {g['unit']}", str(g["trust"]),
-                    str(g["source"])))
+        out.append((str(g["device"]), str(g["path"]), fmt_figure(float(g["value"]), str(g["unit"]), str(g["path"])),
+                    str(g["trust"]), str(g["source"])))
     return list(dict.fromkeys(out))
 
 
 def _compact(v: Any) -> str:
+    if v is None:
+        return "-"
     s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
     return s if len(s) <= ASSUMPTION_CHARS else s[: ASSUMPTION_CHARS - 1] + "…"
 
@@ -131,13 +137,17 @@ def _linkify(text: str) -> str:
 # ---------------------------------------------------------------------------------------
 def table(head: Sequence[str], rows: Iterable[Sequence[Any]], *, win: int | None = None,
           left: Sequence[int] = ()) -> str:
-    """An HTML table; every cell is escaped; row ``win`` (0-based) is highlighted; ``left`` columns
-    (beyond the first two) are left-aligned."""
-    lc = set(left)
-    h = "".join(f"<th{' class=l' if i in lc else ''}>{escape(str(c))}</th>" for i, c in enumerate(head))
+    """An HTML table; every cell is escaped; row ``win`` (0-based) is highlighted. The first column and
+    the ``left`` columns are left-aligned, the others (numbers) right-aligned."""
+    lc = {0, *left}
+
+    def cls(i: int) -> str:
+        return " class=l" if i in lc else " class=r"
+
+    h = "".join(f"<th{cls(i)}>{escape(str(c))}</th>" for i, c in enumerate(head))
     body = []
     for n, r in enumerate(rows):
-        cells = "".join(f"<td{' class=l' if i in lc else ''}>{escape(str(c))}</td>" for i, c in enumerate(r))
+        cells = "".join(f"<td{cls(i)}>{escape(str(c))}</td>" for i, c in enumerate(r))
         body.append(f"<tr{' class=win' if n == win else ''}>{cells}</tr>")
     return f"<table><tr>{h}</tr>{''.join(body)}</table>"
 
@@ -175,19 +185,22 @@ def html_page(title: str, subtitle: str, *, schema_version: Any, sections: Seque
     if caveats:
         facts.append("<h3>Caveats</h3>" + bullets(caveats))
     if figs:
-        facts.append("<table><tr><th>device</th><th>figure</th><th>value</th><th>trust</th>"
-                     "<th class=l>source</th></tr>" + "".join(
-                         f"<tr><td>{escape(d)}</td><td>{escape(p)}</td><td>{escape(v)}</td>"
-                         f"<td><span class='tag t-{escape(t)}'>{escape(t)}</span></td>"
-                         f"<td class='l muted'>{_linkify(s)}</td></tr>" for d, p, v, t, s in figs) + "</table>")
+        rows_h = []
+        for dev in dict.fromkeys(f[0] for f in figs):
+            rows_h.append(f"<tr class='dev'><td colspan=4>{escape(dev)}</td></tr>")
+            rows_h += [f"<tr><td class=l>{escape(p)}</td><td class=r style='white-space:nowrap'>{escape(v)}</td>"
+                       f"<td class=r><span class='tag t-{escape(t)}'>{escape(t)}</span></td>"
+                       f"<td class='l muted src'>{_linkify(s)}</td></tr>" for d, p, v, t, s in figs if d == dev]
+        facts.append("<table><tr><th class=l>figure</th><th class=r>value</th><th class=r>trust</th>"
+                     "<th class=l>source</th></tr>" + "".join(rows_h) + "</table>")
     else:
         facts.append("<p class='muted'>This result lists no catalog figures.</p>")
     if rows:
-        facts.append("<h3>Assumptions</h3>" + table(["assumption", "value", "source"], rows, left=(2,)))
+        facts.append("<h3>Assumptions</h3>" + table(["assumption", "value", "source"], rows, left=(1, 2)))
     if facts_note:
         facts.append(f"<p class='muted'>{escape(facts_note)}</p>")
     h.append(section(facts_title, pre + "".join(facts)))
-    h.append("</main><footer>Generated by xpuplan from the same result as <code>--json</code>. Trust: A vendor "
+    h.append("</main><footer>Generated by xpuplan from the same result as --json. Trust: A vendor "
              "datasheet or primary source, B primary source with some inference, C credible third party, "
              "D second-hand or estimate.</footer></body></html>\n")
     return "".join(h)

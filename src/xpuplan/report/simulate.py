@@ -92,9 +92,9 @@ def _charts(res: SimulationResult) -> list[str]:
 
 def render_html(res: SimulationResult) -> str:
     """A self-contained HTML page (inline CSS and SVG; nothing fetched)."""
-    s = [f"<section>{kpis(_headline(res))}" + table(["quantity", "value"], _summary(res)) + "</section>",
+    s = [f"<section>{kpis(_headline(res))}" + table(["quantity", "value"], _summary(res), left=(1,)) + "</section>",
          section("Traffic classes", table(*_group_rows(res.classes))),
-         section("Pools", table(*_pool_rows(res))),
+         section("Pools", table(*_pool_rows(res), left=(1, 3, 4, 5, 7))),
          section("Charts", "<div class='grid'>" + "".join(f"<div>{c}</div>" for c in _charts(res)) + "</div>")]
     if res.notes:
         s.append(section("Notes", bullets(res.notes)))

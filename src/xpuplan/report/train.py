@@ -87,19 +87,19 @@ def render_html(res: TrainSearchResult) -> str:
         s.append("<h3>Why plans did not fit</h3>" + bullets(res.reasons[:20]))
     s.append("</section>")
     if res.plans:
-        s.append(section("Best plans", table(PLAN_HEAD, _plan_rows(res), win=0)))
+        s.append(section("Best plans", table(PLAN_HEAD, _plan_rows(res), win=0, left=(2,))))
     chart = _pareto_chart(res)
     if chart:
         s.append(section("Pareto front: time vs devices", chart + table(
             ["devices", "plan", "tokens/s", "time to train"],
             [[f"{p['n_devices']:,}", p["key"], fmt_tokens_per_s(p["tokens_per_s"]), fmt_time(p.get("time_to_train_s"))]
-             for p in res.pareto])))
+             for p in res.pareto], left=(1,))))
     if res.plans:
         b = res.plans[0]
         steps = _step_parts(b)
         colours = {k: LINE_COLOURS[i % len(LINE_COLOURS)] for i, k in enumerate(steps)}
         s.append(section(f"Step time of the best plan ({b.step_time_s:.3f} s, exposed)",
-                         stacked_bars([(b.key[:50], steps)], colours, {k: k for k in steps}, "step time", unit="s")
+                         stacked_bars([("best plan", steps)], colours, {k: k for k in steps}, "step time", unit="s")
                          + table(["part", "seconds", "share"],
                                  [[k, f"{v:.3f}", f"{v / b.step_time_s:.1%}"] for k, v in steps.items()])))
         mem = _memory_parts(b)
@@ -107,7 +107,7 @@ def render_html(res: TrainSearchResult) -> str:
         usable = b.memory.get("usable_bytes")
         s.append(section(f"Memory per device of the best plan ({fmt_gb(b.memory['total_bytes'])}"
                          + (f" of {fmt_gb(usable)} usable)" if usable else ")"),
-                         stacked_bars([(b.key[:50], {k: v / units.GB for k, v in mem.items()})], mc,
+                         stacked_bars([("best plan", {k: v / units.GB for k, v in mem.items()})], mc,
                                       {k: k for k in mem}, "memory per device", unit="GB",
                                       max_value=(usable / units.GB) if usable else None)
                          + table(["part", "GB"], [[k, f"{v / units.GB:,.2f}"] for k, v in mem.items()])))
@@ -117,7 +117,7 @@ def render_html(res: TrainSearchResult) -> str:
         if b.device_time_s is not None:
             extra.append(("device-hours", f"{b.device_time_s / units.HOUR:,.0f}"))
         s.append(section("Best plan", table(["quantity", "value"], [["plan", b.key], ["global batch",
-                         f"{b.global_batch_seqs:,} x {b.seq_len:,} tokens"], *[[k, v] for k, v in extra]])
+                         f"{b.global_batch_seqs:,} x {b.seq_len:,} tokens"], *[[k, v] for k, v in extra]], left=(1,))
                          + bullets(b.notes)))
     if res.advice:
         s.append(section("Advice", bullets(a.message for a in res.advice)))
