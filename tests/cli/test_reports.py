@@ -224,3 +224,12 @@ def test_unknown_suffix_is_a_user_error_naming_the_flag(tmp_path):
     with pytest.raises(UserInputError) as e:
         write_report(_capacity_result(), tmp_path / "r.txt")
     assert e.value.field == "--report"
+
+
+def test_infeasible_search_still_writes_its_report(tmp_path):
+    out = tmp_path / "nothing-fits.md"
+    r = runner.invoke(app, ["train", "search", "--model", "llama-3-70b", "--hw", "h100", "--devices", "1",
+                            "--report", str(out)])
+    assert r.exit_code == 3, r.output
+    text = out.read_text(encoding="utf-8")
+    assert "| plans that fit | 0 |" in text and "## Advice" in text and "16 x nvidia-h100-sxm-80gb" in text

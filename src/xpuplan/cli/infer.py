@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from xpuplan.cli.common import cli_command, console, print_caveats, print_json, request, table
+from xpuplan.errors import InfeasibleError
 from xpuplan.units import GB
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
@@ -156,12 +157,17 @@ def capacity_cmd(
     """Devices of each hardware option needed to serve --qps within the TTFT/TPOT SLO."""
     args = dict(locals())
     args.pop("report")
-    from xpuplan.jobs.serve import CapacityRequest, infer_capacity
+    from xpuplan.jobs.serve import CapacityRequest, CapacityResult, infer_capacity
     from xpuplan.report import report_format, write_report
 
     if report:
         report_format(report)
-    plan = infer_capacity(request(CapacityRequest, **args))
+    try:
+        plan = infer_capacity(request(CapacityRequest, **args))
+    except InfeasibleError as exc:
+        if report and isinstance(exc.result, CapacityResult):
+            write_report(exc.result, report)  # every option infeasible: the report says why
+        raise
     if report:
         write_report(plan, report)
     if plan.assumed_lengths and not json_:

@@ -198,6 +198,8 @@ def search_cmd(
         try:
             res = train_search(req, progress=progress)
         except InfeasibleError as exc:
+            if report and isinstance(exc.result, TrainSearchResult):
+                write_report(exc.result, report)  # what was tried and why nothing fits
             if json_ or not isinstance(exc.result, TrainSearchResult):
                 raise
             bar.stop()

@@ -27,9 +27,12 @@ def option_label(o: CapacityOptionOut) -> str:
 
 def _slo(res: CapacityResult) -> str:
     s = res.slo
-    ttft = "none" if s.get("ttft_s") is None else fmt_ms(s["ttft_s"])
-    tpot = "none" if s.get("tpot_s") is None else fmt_ms(s["tpot_s"])
-    return f"TTFT P{s.get('percentile', 99):g} ≤ {ttft}, TPOT ≤ {tpot}"
+    parts = []
+    if s.get("ttft_s") is not None:
+        parts.append(f"TTFT P{s.get('percentile', 99):g} ≤ {fmt_ms(s['ttft_s'])}")
+    if s.get("tpot_s") is not None:
+        parts.append(f"TPOT ≤ {fmt_ms(s['tpot_s'])}")
+    return ", ".join(parts) or "no latency limit"
 
 
 def _subtitle(res: CapacityResult) -> str:
