@@ -13,40 +13,23 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from html import escape
-from importlib import metadata
+from importlib import metadata, resources
 from typing import Any
 
 from xpuplan.report.format import fmt_figure
 
-CSS = """
-:root{--ink:#1f2328;--muted:#57606a;--line:#d0d7de;--accent:#1f4e79;--bg:#ffffff;--soft:#f6f8fa}
-*{box-sizing:border-box}body{margin:0;background:var(--soft);color:var(--ink);
-font:14px/1.5 Inter,"Segoe UI","PingFang SC","Noto Sans CJK SC",Helvetica,Arial,sans-serif}
-main{max-width:980px;margin:24px auto;padding:0 16px}
-header{background:var(--accent);color:#fff;padding:22px 28px;border-radius:10px 10px 0 0}
-header h1{margin:0;font-size:22px}header p{margin:4px 0 0;opacity:.9}header .meta{font-size:12px;color:#dbe7f3}
-section{background:var(--bg);border:1px solid var(--line);border-top:none;padding:18px 28px}
-section:last-child{border-radius:0 0 10px 10px}
-h2{font-size:16px;margin:0 0 10px;color:var(--accent)}h3{font-size:14px;margin:14px 0 6px}
-table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{padding:6px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:top}
-th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}
+#: The stylesheet shared with the web page (``xpuplan.web`` serves the same file as /static/report.css).
+CSS = (resources.files("xpuplan.report") / "style.css").read_text(encoding="utf-8")
+#: Rules the reports add to the shared stylesheet (key-figure cards, trust colours, alignment, footer).
+EXTRA_CSS = """
+header .meta{font-size:12px;color:#dbe7f3}h3{font-size:14px;margin:14px 0 6px}
 td.l,th.l{text-align:left}td.r,th.r{text-align:right}
-th{background:var(--soft);font-weight:600}
-tr.win td{background:#eef5fc;font-weight:600}
-.summary{font-size:15px;font-weight:600;margin:0 0 8px}
 .kpis{display:flex;flex-wrap:wrap;gap:10px;margin:4px 0 6px}
 .kpi{flex:1 1 150px;border:1px solid var(--line);border-radius:8px;padding:8px 12px;background:var(--soft)}
-.kpi b{display:block;font-size:18px;color:var(--accent)}.kpi span{font-size:12px;color:var(--muted)}
-ul{margin:4px 0 12px 18px;padding:0}li{margin:3px 0}
-.muted{color:var(--muted);font-size:12px}.tag{display:inline-block;padding:0 6px;border-radius:4px;
-background:#eaeef2;font-size:12px}.grid{display:grid;grid-template-columns:1fr 1fr;gap:18px}
+.kpi b{display:block;font-size:18px;color:var(--accent);overflow-wrap:anywhere}.kpi span{font-size:12px;color:var(--muted)}
 .t-A{background:#dafbe1}.t-B{background:#ddf4ff}.t-C{background:#fff8c5}.t-D{background:#ffebe9}
-code{background:var(--soft);padding:1px 4px;border-radius:4px;font-size:12px;word-break:break-all}
-a{color:var(--accent)}svg{max-width:100%;height:auto}
 tr.dev td{font-weight:600;background:#f0f4f8;color:var(--accent)}td.src{overflow-wrap:anywhere;max-width:460px}
-.kpi b{overflow-wrap:anywhere}
-footer{color:var(--muted);font-size:12px;text-align:center;margin:10px 0 30px}
+a{color:var(--accent)}footer{color:var(--muted);font-size:12px;text-align:center;margin:10px 0 30px}
 """
 
 _URL = re.compile(r"https?://[^\s,;)]+")
@@ -63,8 +46,8 @@ def version() -> str:
 
 
 def today() -> str:
-    """The report date (UTC)."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """The report date (UTC; a day, so the same result renders the same page all day)."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d UTC")
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,7 +157,7 @@ def html_page(title: str, subtitle: str, *, schema_version: Any, sections: Seque
     the figures used (with trust and source), the assumptions and caveats."""
     h = [f"<!DOCTYPE html><html lang='{escape(lang)}'><head><meta charset='utf-8'>",
          "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-         f"<title>{escape(title)}: {escape(subtitle)}</title><style>{CSS}</style></head><body><main>",
+         f"<title>{escape(title)}: {escape(subtitle)}</title><style>{CSS}{EXTRA_CSS}</style></head><body><main>",
          f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p>"
          f"<p class='meta'>xpuplan {escape(version())} · schema_version {escape(str(schema_version))} · "
          f"{escape(today())}</p></header>"]
