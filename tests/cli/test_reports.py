@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -233,3 +234,14 @@ def test_infeasible_search_still_writes_its_report(tmp_path):
     assert r.exit_code == 3, r.output
     text = out.read_text(encoding="utf-8")
     assert "| plans that fit | 0 |" in text and "## Advice" in text and "16 x nvidia-h100-sxm-80gb" in text
+
+
+def test_train_report_carries_the_launch_command(tmp_path):
+    out = tmp_path / "t.html"
+    r = runner.invoke(app, ["train", "search", "--model", "llama-3-8b", "--hw", "h100", "--devices", "16", "--top", "2",
+                            "--emit", "megatron", "--json", "--report", str(out)])
+    assert r.exit_code == 0, r.output
+    launch = json.loads(r.stdout)["launch"]["text"]
+    page = out.read_text(encoding="utf-8")
+    check_html(page)
+    assert "Launch command of the best plan" in page and escape(launch.splitlines()[-1]) in page

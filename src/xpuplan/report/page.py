@@ -29,6 +29,7 @@ td.l,th.l{text-align:left}td.r,th.r{text-align:right}
 .kpi b{display:block;font-size:18px;color:var(--accent);overflow-wrap:anywhere}.kpi span{font-size:12px;color:var(--muted)}
 .t-A{background:#dafbe1}.t-B{background:#ddf4ff}.t-C{background:#fff8c5}.t-D{background:#ffebe9}
 tr.dev td{font-weight:600;background:#f0f4f8;color:var(--accent)}td.src{overflow-wrap:anywhere;max-width:460px}
+pre{background:var(--soft);padding:8px 10px;border-radius:6px;overflow-x:auto;font-size:12px}
 a{color:var(--accent)}footer{color:var(--muted);font-size:12px;text-align:center;margin:10px 0 30px}
 """
 

@@ -121,6 +121,9 @@ def render_html(res: TrainSearchResult) -> str:
                          + bullets(b.notes)))
     if res.advice:
         s.append(section("Advice", bullets(a.message for a in res.advice)))
+    if res.launch and res.launch.get("text"):
+        s.append(section("Launch command of the best plan (--emit)",
+                         f"<pre><code>{escape(str(res.launch['text']))}</code></pre>"))
     used = res.used
     return html_page(TITLE, _subtitle(res), schema_version=res.schema_version, sections=s,
                      figures=used.figures if used else (), assumptions=used.assumptions if used else None,
@@ -151,6 +154,8 @@ def render_markdown(res: TrainSearchResult) -> str:
         out += ["## Why plans did not fit", ""] + [f"- {r}" for r in res.reasons[:20]] + [""]
     if res.advice:
         out += ["## Advice", ""] + [f"- {a.message}" for a in res.advice] + [""]
+    if res.launch and res.launch.get("text"):
+        out += ["## Launch command of the best plan (--emit)", "", "```", str(res.launch["text"]), "```", ""]
     used: Any = res.used
     return md_page(TITLE, _subtitle(res), schema_version=res.schema_version, body=out,
                    figures=used.figures if used else (), assumptions=used.assumptions if used else None,
