@@ -564,8 +564,8 @@ def doc_table(results: Sequence[FitResult], date: str) -> str:
     out = [DOC_BEGIN, "",
            f"Fitted {date} by `python benchmarks/fit_families.py --write` on the packaged public files "
            "(held-out files never read).", "",
-           "| family | parameter | before | fitted | range | rows (files) | median / P90 \\|error\\| before | after "
-           "| leave-one-out |", "|---|---|---|---|---|---|---|---|---|"]
+           "| family | parameter | value before this fit | fitted | range | rows (files) "
+           "| median / P90 \\|error\\| before this fit | after | leave-one-out |", "|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         files = ", ".join(f"{f.replace('.csv', '')} {n}" for f, n in sorted(res.files.items()))
         for i, k in enumerate(res.params):
