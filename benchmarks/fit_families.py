@@ -155,8 +155,8 @@ FAMILIES: tuple[Family, ...] = (
         stack="Intel Gaudi software 1.18 (PyTorch bridge, HPU graphs; Optimum-Habana style serving)",
         why="Gaudi 2 serving rows (FP8 throughput and TTFT); the training rows print no layout (the validator "
             "predicts the planner's best plan, an upper bound) and are reported, not fitted. Every row is FP8, so "
-            "FP8 and bf16 share one fraction (low_precision_factor 1.0: the MME doubles its rate at FP8 on the "
-            "same data path). Gaudi 3 has no public row and takes Gaudi 2's fractions as its prior (same MME "
+            "FP8 and bf16 share one fraction (low_precision_factor held at 1.0: FP8 runs on the same MME data "
+            "path, at twice the bf16 rate on Gaudi 2 and the same rate on Gaudi 3, as the catalog peaks say). Gaudi 3 has no public row and takes Gaudi 2's fractions as its prior (same MME "
             "design and software stack).",
     ),
     Family(
