@@ -482,8 +482,8 @@ def render_block(results: Mapping[str, FitResult], existing: Mapping[str, dict[s
             note = _provenance(res, date)
             loo = f", leave-one-out {_median_pct(res.loo)}" if res.loo else ""
             per_file = ", ".join(f"{f} {n}" for f, n in sorted(res.files.items()))
-            lines.append(f"    # {note} (rows per file: {per_file}); median |error| {_median_pct(res.before)} before, "
-                         f"{_median_pct(res.after)} after{loo}")
+            lines.append(f"    # {note} (rows per file: {per_file}); median |error| {_median_pct(res.before)} before this "
+                         f"fit, {_median_pct(res.after)} after{loo}")
         else:
             old = existing.get(fam.name, {})
             vals = {k: float(v) for k, v in old.items() if k in PARAMS}
@@ -494,8 +494,8 @@ def render_block(results: Mapping[str, FitResult], existing: Mapping[str, dict[s
         for k in sorted(vals, key=lambda n: list(PARAMS).index(n)):
             lines.append(f"    # {k}: {PARAMS[k].meaning}")
             if fam.name in results and k in results[fam.name].values and at_bound(PARAMS[k], vals[k]):
-                lines.append(f"    # ({k} is at the edge of its range {PARAMS[k].lo:g}-{PARAMS[k].hi:g}: the rows want more "
-                             "than this parameter can physically give; docs/validation.md names the missing physics)")
+                lines.append(f"    # ({k} is at the edge of its range {PARAMS[k].lo:g}-{PARAMS[k].hi:g}: the rows push it past "
+                             "what is physical; docs/validation.md names the missing physics)")
             elif k in fam.fixed:
                 lines.append(f"    # ({k} is held, not fitted: see the comment above)")
             lines.append(f"    {k}: {_fmt_value(k, vals[k])}")
