@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from xpuplan.jobs.train import TrainEstimateResult, TrainSearchResult
 
 #: ``--emit`` choices (checked by the request model; ``xpuplan.jobs.train.FRAMEWORKS``).
-FRAMEWORKS_HELP = "megatron | torchtitan | deepspeed"
+FRAMEWORKS_HELP = "megatron | bridge | torchtitan | deepspeed"
 
 app = typer.Typer(help="Training planner: estimate a parallel plan or search for the best one.", no_args_is_help=True)
 
@@ -224,5 +224,6 @@ def _render_search(res: TrainSearchResult) -> None:
     for a in res.advice:
         if a.kind == "uneven_pipeline":
             console.print(f"hint: {a.message}", highlight=False)
+    print_caveats(res.used)
     if res.launch is not None:
         console.print(res.launch["text"], highlight=False, markup=False, soft_wrap=True)
