@@ -187,6 +187,21 @@ def pipeline_inflight_microbatches(pp: int, n_microbatches: int, vpp: int = 1) -
     return base * (1.0 + (pp - 1) / (pp * vpp)) if vpp > 1 else base
 
 
+def pipeline_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
+    """Peak (layers x micro-batches) of activations one pipeline stage holds under 1F1B.
+
+    Stage i (from 0) holds min(pp - i, m) micro-batches in flight. With L layers on pp stages of
+    at most Ls = ceil(L/pp) layers, the d = pp·Ls - L missing layers go to the first and last stages
+    (the first gets ceil(d/2) fewer: Meta's Llama 3 layout, one layer fewer on each end), so the peak
+    is max((Ls - ceil(d/2))·min(pp, m), Ls·min(pp - 1, m)); even pipelines (d = 0) give Ls·min(pp, m)."""
+    pp = np.asarray(pp, dtype=float)
+    m = np.asarray(n_microbatches, dtype=float)
+    ls = np.ceil(n_layers / pp)
+    deficit = pp * ls - n_layers
+    first_layers = np.maximum(1.0, ls - np.ceil(deficit / 2.0))
+    return np.maximum(first_layers * np.minimum(pp, m), ls * np.minimum(pp - 1.0, m))
+
+
 # ---------------------------------------------------------------------------------------
 # Training memory
 # ---------------------------------------------------------------------------------------
@@ -391,9 +406,9 @@ def training_memory_arrays(
         opt = adapters * recipe["optimizer"] / np.where(zero >= 1, dpcp, 1.0)
     layers_stage = np.ceil(n_layers / pp)
     multi = pp > 1
-    inflight = np.where(multi, np.minimum(pp, n_microbatches), 1.0)
-    inflight = np.where(multi & (vpp > 1), inflight * (1.0 + (pp - 1.0) / (pp * vpp)), inflight)
-    first = act_per_layer * layers_stage * inflight
+    interleave = np.where(multi & (vpp > 1), 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
+    first = act_per_layer * np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
+                                     layers_stage) * interleave
     last = act_per_layer * layers_stage + act_output
     acts = np.where(multi, np.maximum(first, last), first + act_output) + act_rebuilt_layer
     if method == "full":

@@ -271,7 +271,8 @@ class StageCompute:
     """Seconds per micro-batch on the busiest pipeline stage, per plan: ``per_mb`` every layer's
     forward + backward (+ QLoRA dequantisation) and the head; ``fwd``/``bwd`` the layers' forward and
     backward alone (overlap windows); ``recompute`` the recomputed forward; ``attn_fwd`` one layer's
-    attention core forward (the window CP hides its ring exchange under)."""
+    attention core forward (the window CP hides its ring exchange under); ``gemm_fwd`` one layer's
+    forward GEMMs, averaged over the layer kinds (the window TP communication overlap hides under)."""
 
     per_mb: np.ndarray
     fwd: np.ndarray
@@ -279,6 +280,7 @@ class StageCompute:
     recompute: np.ndarray
     attn_fwd: np.ndarray
     attn_bwd: np.ndarray
+    gemm_fwd: np.ndarray
 
 
 def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, frozen: bool) -> StageCompute:
@@ -312,4 +314,5 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
     head = (1.0 + gbf) * c["head_gemm"] + (1.0 + ELEMENTWISE_BACKWARD_FACTOR) * c["head_elem"]
     return StageCompute(per_mb=comp_layers + head, fwd=per_stage(fwd("dense"), fwd("moe")),
                         bwd=per_stage(bwd("dense"), bwd("moe")), recompute=per_stage(recomp("dense"), recomp("moe")),
-                        attn_fwd=c["attn_fwd"], attn_bwd=c["attn_bwd"])
+                        attn_fwd=c["attn_fwd"], attn_bwd=c["attn_bwd"],
+                        gemm_fwd=(n_dense * c["dense_gemm"] + n_moe * c["moe_gemm"]) / L)

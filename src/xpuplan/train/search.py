@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
 
 from xpuplan import units
+from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
@@ -226,19 +227,28 @@ def search_plans(
     progress: Progress | None = None,
     step_model: StepModel | None = None,
     require_feasible: bool = True,
+    stack: TrainingStack | None = None,
 ) -> SearchResult:
     """Search every valid plan of ``model`` on ``cluster`` (at its device count, or at each of
     ``device_counts``); return the ``top`` plans by tokens/s and the time-vs-devices Pareto front.
 
     ``require_feasible=False`` ranks plans that do not fit too (used to predict measured runs whose
-    memory our model overestimates); the result still flags them.
+    memory our model overestimates); the result still flags them. ``stack``: the training stack's
+    profile (the default stack when None), unless ``step_model`` carries one. Precisions the device
+    has no tensor cores for (FP8 on A100) are not searched; asking for nothing else is an error.
     """
     job = job or TrainingJob()
     validity.check_top(top)
     if device_counts:
         validity.check_device_counts(list(device_counts))
     counts = tuple(sorted(set(device_counts))) if device_counts else (cluster.n_devices,)
-    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    space = space or SearchSpace()
+    issues = [validity.rule_precision_on_device(pr, cluster.device) for pr in space.precision]
+    if all(issues):
+        validity.raise_first([i for i in issues if i])
+    if any(issues):
+        space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     t0 = time.perf_counter()
     evaluated = feasible = 0
     candidates: list[tuple[float, str, TrainEstimate]] = []
@@ -323,7 +333,7 @@ def min_devices_for_states(model: ModelArch, cluster: Cluster, job: TrainingJob,
 
 def devices_to_fit(
     model: ModelArch, cluster: Cluster, job: TrainingJob, *, space: SearchSpace | None = None,
-    max_devices: int = MAX_DEVICES_TO_FIT, step_model: StepModel | None = None,
+    max_devices: int = MAX_DEVICES_TO_FIT, step_model: StepModel | None = None, stack: TrainingStack | None = None,
 ) -> TrainEstimate | None:
     """The fastest plan at the smallest device count (a multiple of the scale-up domain, doubling)
     on which some plan fits; None if nothing fits up to ``max_devices``."""
@@ -332,7 +342,7 @@ def devices_to_fit(
     n = max(1, cluster.domain_size)
     while n < lower:
         n *= 2
-    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     while n <= max_devices:
         res = search_plans(model, cluster.with_devices(n), job, space=space, top=1, step_model=sm)
         if res.best is not None:

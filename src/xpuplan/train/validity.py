@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
@@ -58,6 +58,22 @@ def check_recompute(value: object, field: str = "recompute") -> None:
 def check_precision(value: object, field: str = "precision") -> None:
     if value not in TRAIN_PRECISIONS:
         raise UserInputError(f"{field} must be one of {', '.join(TRAIN_PRECISIONS)} (got {value!r})", field=field)
+
+
+#: Training precisions that need the device's own tensor-core format (a device without it cannot
+#: run Transformer-Engine-style FP8 training: there is no FP8 GEMM to call).
+HARDWARE_PRECISIONS: Final = ("fp8",)
+
+
+def rule_precision_on_device(precision: str, device: Any) -> PlanIssue | None:
+    """FP8 (and any format in :data:`HARDWARE_PRECISIONS`) training only on devices whose catalog
+    entry lists that format's dense peak (H100/H200/B200, MI300, Gaudi 2/3...; not A100, V100 or
+    Ascend 910B)."""
+    if precision in HARDWARE_PRECISIONS and not device.supports(precision):
+        have = ", ".join(device.dense_precisions) or "none listed"
+        return PlanIssue("precision", f"{device.id} has no {precision.upper()} tensor cores (its dense formats: {have}): "
+                                      f"{precision} training cannot run there; use bf16")
+    return None
 
 
 def check_device_counts(counts: Sequence[int], field: str = "devices") -> None:
