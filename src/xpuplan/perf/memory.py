@@ -20,7 +20,9 @@ from xpuplan.catalog.assumptions import Assumptions, LazyMapping, StateRecipe, d
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import (
+    kv_replication,
     param_breakdown,
+    params_kv_per_layer,
     params_attention_per_layer,
     params_mlp_dense,
     params_moe_layer,
@@ -70,14 +72,15 @@ def params_per_device(model: ModelArch, tp: int = 1, pp: int = 1, ep: int = 1, e
 
     Dense weights (attention, dense MLPs, shared experts, norms) split over TP; layers split over
     PP, the first or last stage also holding the embedding or the output head. Routed experts are
-    split over EP x expert-TP. Norms are replicated across TP (counted in full).
+    split over EP x expert-TP. Norms are replicated across TP (counted in full). With tp > n_kv_heads
+    each device holds one KV head's projections (``perf.params.kv_replication``).
     """
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("etp", etp)):
         if v < 1:
             raise UserInputError(f"{name} must be >= 1", field=name)
     b = param_breakdown(model)
     layers_per_stage = -(-model.n_layers // pp)  # ceil: the busiest stage
-    attn = params_attention_per_layer(model) / tp
+    attn = (params_attention_per_layer(model) + (kv_replication(model, tp) - 1.0) * params_kv_per_layer(model)) / tp
     norms = params_norms_per_layer(model)
     dense_mlp_layer = params_mlp_dense(model) / tp
     if model.moe is not None:
@@ -146,7 +149,7 @@ def activation_bytes_per_layer(
     masks = mask * sbh * (1 if model.parallel_attn_mlp else 2)
     replicated = norm_inputs + block_inputs + masks
     # parts split by TP: q, k, v, attention output; MLP intermediates
-    attn_split = act_bytes * s * b * (q_dim + kv_dim + o_dim)
+    attn_split = act_bytes * s * b * (q_dim + kv_dim * kv_replication(model, tp) + o_dim)
     if model.mla is not None:
         m = model.mla
         attn_split += act_bytes * s * b * (m.kv_lora_rank + (m.q_lora_rank or 0)) * tp  # latents are not TP-split

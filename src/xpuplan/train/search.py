@@ -97,7 +97,7 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     L = model.n_layers
     kv = model.kv_heads if model.mla is None else model.n_heads
     tp_cap = max(cluster.domain_size, MAX_TP_ACROSS_DOMAINS)
-    tps = [t for t in _divisors(n_devices) if t <= tp_cap and model.n_heads % t == 0 and kv % t == 0]
+    tps = [t for t in _divisors(n_devices) if t <= tp_cap and model.n_heads % t == 0 and (kv % t == 0 or t % kv == 0)]
     tps = _allowed(tps, space.tp)
     sp_opts = [0, 1] if space.sp is None else sorted({int(bool(x)) for x in space.sp})
     zero_all = list(ZERO_STAGES) if space.zero_stage is None else list(space.zero_stage)

@@ -119,9 +119,12 @@ def rule_tp_divides_heads(tp: int, model: ModelArch) -> PlanIssue | None:
 
 
 def rule_tp_divides_kv_heads(tp: int, model: ModelArch) -> PlanIssue | None:
-    """KV heads split over TP (MLA's latent is replicated, so it has no such rule)."""
-    if model.mla is None and model.kv_heads % tp:
-        return PlanIssue("tp", f"tp ({tp}) must divide n_kv_heads ({model.kv_heads})")
+    """KV heads split over TP, or replicated when TP exceeds them (Megatron-LM and vLLM give each
+    group of tp/kv ranks a copy of one KV head: tp must then be a multiple of the KV heads). MLA's
+    latent is replicated, so it has no such rule."""
+    if model.mla is None and model.kv_heads % tp and tp % model.kv_heads:
+        return PlanIssue("tp", f"tp ({tp}) must divide n_kv_heads ({model.kv_heads}) or be a multiple of it "
+                               "(KV heads replicated)")
     return None
 
 
