@@ -190,3 +190,27 @@ def test_pipeline_peak_with_uneven_first_and_last_stages():
     assert pipeline_peak_layer_microbatches(126, np.asarray([16.0]), np.asarray([32.0]))[0] == 8 * 15
     # fewer micro-batches than stages
     assert pipeline_peak_layer_microbatches(128, np.asarray([16.0]), np.asarray([4.0]))[0] == 8 * 4
+
+
+# ---------------------------------------------------------------------------------------
+# MoE parallel folding
+# ---------------------------------------------------------------------------------------
+def test_moe_parallel_folding_lets_ep_span_tp_ranks():
+    from xpuplan.perf.memory import expert_dp_size
+    from xpuplan.train.plan import ParallelPlan
+
+    # EP 8 on a TP8 stage with no data parallelism: invalid before folding, valid now
+    p = ParallelPlan(tp=8, ep=8, sp=True)
+    m = get_model("mixtral-8x7b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 8)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=8 * 4096)
+    p = make_plan(n_devices=8, global_batch_seqs=8, tp=8, ep=8)
+    folded = estimate(m, c, p, job)
+    unfolded = estimate(m, c, make_plan(n_devices=8, global_batch_seqs=8, tp=8, ep=1), job)
+    assert folded.memory.weights_bytes < unfolded.memory.weights_bytes  # experts split 8 ways
+    assert folded.step.ep_comm_s > 0
+    # expert-data-parallel group: dp·cp/ep classic, tp·dp·cp/ep folded
+    assert expert_dp_size(np.asarray([2.0]), np.asarray([16.0]), np.asarray([4.0]))[0] == 4
+    assert expert_dp_size(np.asarray([8.0]), np.asarray([4.0]), np.asarray([8.0]))[0] == 4
+    with pytest.raises(UserInputError, match="tp·cp·dp"):
+        ParallelPlan(tp=2, dp=2, ep=8)

@@ -190,6 +190,15 @@ def pipeline_inflight_microbatches(pp: int, n_microbatches: int, vpp: int = 1) -
     return base * (1.0 + (pp - 1) / (pp * vpp)) if vpp > 1 else base
 
 
+def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarray:
+    """Ranks sharing one expert's weights (the expert-data-parallel group): dp·cp/ep when EP is
+    carved out of dp·cp; tp·dp·cp/ep when the expert layers fold TP ranks into EP (MoE parallel
+    folding, expert-TP 1: arXiv 2504.14960)."""
+    tp, dpcp, ep = (np.asarray(x, dtype=float) for x in (tp, dpcp, ep))
+    classic = np.mod(dpcp, ep) == 0
+    return np.maximum(np.where(classic, np.floor_divide(dpcp, ep), np.floor_divide(tp * dpcp, ep)), 1.0)
+
+
 def pipeline_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
     """Peak (layers x micro-batches) of activations one pipeline stage holds under 1F1B.
 
@@ -305,8 +314,8 @@ def training_memory(
     """
     if zero_stage not in (0, 1, 2, 3):
         raise UserInputError("zero_stage must be 0, 1, 2 or 3", field="zero_stage")
-    if (dp * cp) % ep:
-        raise UserInputError(f"ep ({ep}) must divide dp·cp ({dp * cp})", field="ep")
+    if (tp * dp * cp) % ep:
+        raise UserInputError(f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp})", field="ep")
     sp = tp > 1 if sp is None else sp
     r = state_recipe(recipe)
     dev = params_per_device(model, tp=tp, pp=pp, ep=ep)
@@ -389,7 +398,7 @@ def training_memory_arrays(
     arrays: weights, grads, master, opt, acts, workspace, total.
     """
     dpcp = dp * cp
-    edp = np.maximum(np.floor_divide(dpcp, ep), 1.0)
+    edp = expert_dp_size(tp, dpcp, ep)
     total_dev = dense + expert
 
     def shard(per_param: np.ndarray, sharded: np.ndarray) -> np.ndarray:

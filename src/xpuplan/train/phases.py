@@ -18,6 +18,7 @@ from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.memory import expert_dp_size
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.train.arrays import PlanArrays
 from xpuplan.train.cluster import Cluster
@@ -136,7 +137,10 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
         return np.zeros_like(lay.tp)
     ep_tokens = lay.mb * (lay.s / lay.cp) / np.where(lay.sp, lay.tp, 1.0)
     a2a_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
-    t_a2a = group_time_s("all_to_all", a2a_bytes, cluster, p.ep, p.tp * p.cp)
+    # EP carved out of dp·cp strides over TP·CP ranks; folded EP (MoE parallel folding) takes
+    # adjacent ranks (expert-TP 1), keeping as much of the exchange inside a scale-up domain as it can
+    stride = np.where((p.dp * p.cp) % p.ep == 0, p.tp * p.cp, 1)
+    t_a2a = group_time_s("all_to_all", a2a_bytes, cluster, p.ep, stride)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
     hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
     return moe_layers_stage * 2.0 * lay.passes * t_a2a * (1.0 - hidden)
@@ -209,14 +213,15 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     (ring across domains: (n-1)·alpha with NCCL). With prefetch only what exceeds compute, plus one
     collective, waits; without it, all of it."""
     dpcp = p.dp * p.cp
-    edp = np.maximum(dpcp // p.ep, 1)
+    edp = expert_dp_size(p.tp, dpcp, p.ep)
     g_dense = tr.dense * GRAD_REDUCE_BYTES * job.dp_compression
     g_expert = tr.expert * GRAD_REDUCE_BYTES * job.dp_compression
+    e_stride = np.where(dpcp % p.ep == 0, p.tp * p.ep, p.ep)
 
     def over_dp(kind: coll.CollectiveKind, dense_bytes: np.ndarray, expert_bytes: np.ndarray,
                 n_coll: np.ndarray | float = 1.0) -> np.ndarray:
         return n_coll * (group_time_s(kind, dense_bytes / n_coll, cluster, dpcp, p.tp) + group_time_s(
-            kind, expert_bytes / n_coll, cluster, edp, p.tp * p.ep))
+            kind, expert_bytes / n_coll, cluster, edp, e_stride))
 
     ar = over_dp("all_reduce", g_dense, g_expert)
     rs = over_dp("reduce_scatter", g_dense, g_expert)
@@ -254,7 +259,7 @@ def optimizer_s(cluster: Cluster, p: PlanArrays, device: Device, eff: Efficiency
     clipping (read the local gradients, one scalar all-reduce over every device)."""
     zero = p.zero
     dpcp = p.dp * p.cp
-    edp = np.maximum(dpcp // p.ep, 1)
+    edp = expert_dp_size(p.tp, dpcp, p.ep)
     shard_dense = np.where(zero >= 1, dpcp, 1).astype(float)
     shard_exp = np.where(zero >= 1, edp, 1).astype(float)
     opt_params = tr.dense / shard_dense + tr.expert / shard_exp

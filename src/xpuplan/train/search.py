@@ -124,7 +124,8 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                     vpps = [v for v in range(1, MAX_VPP + 1) if pp * v <= L]
                 vpps = _allowed(vpps, space.vpp)
                 if model.moe is not None:
-                    eps = [e for e in _divisors(dp * cp) if model.moe.n_routed_experts % e == 0]
+                    # EP carved out of dp·cp, or folded over tp·cp·dp (MoE parallel folding)
+                    eps = [e for e in _divisors(tp * dp * cp) if model.moe.n_routed_experts % e == 0]
                 else:
                     eps = [1]
                 eps = _allowed(eps, space.ep)

@@ -103,9 +103,14 @@ def rule_vpp_needs_pp(pp: int, vpp: int) -> PlanIssue | None:
     return None
 
 
-def rule_ep_divides_dp_cp(ep: int, dp: int, cp: int) -> PlanIssue | None:
-    if (dp * cp) % ep:
-        return PlanIssue("ep", f"ep ({ep}) must divide dp·cp ({dp * cp}): experts are sharded over data-parallel ranks")
+def rule_ep_divides_dp_cp(ep: int, dp: int, cp: int, tp: int = 1) -> PlanIssue | None:
+    """Expert parallelism over the ranks of one pipeline stage. Classic layouts carve EP out of
+    dp·cp; MoE parallel folding (Liu et al. 2025, arXiv 2504.14960; Megatron-Core >= 0.10) lets the
+    expert layers regroup all tp·cp·dp ranks of a stage (expert-TP 1), so EP up to tp·cp·dp is valid
+    when it divides that product."""
+    if (tp * dp * cp) % ep:
+        return PlanIssue("ep", f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp}): expert layers regroup the "
+                               "ranks of a pipeline stage (MoE parallel folding)")
     return None
 
 
