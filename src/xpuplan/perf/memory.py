@@ -153,6 +153,11 @@ def activation_bytes_per_layer(
     if model.mla is not None:
         m = model.mla
         attn_split += act_bytes * s * b * (m.kv_lora_rank + (m.q_lora_rank or 0)) * tp  # latents are not TP-split
+        if recompute == "selective":
+            # MLA under selective recomputation re-runs the up-projections from the kept latents
+            # (Megatron-Core --recompute-modules mla_up_proj; DeepSeek-V3 report §3.2.3): the
+            # up-projected q, k, v are not kept
+            attn_split -= act_bytes * s * b * (q_dim + kv_dim)
     if model.moe is not None and model.n_moe_layers:
         frac_moe = model.n_moe_layers / model.n_layers
         moe = model.moe
