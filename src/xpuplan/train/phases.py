@@ -240,8 +240,9 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     w_dense = dense_p * tr.gather_bytes_per_param
     w_expert = expert_p * tr.gather_bytes_per_param
     n_coll = zero3_collectives_per_pass(lay, model, stack, w_dense + w_expert)
+    n_rs = zero3_collectives_per_pass(lay, model, stack, g_dense + g_expert)  # buckets of what is reduced
     ag_all = over_dp("all_gather", w_dense, w_expert, n_coll)
-    rs_all = over_dp("reduce_scatter", g_dense, g_expert, n_coll)
+    rs_all = over_dp("reduce_scatter", g_dense, g_expert, n_rs)
     z3_mb = (2.0 + lay.full_rec) * ag_all + rs_all
     if stack.zero3_prefetch:
         z3 = lay.m * exposed_after_overlap_s(z3_mb, comp.per_mb + comp.recompute, 1.0 / n_coll)
