@@ -214,3 +214,38 @@ def test_moe_parallel_folding_lets_ep_span_tp_ranks():
     assert expert_dp_size(np.asarray([8.0]), np.asarray([4.0]), np.asarray([8.0]))[0] == 4
     with pytest.raises(UserInputError, match="tp·cp·dp"):
         ParallelPlan(tp=2, dp=2, ep=8)
+
+
+# ---------------------------------------------------------------------------------------
+# MoE dispatch: node de-duplication, node-limited routing, FP8 dispatch
+# ---------------------------------------------------------------------------------------
+def test_node_dedup_dispatch_crosses_the_network_once_per_node():
+    from xpuplan.train.phases import moe_dispatch_dedup_s
+
+    m = get_model("deepseek-v3")  # top-8, node limit 4
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 512)
+    nbytes = np.asarray([4096 * 8 * 7168 * 2.0])
+    ep, stride = np.asarray([64]), np.asarray([1])  # 8 nodes of 8
+    t = float(moe_dispatch_dedup_s(nbytes, m, c, ep, stride)[0])
+    # network part: 4 copies per token (node limit), 7/8 of them leave the node
+    net = nbytes[0] / 8 * 4 * 7 / 8 / c.scale_out.bus_bw
+    assert t >= net
+    plain = float(coll.time_group_s("all_to_all", nbytes, ep, stride, c)[0])
+    assert t < 0.6 * plain  # a plain all-to-all sends all 8 copies, 56/64 of them across nodes
+    unlimited = m.model_copy(update={"moe": m.moe.model_copy(update={"node_limit": None})})
+    assert float(moe_dispatch_dedup_s(nbytes, unlimited, c, ep, stride)[0]) > t
+    # inside one node: the plain all-to-all
+    one = float(moe_dispatch_dedup_s(nbytes, m, c, np.asarray([8]), stride)[0])
+    assert one == pytest.approx(float(coll.time_group_s("all_to_all", nbytes[0], 8, 1, c)))
+
+
+def test_fp8_dispatch_only_where_the_stack_does_it():
+    m = get_model("deepseek-v3")
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096, ep_overlap=0.0)
+    kw = dict(n_devices=2048, global_batch_seqs=15360, tp=1, pp=16, ep=64, recompute="selective", model=m,
+              uneven_pipeline=True)
+    ds = training_stack("deepseek-dualpipe")
+    bf = estimate(m, c, make_plan(**kw), job, stack=ds, uneven_pipeline=True).step.ep_comm_s
+    f8 = estimate(m, c, make_plan(**kw, precision="fp8"), job, stack=ds, uneven_pipeline=True).step.ep_comm_s
+    assert 0.6 * bf < f8 < 0.9 * bf  # dispatch halves, combine stays bf16

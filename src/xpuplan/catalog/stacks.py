@@ -43,6 +43,9 @@ class TrainingStack(_Strict):
     zero3_granularity: Zero3Granularity = Field(description="what one ZeRO-3/FSDP collective covers")
     zero3_prefetch: bool = Field(default=True, description="next gather issued under the current unit's compute")
     ep_overlap: float = Field(default=0.0, ge=0, le=1, description="fraction of MoE all-to-all hidden")
+    moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
+                                                            "(then scale-up forwarding), e.g. DeepEP")
+    moe_fp8_dispatch: bool = Field(default=False, description="FP8 dispatch payload in FP8 training (combine stays bf16)")
     note: str = ""
     sources: tuple[str, ...] = Field(min_length=1)
 

@@ -31,6 +31,10 @@ class MoEConfig(_Strict):
     )
     n_dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP of ffn_dim")
     router_bias: bool = Field(default=False, description="per-expert bias in the router (DeepSeek-V3)")
+    node_limit: int | None = Field(
+        default=None, ge=1,
+        description="node-limited routing: each token's experts lie on at most this many expert-parallel nodes "
+                    "(DeepSeek-V3: 4; HF config topk_group); None = unrestricted")
 
     @model_validator(mode="after")
     def _check(self) -> MoEConfig:

@@ -25,6 +25,7 @@ from xpuplan.train.cluster import Cluster
 from xpuplan.train.compute import GEMM_BACKWARD_FACTOR, StageCompute
 from xpuplan.train.layout import Layout
 from xpuplan.workload.training import TrainingJob
+from xpuplan.workload.vocabulary import TRAIN_PRECISIONS
 
 #: Bytes per activation element sent by TP/SP, CP, EP and PP communication (bf16).
 ACTIVATION_BYTES: Final = 2.0
@@ -32,6 +33,12 @@ ACTIVATION_BYTES: Final = 2.0
 #: Bytes per gradient element in data-parallel reductions: Megatron-LM accumulates and reduces
 #: fp32 main gradients for bf16/fp16 runs, and torchtitan/FSDP2 default to reduce_dtype=float32.
 GRAD_REDUCE_BYTES: Final = 4.0
+
+#: Bytes per element of an FP8 MoE dispatch payload (DeepSeek-V3 §3.3.2: dispatch in FP8 with
+#: per-tile scales, ~1 B per element; the combine stays bf16).
+FP8_DISPATCH_BYTES: Final = 1.0
+
+_FP8 = TRAIN_PRECISIONS.index("fp8")
 
 #: Bytes per weight element in ZeRO/FSDP parameter all-gathers (bf16 working copy).
 PARAM_GATHER_BYTES: Final = 2.0
@@ -132,18 +139,55 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
 def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,
                      stack: TrainingStack) -> np.ndarray:
     """Exposed MoE all-to-alls (dispatch and combine) of one micro-batch: what the schedule does not
-    hide (the stack's ``ep_overlap``, or the job's when given)."""
+    hide (the stack's ``ep_overlap``, or the job's when given).
+
+    Tokens per rank: the micro-batch's sequence chunk, split by TP under SP. Each sends top_k
+    copies of its hidden state (bf16; dispatch in FP8 where the stack does it in FP8 training).
+    Stacks that de-duplicate per node (DeepEP) send a token across the network once per destination
+    node — min(top_k, the model's node limit, EP nodes spanned) copies, of which (nodes-1)/nodes leave
+    the node — and forward it over the scale-up links (:func:`moe_dispatch_dedup_s`)."""
     if model.moe is None:
         return np.zeros_like(lay.tp)
     ep_tokens = lay.mb * (lay.s / lay.cp) / np.where(lay.sp, lay.tp, 1.0)
-    a2a_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
+    combine_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
+    fp8_dispatch = stack.moe_fp8_dispatch & (p.prec == _FP8)
+    dispatch_bytes = combine_bytes * np.where(fp8_dispatch, FP8_DISPATCH_BYTES / ACTIVATION_BYTES, 1.0)
     # EP carved out of dp·cp strides over TP·CP ranks; folded EP (MoE parallel folding) takes
     # adjacent ranks (expert-TP 1), keeping as much of the exchange inside a scale-up domain as it can
     stride = np.where((p.dp * p.cp) % p.ep == 0, p.tp * p.cp, 1)
-    t_a2a = group_time_s("all_to_all", a2a_bytes, cluster, p.ep, stride)
+    if stack.moe_node_dedup:
+        t_a2a = (moe_dispatch_dedup_s(dispatch_bytes, model, cluster, p.ep, stride)
+                 + moe_dispatch_dedup_s(combine_bytes, model, cluster, p.ep, stride))
+    else:
+        t_a2a = (group_time_s("all_to_all", dispatch_bytes, cluster, p.ep, stride)
+                 + group_time_s("all_to_all", combine_bytes, cluster, p.ep, stride))
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
     hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
-    return moe_layers_stage * 2.0 * lay.passes * t_a2a * (1.0 - hidden)
+    return moe_layers_stage * lay.passes * t_a2a * (1.0 - hidden)
+
+
+def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster, ep: np.ndarray,
+                         stride: np.ndarray) -> np.ndarray:
+    """One node-de-duplicated MoE all-to-all (DeepEP-style) of ``n_bytes`` per rank (= tokens x top_k
+    x hidden x bytes): across the network each token goes once per destination node,
+    min(top_k, node_limit, nodes) copies of which (nodes-1)/nodes leave the node; inside the node
+    the top_k copies are forwarded over the scale-up links. Both run at once (max), plus the
+    latency steps of a hierarchical all-to-all. A group inside one domain is a plain all-to-all."""
+    assert model.moe is not None
+    local, nodes = coll.group_layout(ep, stride, cluster.domain_size)
+    local_f = np.asarray(local, dtype=float)
+    nodes_f = np.asarray(nodes, dtype=float)
+    top_k = float(model.moe.top_k)
+    limit = float(model.moe.node_limit or model.moe.top_k)
+    copies = np.minimum(np.minimum(top_k, limit), nodes_f)
+    per_copy = n_bytes / top_k
+    t_inter = per_copy * copies * (nodes_f - 1.0) / np.maximum(nodes_f, 1.0) / cluster.scale_out.bus_bw
+    t_intra = n_bytes * (local_f - 1.0) / np.maximum(local_f, 1.0) / cluster.scale_up.bus_bw
+    lat = (np.asarray(coll.latency_steps(local_f)) * cluster.scale_up.latency_s
+           + np.asarray(coll.latency_steps(nodes_f)) * cluster.scale_out.latency_s)
+    spanning = np.maximum(t_intra, t_inter) + lat
+    inside = group_time_s("all_to_all", n_bytes, cluster, ep, stride)
+    return np.where(nodes_f > 1.0, spanning, inside)
 
 
 # ---------------------------------------------------------------------------------------
