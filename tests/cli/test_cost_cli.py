@@ -22,10 +22,10 @@ def test_tco_owned_table_and_json():
     r = run("tco", "--hw", "H100", "--devices", "1024", "--busy", "0.8", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["kind"] == "tco" and d["schema_version"] == "1.0" and d["mode"] == "owned"
+    assert d["kind"] == "tco" and d["schema_version"] == "2.0" and d["mode"] == "owned"
     assert d["total_usd"] == sum(d["lines_usd"].values())
     assert all(f["trust"] in "ABCD" and f["source"] for f in d["figures"])
-    assert d["carbon_t_co2e"] > 0 and d["facility_energy_kwh"] > d["it_energy_kwh"]
+    assert d["carbon_t_co2e"] > 0 and d["facility_energy_j"] > d["it_energy_j"]
 
 
 def test_tco_cloud_and_user_override():
@@ -106,7 +106,7 @@ def test_train_cost_under_power_cap_is_slower_and_uses_less_energy():
     capped = json.loads(run("train", "--model", "llama3-8b", "--hw", "H100", "--devices", "64", "--tokens", "1e11",
                             "--power-cap-w", "525", "--json").stdout)
     assert capped["failure_free_time_s"] > base["failure_free_time_s"]
-    assert capped["cost"]["it_energy_kwh"] < base["cost"]["it_energy_kwh"]
+    assert capped["cost"]["it_energy_j"] < base["cost"]["it_energy_j"]
     assert capped["power_cap"]["cap_w"] == 525
 
 

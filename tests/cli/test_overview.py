@@ -32,11 +32,29 @@ def test_overview_cli_json_and_errors():
     assert r.exit_code == 2 and "train_devices" in r.output
 
 
-def test_overview_reports_missing_figures_as_reasons():
-    ov = overview(hardware=["enflame-s60"])
+_BARE = """schema_version: 1
+vendor: Test
+sources:
+  s: {title: "test", date: "2026", kind: estimate}
+devices:
+  - id: test-bare
+    name: "a device with memory but no compute figure"
+    kind: NPU
+    origin_country: CN
+    memory:
+      capacity_gb: {value: 64, source: s, trust: D}
+      bandwidth_gb_per_s: {value: 1000, source: s, trust: D}
+    ecosystem: {software_stack: x, pytorch: none, maturity: 1}
+"""
+
+
+def test_overview_reports_missing_figures_as_reasons(tmp_path, monkeypatch):
+    (tmp_path / "bare.yaml").write_text(_BARE, encoding="utf-8")
+    monkeypatch.setenv("XPUPLAN_HARDWARE_PATH", str(tmp_path / "bare.yaml"))
+    ov = overview(hardware=["test-bare"])
     d = ov.devices[0]
     assert d.serving is None and d.training is None
-    assert d.reasons
+    assert any("dense_tflops" in r and "--hw-figure" in r for r in d.reasons), d.reasons
 
 
 def test_search_hints_uneven_pipeline_when_layers_restrict_pp():

@@ -25,7 +25,7 @@ def test_json_keys_and_same_numbers_in_reports(tmp_path):
     d = json.loads(r.stdout)
     assert {"schema_version", "options", "rejected", "assumptions", "weights", "sensitivity", "explanation"} <= set(d)
     o = d["options"][0]
-    assert {"rank", "hardware", "mix", "score", "criteria", "time_s", "cost_usd", "energy_kwh", "devices",
+    assert {"rank", "hardware", "mix", "score", "criteria", "time_s", "cost_usd", "energy_j", "devices",
             "uncertainty", "binding", "figures"} <= set(o)
     assert o["rank"] == 1 and set(o["uncertainty"]["time_s"]) == {"p10", "p50", "p90"}
     page = html.read_text(encoding="utf-8")

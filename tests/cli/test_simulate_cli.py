@@ -48,7 +48,7 @@ def test_json_is_the_typed_result_and_seeded(tmp_path):
     assert r1.exit_code == 0, r1.output
     d = json.loads(r1.stdout)
     assert d == json.loads(r2.stdout)
-    assert d["schema_version"] == "1" and d["seed"] == 3 and d["duration_s"] == 4
+    assert d["schema_version"] == "2" and d["seed"] == 3 and d["duration_s"] == 4
     assert {"ttft", "tpot", "e2e", "slo_attainment", "goodput_requests_per_s"} <= set(d["classes"][0])
     assert {"utilisation", "energy_j", "kv_peak_fraction"} <= set(d["pools"][0])
     assert set(d["series"]) == {"times_s", "queue_len", "kv_used_fraction", "utilisation"}

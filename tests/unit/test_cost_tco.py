@@ -64,7 +64,7 @@ def test_owned_tco_lines():
     assert res.usd_per_device_hour == pytest.approx(res.total_usd / (16 * hours))
     assert any("space" in m for m in res.missing) and any("development" in m for m in res.missing)
     assert {f["name"] for f in res.figures} >= {"device_price_usd", "pue"}
-    assert res.schema_version == "1.0"
+    assert res.schema_version == "2.0"
 
 
 def test_amortisation_longer_than_horizon_charges_a_share():
@@ -105,7 +105,7 @@ def test_job_cost_per_token_and_query():
     assert res.lines_usd["hardware_usd"] == pytest.approx((8 * 10_000 + 20_000) * share)
     assert res.usd_per_million_tokens == pytest.approx(res.total_usd / 1e3)
     assert res.usd_per_query == pytest.approx(res.total_usd / 1e6)
-    assert res.kwh_per_million_tokens == pytest.approx(res.facility_energy_kwh / 1e3)
+    assert res.energy_j_per_million_tokens == pytest.approx(res.facility_energy_j / 1e3)
     assert "development_usd" not in res.lines_usd
 
 

@@ -18,7 +18,7 @@ def _qlora(**over):
 
 def test_ranking_is_complete_and_explained():
     r = recommend(QLORA)
-    assert r.schema_version == 1 and r.scenario == QLORA
+    assert r.schema_version == 2 and r.scenario == QLORA
     scores = [o.score for o in r.options]
     assert scores == sorted(scores, reverse=True) and [o.rank for o in r.options] == list(range(1, len(scores) + 1))
     for o in r.options:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from xpuplan.catalog import load_catalog
-from xpuplan.errors import InfeasibleError, UserInputError
+from xpuplan.errors import InfeasibleError
 from xpuplan.models import get_model
 from xpuplan.serve import estimate_continuous, estimate_encoder, estimate_static, make_replica
 from xpuplan.serve.kv import max_concurrent_sequences, memory_plan
@@ -52,11 +52,12 @@ def test_g139_bert_base_batch1_latency_on_h100_is_about_a_millisecond():
     assert 0.3e-3 < e.latency_s < 1.2e-3  # launch-bound: ~0.7 ms with TensorRT
 
 
-def test_g139_ascend310_is_not_estimated_without_memory_figures():
-    """Ascend 310 (0.8 ms claimed): the catalog has no memory capacity/bandwidth for it; the planner says so."""
+def test_g139_ascend310_bert_base_batch1_is_slower_than_claimed():
+    """Ascend 310 (0.8 ms claimed): with its per-chip LPDDR4X (51.2 GB/s, Atlas 300I model 3000 / 4)
+    reading BERT-base's int8 weights alone takes ~2 ms, so the claim cannot hold."""
     dev = _npu("huawei-ascend-310")
-    with pytest.raises(UserInputError, match="no memory capacity"):
-        estimate_encoder(make_replica(get_model("bert-base"), dev, dtype="int8"), 1, 128)
+    e = estimate_encoder(make_replica(get_model("bert-base"), dev, dtype="int8"), 1, 128)
+    assert e.latency_s > 0.8e-3 * 2
 
 
 def test_g138_g141_h100_bert_qps():

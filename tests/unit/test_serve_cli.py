@@ -36,7 +36,7 @@ def test_estimate_json_and_max_batch():
     data = json.loads(r.stdout)
     (res,) = data["results"]
     assert res["batch"] >= 64 and res["fits"]
-    assert res["output_tokens_per_s"] > 1000 and res["ttft_ms"] > 0 and res["tpot_ms"] > 0
+    assert res["output_tokens_per_s"] > 1000 and res["ttft_s"] > 0 and res["tpot_s"] > 0
     assert res["replica"]["efficiency_source"]
 
 
@@ -46,7 +46,7 @@ def test_estimate_with_slo_and_disagg():
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)["results"][0]
     assert res["at_slo"]["max_requests_per_s"] > 0
-    assert res["at_slo"]["point"]["ttft_p_ms"] <= 1000 and res["at_slo"]["point"]["tpot_ms"] <= 50
+    assert res["at_slo"]["point"]["ttft_p_s"] <= 1.0 and res["at_slo"]["point"]["tpot_s"] <= 0.05
     assert res["disaggregated"]["requests_per_s_per_device"] > 0
 
 
@@ -79,7 +79,7 @@ def test_estimate_encoder():
     r = run("infer", "estimate", "--model", "bert-base", "--hw", H100, "--batch", "1,64", "--in", "128", "--json")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)["results"]
-    assert res[0]["latency_ms"] < res[1]["latency_ms"] and res[0]["qps"] < res[1]["qps"]
+    assert res[0]["latency_s"] < res[1]["latency_s"] and res[0]["qps"] < res[1]["qps"]
 
 
 def test_emit_prints_serve_command():
@@ -102,7 +102,7 @@ def test_capacity_json():
     assert {o["hardware"] for o in data["options"]} == {H100, "nvidia-a100-sxm-80gb"}
     for o in data["options"]:
         assert o["devices"] == o["replicas"] * o["replica"]["n_devices"]
-        assert o["at_target"]["ttft_p_ms"] <= 1000 and o["at_target"]["tpot_ms"] <= 50
+        assert o["at_target"]["ttft_p_s"] <= 1.0 and o["at_target"]["tpot_s"] <= 0.05
     h100 = next(o for o in data["options"] if o["hardware"] == H100)
     a100 = next(o for o in data["options"] if o["hardware"] != H100)
     assert h100["devices"] <= a100["devices"]

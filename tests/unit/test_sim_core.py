@@ -96,7 +96,7 @@ def test_energy_and_cost_per_million_tokens():
     assert p.energy_j == pytest.approx(p.mean_power_w * p.devices * max(res.simulated_s, res.duration_s))
     assert res.cost_usd == pytest.approx(2.0 * 2 * max(res.simulated_s, res.duration_s) / 3600)
     assert res.cost_per_million_output_tokens_usd == pytest.approx(res.cost_usd / res.output_tokens * 1e6)
-    assert res.schema_version == "1"
+    assert res.schema_version == "2"
 
 
 def test_slo_attainment_and_goodput():

@@ -30,9 +30,9 @@ def test_estimate_json():
     assert d["feasible"] is True and d["plan"]["dp"] == 4 and d["plan"]["sp"] is True
     assert d["key"] == "tp8-pp2-vpp1-dp4-cp1-ep1-sp1-z1-rsel-mb1-ga128-bf16"
     for k in ("step_time_s", "tokens_per_s", "tokens_per_s_per_device", "mfu", "hfu", "memory", "step",
-              "time_to_train_s", "device_hours", "energy_kwh", "efficiency_source", "cluster"):
+              "time_to_train_s", "device_time_s", "energy_j", "efficiency_source", "cluster"):
         assert k in d
-    assert d["memory"]["total_gb"] < d["memory"]["usable_gb"]
+    assert d["memory"]["total_bytes"] < d["memory"]["usable_bytes"]
 
 
 def test_estimate_table_and_megatron_emit():

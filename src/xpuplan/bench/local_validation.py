@@ -9,7 +9,7 @@ the given assumptions, else those assumptions' values) - the same math the plann
 - training step = forward + backward (2 x forward: the two GEMMs per weight of the backward
   pass) + optimizer (``cost_adam_step`` over every parameter).
 
-For imported CSV and vLLM runs the stored rows go through the registered predictors, exactly as
+For imported runs with validation rows (CSV, serving benchmarks, training logs) the stored rows go through the registered predictors, exactly as
 ``xpuplan validate FILE.csv`` does. The result is a :class:`~xpuplan.validate.ValidationReport`
 with the same ``rows`` as the CSV validation.
 """
@@ -31,7 +31,7 @@ from xpuplan.perf.ops import head_ops, layer_ops
 from xpuplan.perf.params import params_total
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.store.engine import Store
-from xpuplan.store.models import Measurement, Run
+from xpuplan.store.models import VALIDATION_ROW_KINDS, Measurement, Run
 from xpuplan.store.records import resolve_run, run_measurements
 from xpuplan.validate.core import RowResult, ValidationReport, ValidationRow, validate_rows
 
@@ -110,7 +110,8 @@ def _bench_rows(run: Run, meas: list[Measurement], db_url: str | None, eff: Effi
 
 
 def rows_from_run(run: Run, meas: list[Measurement]) -> list[ValidationRow]:
-    """Validation rows stored by ``import csv`` / ``import vllm`` (measurement kind ``validation_row``)."""
+    """Validation rows stored by ``import csv``, ``import vllm``, ``import sglang`` ... (measurement kind
+    ``validation_row``)."""
     rows = []
     for m in meas:
         if m.kind != "validation_row":
@@ -128,11 +129,11 @@ def validate_run(store: Store, ref: str, *, eff: Efficiency | None = None,
                  assumptions: Assumptions | None = None) -> tuple[Run, ValidationReport]:
     """Predictions vs the measurements of stored run ``ref`` (an id or ``latest``); a benchmark run's
     device uses ``eff``, else its newest stored profile over ``assumptions`` (built-in when None)."""
-    run = resolve_run(store, ref, kinds=("bench", "import-csv", "import-vllm"))
+    run = resolve_run(store, ref, kinds=("bench", *VALIDATION_ROW_KINDS))
     meas = run_measurements(store, run.id)
     if run.kind == "bench":
         return run, ValidationReport(_bench_rows(run, meas, store.url, eff, assumptions))
-    if run.kind in ("import-csv", "import-vllm"):
+    if run.kind in VALIDATION_ROW_KINDS:
         rows = rows_from_run(run, meas)
         if not rows:
             raise UserInputError(f"run {run.id} holds no validation rows", field="run")

@@ -443,7 +443,7 @@ class CalibrationResult:
 
 #: Run kinds whose measurements calibrate fits.
 BENCH_KINDS = ("bench",)
-COLLECTIVE_KINDS = ("collectives", "import-nccl-tests")
+COLLECTIVE_KINDS = ("collectives", "import-nccl-tests", "import-hccl-test")
 
 
 def select_runs(store: Any, device_id: str | None, refs: Sequence[str]) -> tuple[str, list[Any]]:

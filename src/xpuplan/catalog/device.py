@@ -124,6 +124,9 @@ class Device:
     memory_type: str | None = None
     scale_up_name: str | None = None
     scale_up_domain: int = 1
+    #: Domain of an optional add-on link (NVLink bridge pairs: 2); None when the scale-up link, if
+    #: any, is always there. An optional link's bandwidth is :attr:`optional_scale_up_bandwidth`.
+    scale_up_optional_domain: int | None = None
     scale_up_topology: str | None = None
     pcie_generation: int | None = None
     scale_out_name: str | None = None
@@ -137,10 +140,18 @@ class Device:
     def figure(self, path: str) -> Figure | None:
         return self.figures.get(path)
 
+    def missing_figure(self, path: str, what: str, *, also: str = "", field: str | None = None) -> UserInputError:
+        """The one error a planner raises when ``path`` is missing: names the figure and how to
+        supply it (``--hw-figure``); ``also`` adds an alternative that works with the figures present."""
+        unit = "TFLOPS" if path.startswith("dense_tflops.") else path.rsplit(".", 1)[-1].split("_", 1)[-1].upper()
+        msg = (f"{self.id} has no {what} in the catalog (figure {path}); supply it with "
+               f"--hw-figure {self.id}:{path}=<{unit}>")
+        return UserInputError(msg + (f", {also}" if also else ""), field=field or path)
+
     def _require(self, path: str, what: str) -> Figure:
         fig = self.figures.get(path)
         if fig is None:
-            raise UserInputError(f"{self.id} has no {what} in the catalog", field=path)
+            raise self.missing_figure(path, what)
         return fig
 
     @property
@@ -151,25 +162,39 @@ class Device:
         """True when the catalog lists a dense peak for ``dtype``."""
         return f"dense_tflops.{dtype}" in self.figures
 
+    def compute_dtype(self, dtype: str) -> str:
+        """The precision whose peak ``dtype`` runs at: ``dtype`` itself, or for bf16/fp16 the other
+        16-bit format when only that one is listed (an fp16-only chip such as the Ascend 310P runs
+        bf16 work as fp16; planners say so, see :meth:`sixteen_bit_note`)."""
+        if dtype in ("bf16", "fp16") and not self.supports(dtype):
+            other = "fp16" if dtype == "bf16" else "bf16"
+            if self.supports(other):
+                return other
+        return dtype
+
+    def sixteen_bit_note(self, dtype: str) -> str | None:
+        """A note when ``dtype`` (bf16/fp16) runs at the other 16-bit format's peak, else None."""
+        used = self.compute_dtype(dtype)
+        if used == dtype:
+            return None
+        return (f"{self.id} lists no {dtype} peak ({'fp16-only' if used == 'fp16' else 'bf16-only'} in the catalog): "
+                f"{dtype} work is planned at its {used} rate (dense_tflops.{used})")
+
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s (OP/s for integers) for ``dtype``.
 
-        bf16 and fp16 stand in for each other when only one is listed (every accelerator in the
-        catalog runs both at the same tensor rate or lists only one of them). Sparse figures are
-        never used.
+        bf16 and fp16 stand in for each other when only one is listed (:meth:`compute_dtype`).
+        Sparse figures are never used. Missing: one error naming the figure and ``--hw-figure``.
         """
-        fig = self.figures.get(f"dense_tflops.{dtype}")
-        if fig is None and dtype in ("bf16", "fp16"):
-            fig = self.figures.get(f"dense_tflops.{'fp16' if dtype == 'bf16' else 'bf16'}")
+        fig = self.figures.get(f"dense_tflops.{self.compute_dtype(dtype)}")
         if fig is None:
             have = ", ".join(self.dense_precisions) or "none"
-            raise UserInputError(
-                f"{self.id} has no dense {dtype} peak in the catalog (has: {have})", field="precision"
-            )
+            what = "16-bit (bf16/fp16) compute peak" if dtype in ("bf16", "fp16") else f"dense {dtype} peak"
+            raise self.missing_figure(f"dense_tflops.{dtype}", f"{what} (it lists: {have})", field="precision")
         return fig.value
 
     def peak_flops_range(self, dtype: str) -> tuple[float, float]:
-        fig = self.figures.get(f"dense_tflops.{dtype}")
+        fig = self.figures.get(f"dense_tflops.{self.compute_dtype(dtype)}")
         if fig is None:
             v = self.peak_flops(dtype)
             return v, v
@@ -187,9 +212,16 @@ class Device:
 
     @property
     def scale_up_bandwidth(self) -> float | None:
-        """Scale-up link bandwidth per direction per device in bytes/s (None: PCIe only)."""
+        """Scale-up link bandwidth per direction per device in bytes/s (None: PCIe only, or the
+        link is an optional add-on such as an NVLink bridge)."""
         fig = self.figures.get("scale_up.bandwidth_gb_per_s_per_direction")
-        return fig.value if fig else None
+        return fig.value if fig and self.scale_up_optional_domain is None else None
+
+    @property
+    def optional_scale_up_bandwidth(self) -> float | None:
+        """Bandwidth per direction of an optional add-on link (NVLink bridge), bytes/s; else None."""
+        fig = self.figures.get("scale_up.bandwidth_gb_per_s_per_direction")
+        return fig.value if fig and self.scale_up_optional_domain is not None else None
 
     @property
     def pcie_bandwidth(self) -> float | None:
@@ -241,13 +273,18 @@ class Device:
             "origin_country": self.origin_country,
             "launch_year": self.launch_year,
             "aliases": list(self.aliases),
-            "dense_bf16_tflops": v("dense_tflops.bf16", units.TFLOPS) or v("dense_tflops.fp16", units.TFLOPS),
-            "dense_fp8_tflops": v("dense_tflops.fp8", units.TFLOPS),
-            "dense_int8_tops": v("dense_tflops.int8", units.TFLOPS),
-            "memory_gb": v("memory.capacity_gb", units.GB),
-            "memory_bandwidth_gb_per_s": v("memory.bandwidth_gb_per_s", units.GB_PER_S),
+            # bf16 only when the catalog lists bf16: an fp16-only chip (Ascend 310P, MLU370-X4) has None
+            # here and its 16-bit figure under dense_fp16_flops_per_s / dense_16bit_flops_per_s
+            "dense_bf16_flops_per_s": v("dense_tflops.bf16", 1.0),
+            "dense_fp16_flops_per_s": v("dense_tflops.fp16", 1.0),
+            "dense_16bit_flops_per_s": v(f"dense_tflops.{self.compute_dtype('bf16')}", 1.0),
+            "dense_16bit_format": self.compute_dtype("bf16") if self.supports(self.compute_dtype("bf16")) else None,
+            "dense_fp8_flops_per_s": v("dense_tflops.fp8", 1.0),
+            "dense_int8_ops_per_s": v("dense_tflops.int8", 1.0),
+            "memory_bytes": v("memory.capacity_gb", 1.0),
+            "memory_bandwidth_bytes_per_s": v("memory.bandwidth_gb_per_s", 1.0),
             "scale_up": self.scale_up_name,
-            "scale_up_gb_per_s_per_direction": v("scale_up.bandwidth_gb_per_s_per_direction", units.GB_PER_S),
+            "scale_up_bytes_per_s_per_direction": v("scale_up.bandwidth_gb_per_s_per_direction", 1.0),
             "scale_up_domain": self.scale_up_domain,
             "tdp_w": v("power.tdp_w", 1.0),
             "software_stack": self.ecosystem.software_stack,

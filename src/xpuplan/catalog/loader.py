@@ -19,6 +19,9 @@ from xpuplan.registry import AliasIndex, data_files
 DATA_DIR = Path(__file__).parent / "data" / "hardware"
 #: Extra catalog directory or file(s) (os.pathsep-separated) layered over the built-in data.
 ENV_EXTRA = "XPUPLAN_HARDWARE_PATH"
+#: User figures laid over the catalog: ``;``-separated ``DEVICE:PATH=VALUE`` specs or YAML file paths
+#: (see :mod:`xpuplan.catalog.overrides`); the jobs layer sets it from ``--hw-figure``.
+ENV_FIGURES = "XPUPLAN_HW_FIGURES"
 
 
 def _iter_figures(obj: BaseModel, prefix: str) -> Iterator[tuple[str, FigureIn]]:
@@ -93,7 +96,8 @@ def _device_from(d: DeviceIn, vendor: str, sources: dict[str, Source], file: str
         form_factor=d.form_factor,
         memory_type=d.memory.type,
         scale_up_name=d.scale_up.name if d.scale_up else None,
-        scale_up_domain=d.scale_up.domain_size if d.scale_up else 1,
+        scale_up_domain=d.scale_up.domain_size if d.scale_up and not d.scale_up.optional else 1,
+        scale_up_optional_domain=d.scale_up.domain_size if d.scale_up and d.scale_up.optional else None,
         scale_up_topology=d.scale_up.topology if d.scale_up else None,
         pcie_generation=d.pcie.generation if d.pcie else None,
         scale_out_name=d.scale_out.name if d.scale_out else None,
@@ -172,14 +176,41 @@ def load_catalog(extra: Iterable[str | Path] = ()) -> Catalog:
     """The built-in catalog plus user files (``extra`` or ``$XPUPLAN_HARDWARE_PATH``).
 
     A user file may add devices; reusing a built-in id is an error (copy and rename instead).
+    A user figure (``$XPUPLAN_HW_FIGURES``, :mod:`xpuplan.catalog.overrides`) adds or replaces one
+    figure of a device.
     """
     extra = tuple(str(p) for p in extra)
+    figures = os.environ.get(ENV_FIGURES, "").strip()
     if not extra and not os.environ.get(ENV_EXTRA):
-        return _default_catalog()
-    devices: list[Device] = []
-    for f in catalog_files(extra):
-        devices += load_hardware_file(f)
-    return build_catalog(devices)
+        base = _default_catalog()
+    else:
+        devices: list[Device] = []
+        for f in catalog_files(extra):
+            devices += load_hardware_file(f)
+        base = build_catalog(devices)
+    return _with_figures(base, figures) if figures else base
+
+
+def with_figures(catalog: Catalog, overrides: list) -> Catalog:
+    """``catalog`` with user figures laid over it (pure; see :mod:`xpuplan.catalog.overrides`)."""
+    from xpuplan.catalog.overrides import apply_overrides
+
+    return Catalog(devices=apply_overrides(catalog.devices, catalog.resolve, overrides), index=catalog.index)
+
+
+@lru_cache(maxsize=8)
+def _default_with_figures(text: str) -> Catalog:
+    from xpuplan.catalog.overrides import parse_override_specs
+
+    return with_figures(_default_catalog(), parse_override_specs(text))
+
+
+def _with_figures(base: Catalog, text: str) -> Catalog:
+    if base is _default_catalog():
+        return _default_with_figures(text)
+    from xpuplan.catalog.overrides import parse_override_specs
+
+    return with_figures(base, parse_override_specs(text))
 
 
 @lru_cache(maxsize=1)

@@ -90,6 +90,10 @@ class ScaleUpIn(_Strict):
     bandwidth_gb_per_s_per_direction: FigureIn | None = None
     domain_size: int = Field(default=1, ge=1)
     topology: str | None = None
+    #: An add-on link not in every server (A100/H100 PCIe NVLink bridges joining card pairs): kept in
+    #: the catalog with its source, used only when a run asks for it (``scale_up_kind`` in a
+    #: scenario's ``cluster``); by default the device talks over PCIe.
+    optional: bool = False
 
 
 class PcieIn(_Strict):

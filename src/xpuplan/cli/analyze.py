@@ -12,7 +12,7 @@ from xpuplan.errors import InfeasibleError
 
 if TYPE_CHECKING:
     from xpuplan.jobs.memory import MemoryInferResult, MemoryTrainResult
-from xpuplan.units import format_bytes, format_count
+from xpuplan.units import DAY, PFLOPS, format_bytes, format_count
 
 memory_app = typer.Typer(help="Memory per device for training/fine-tuning or inference.", no_args_is_help=True)
 
@@ -156,9 +156,9 @@ def flops(
         [f"decode FLOP per token at context {seq}", f"{out['decode_per_token']:.3e}"],
     ]
     if tokens:
-        rows += [["training FLOP total", f"{out['training_flops_total']:.3e} ({out['petaflop_days']:,.0f} PF-days)"]]
-        if "device_days_at_mfu" in out:
-            rows += [[f"{out['hardware']} device-days at MFU {mfu:.0%}", f"{out['device_days_at_mfu']:,.0f}"]]
+        rows += [["training FLOP total", f"{out['training_flops_total']:.3e} ({out['training_flops_total'] / (PFLOPS * DAY):,.0f} PF-days)"]]
+        if out.get("device_time_s_at_mfu") is not None:
+            rows += [[f"{out['hardware']} device-days at MFU {mfu:.0%}", f"{out['device_time_s_at_mfu'] / DAY:,.0f}"]]
     console.print(table(f"FLOPs — {m_id}, seq {seq} (causal attention counted exactly)", ["quantity", "value"], rows))
 
 

@@ -17,7 +17,9 @@ DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL or SQ
 JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
 bench_app = typer.Typer(help="Benchmark this machine and browse stored runs.", no_args_is_help=True)
-import_app = typer.Typer(help="Import nccl-tests logs, vLLM benchmark results and validation CSVs into the store.",
+import_app = typer.Typer(help="Import other tools' results into the store: collective tests (nccl/rccl-tests, "
+                              "hccl_test), serving benchmarks (vLLM, SGLang, trtllm-bench, MLPerf Inference), "
+                              "training logs (Megatron-LM, torchtitan, MLPerf Training) and validation CSVs.",
                          no_args_is_help=True)
 db_app = typer.Typer(help="The measurement store: location, schema migrations.", no_args_is_help=True)
 
@@ -75,7 +77,7 @@ def bench_run(
     result, backend = done.result, done.backend
     info = {"run_id": result.run_id, "status": result.status, "device_id": result.device_id,
             "device_name": backend.name, "backend": backend.kind, "measurements": len(result.records),
-            "skipped": result.skipped, "headline": done.headline}
+            "skipped": result.skipped, "headline": done.headline, "notes": list(done.notes)}
     if json_:
         info["environment"] = backend.environment
         info["records"] = [{"kind": r.kind, "name": r.name, "dtype": r.dtype, "metric": r.metric, "value": r.value,
@@ -87,6 +89,8 @@ def bench_run(
                    result.records)
     if result.skipped:
         console.print(f"skipped (not supported here): {', '.join(result.skipped)}")
+    for n in done.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
     if result.device_id is None:
         console.print("[yellow]this device is not in the catalog: pass --device-id to calibrate with these figures[/]")
     console.print(f"stored as run {result.run_id} in {done.store_url}; next: "
@@ -104,7 +108,10 @@ def _print_records(title: str, records: list[Any]) -> None:
 @bench_app.command("list")
 @cli_command
 def bench_list(
-    kind: Annotated[str | None, typer.Option(help="bench, collectives, import-nccl-tests, import-vllm, import-csv")] = None,
+    kind: Annotated[str | None, typer.Option(help="bench, collectives, import-nccl-tests, import-hccl-test, import-vllm, "
+                                                  "import-sglang, import-trtllm, import-mlperf-inference, "
+                                                  "import-mlperf-training, import-megatron, import-torchtitan, "
+                                                  "import-csv")] = None,
     device_id: Annotated[str | None, typer.Option(help="only runs of this catalog device")] = None,
     limit: Annotated[int, typer.Option(help="newest N runs")] = 50,
     db: DbOption = None,
@@ -206,6 +213,33 @@ def calibrate(
 
 
 # -- import -------------------------------------------------------------------------------------
+ValidateOption = Annotated[bool, typer.Option("--validate", help="then compare the planner's predictions with the "
+                                                                 "imported rows (as `validate --local RUN`)")]
+DeviceIdOption = Annotated[str | None, typer.Option(help="catalog id or alias of the accelerators that ran it "
+                                                         "(required: the file does not say)")]
+ModelOption = Annotated[str | None, typer.Option(help="preset id or a config.json path, when the file's model is "
+                                                      "not a preset")]
+
+
+def _finish(imported: list[tuple[Any, int]], json_: bool, *, validate_: bool = False, db: str | None = None) -> None:
+    """Report each imported file; with ``validate_``, the predictions for each run as `validate --local` shows them."""
+    out = [_report_import(p, run_id, json_) for p, run_id in imported]
+    if validate_:
+        from xpuplan.cli.validate import render_rows, render_summary
+        from xpuplan.jobs.requests import parse_request
+        from xpuplan.jobs.validate import ValidateRequest
+        from xpuplan.jobs.validate import validate as run_validation
+
+        for item, (_, run_id) in zip(out, imported, strict=True):
+            result = run_validation(parse_request(ValidateRequest, {"local": str(run_id), "db": db}))
+            if json_:
+                item["validation"] = result.to_dict()
+            else:
+                render_rows(result.rows, result.title)
+                render_summary(result.summary)
+    if json_:
+        print_json(out)
+
 def _report_import(parsed: Any, run_id: int, json_: bool) -> dict[str, Any]:
     out = {"run_id": run_id, "kind": parsed.info.kind, "device_id": parsed.info.device_id, "source": parsed.info.source,
            "measurements": len(parsed.records), "config": parsed.info.config, "warnings": parsed.warnings}
@@ -244,17 +278,159 @@ def import_vllm(
     n_devices: Annotated[int | None, typer.Option(help="devices in the run (default: tp)")] = None,
     precision: Annotated[str, typer.Option(help="weight/compute precision")] = "bf16",
     model: Annotated[str | None, typer.Option(help="preset id when the file's model_id is not one")] = None,
+    validate_: ValidateOption = False,
     db: DbOption = None,
     json_: JsonOption = False,
 ) -> None:
-    """Serving throughput and latency, for `validate --local RUN`."""
+    """Serving throughput and latency, for `validate --local RUN` (also `vllm bench serve --save-result`)."""
     from xpuplan.jobs.bench import import_files
 
     imported = import_files("vllm", files, db=db, device_id=device_id, n_devices=n_devices, tp=tp,
                             precision=precision, model=model)
-    out = [_report_import(p, run_id, json_) for p, run_id in imported]
-    if json_:
-        print_json(out)
+    _finish(imported, json_, validate_=validate_, db=db)
+
+
+import_app.command("rccl-tests", help="rccl-tests logs: the nccl-tests layout (same as `import nccl-tests`).")(
+    import_nccl)
+
+
+@import_app.command("hccl-test")
+@cli_command
+def import_hccl(
+    files: Annotated[list[str], typer.Argument(metavar="LOG...", help="Ascend hccl_test output (all_reduce_test ...)")],
+    n_ranks: Annotated[int | None, typer.Option(help="ranks of the run (mpirun -np); the log does not say")] = None,
+    nodes: Annotated[int, typer.Option(help="servers the ranks spanned")] = 1,
+    op: Annotated[str | None, typer.Option(help="collective, when the file name does not say")] = None,
+    device_id: DeviceIdOption = None,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Ascend HCCL bus bandwidth and latency per message size, for `calibrate`."""
+    from xpuplan.jobs.bench import import_files
+
+    _finish(import_files("hccl-test", files, db=db, n_ranks=n_ranks, nodes=nodes, op=op, device_id=device_id), json_)
+
+
+@import_app.command("sglang")
+@cli_command
+def import_sglang(
+    files: Annotated[list[str], typer.Argument(metavar="RESULT.jsonl...", help="bench_serving --output-file files")],
+    device_id: DeviceIdOption = None,
+    tp: Annotated[int, typer.Option(help="tensor-parallel size of the served model")] = 1,
+    pp: Annotated[int, typer.Option(help="pipeline-parallel size")] = 1,
+    n_devices: Annotated[int | None, typer.Option(help="devices in the run (default: tp x pp)")] = None,
+    precision: Annotated[str, typer.Option(help="weight/compute precision")] = "bf16",
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache precision (default: precision)")] = None,
+    model: ModelOption = None,
+    validate_: ValidateOption = False,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """SGLang serving results, one set of validation rows per line (load point)."""
+    from xpuplan.jobs.bench import import_files
+
+    _finish(import_files("sglang", files, db=db, device_id=device_id, tp=tp, pp=pp, n_devices=n_devices,
+                         precision=precision, kv_dtype=kv_dtype, model=model), json_, validate_=validate_, db=db)
+
+
+@import_app.command("trtllm-bench")
+@cli_command
+def import_trtllm(
+    files: Annotated[list[str], typer.Argument(metavar="REPORT.json...", help="trtllm-bench --report_json files")],
+    device_id: DeviceIdOption = None,
+    model: ModelOption = None,
+    scenario: Annotated[str | None, typer.Option(help="offline, server or latency (default: from the report's "
+                                                      "average concurrency)")] = None,
+    validate_: ValidateOption = False,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """TensorRT-LLM throughput/latency reports: layout, dtypes and lengths come from the report."""
+    from xpuplan.jobs.bench import import_files
+
+    _finish(import_files("trtllm-bench", files, db=db, device_id=device_id, model=model, scenario=scenario), json_,
+            validate_=validate_, db=db)
+
+
+@import_app.command("mlperf-inference")
+@cli_command
+def import_mlperf_inference(
+    files: Annotated[list[str], typer.Argument(metavar="mlperf_log_summary.txt...", help="LoadGen summaries")],
+    device_id: DeviceIdOption = None,
+    n_devices: Annotated[int | None, typer.Option(help="accelerators of the system (default: tp x pp)")] = None,
+    tp: Annotated[int, typer.Option(help="tensor-parallel size per replica")] = 1,
+    pp: Annotated[int, typer.Option(help="pipeline-parallel size per replica")] = 1,
+    precision: Annotated[str, typer.Option(help="precision of the submission")] = "fp8",
+    model: ModelOption = None,
+    input_len: Annotated[int | None, typer.Option("--input-len", help="the dataset's mean prompt tokens")] = None,
+    output_len: Annotated[int | None, typer.Option("--output-len", help="the dataset's mean output tokens")] = None,
+    engine: Annotated[str, typer.Option(help="serving engine of the SUT (vllm, sglang, trtllm ...)")] = "trtllm",
+    validate_: ValidateOption = False,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """MLPerf Inference performance summaries (Offline, Server, Interactive, SingleStream)."""
+    from xpuplan.jobs.bench import import_files
+
+    _finish(import_files("mlperf-inference", files, db=db, device_id=device_id, n_devices=n_devices, tp=tp, pp=pp,
+                         precision=precision, model=model, input_len=input_len, output_len=output_len,
+                         engine=engine), json_,
+            validate_=validate_, db=db)
+
+
+@import_app.command("mlperf-training")
+@cli_command
+def import_mlperf_training(
+    files: Annotated[list[str], typer.Argument(metavar="result_N.txt...", help="MLPerf Training MLLOG results")],
+    device_id: Annotated[str | None, typer.Option(help="catalog id of the accelerators (optional)")] = None,
+    n_devices: Annotated[int | None, typer.Option(help="accelerators in the run")] = None,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Time to train (run_start to run_stop), benchmark and status of MLPerf Training runs."""
+    from xpuplan.jobs.bench import import_files
+
+    _finish(import_files("mlperf-training", files, db=db, device_id=device_id, n_devices=n_devices), json_)
+
+
+@import_app.command("megatron")
+@cli_command
+def import_megatron(
+    files: Annotated[list[str], typer.Argument(metavar="LOG...", help="Megatron-LM training logs (rank 0 / last rank)")],
+    device_id: DeviceIdOption = None,
+    config: Annotated[str | None, typer.Option(help="YAML of Megatron arguments; fills or overrides the log's "
+                                                    "arguments dump")] = None,
+    model: ModelOption = None,
+    skip: Annotated[int, typer.Option(help="logged intervals to drop first (warm-up)")] = 1,
+    validate_: ValidateOption = False,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Plan and measured step time of a Megatron-LM run, as training validation rows."""
+    from xpuplan.jobs.bench import import_files
+
+    _finish(import_files("megatron", files, db=db, device_id=device_id, config=config, model=model, skip=skip), json_,
+            validate_=validate_, db=db)
+
+
+@import_app.command("torchtitan")
+@cli_command
+def import_torchtitan(
+    files: Annotated[list[str], typer.Argument(metavar="LOG...", help="torchtitan training logs")],
+    config: Annotated[str | None, typer.Option(help="the job's .toml config (required)")] = None,
+    device_id: DeviceIdOption = None,
+    model: ModelOption = None,
+    n_devices: Annotated[int | None, typer.Option(help="devices (default: from the log's device-mesh line)")] = None,
+    skip: Annotated[int, typer.Option(help="logged steps to drop first (warm-up)")] = 1,
+    validate_: ValidateOption = False,
+    db: DbOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Plan and measured tokens/s per device of a torchtitan run, as training validation rows."""
+    from xpuplan.jobs.bench import import_files
+
+    _finish(import_files("torchtitan", files, db=db, device_id=device_id, config=config, model=model,
+                         n_devices=n_devices, skip=skip), json_, validate_=validate_, db=db)
 
 
 @import_app.command("csv")

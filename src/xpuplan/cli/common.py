@@ -165,3 +165,15 @@ def fmt(v: Any) -> str:
             return f"{v:.1f}"
         return f"{v:.3g}"
     return str(v)
+
+
+def print_caveats(used: Any, skip: Sequence[str] = ()) -> None:
+    """The result's caveats (trust-D or user-supplied figures, fp16 used for bf16), one line each
+    (those in ``skip``, already printed as notes, are left out)."""
+    if used is None:
+        return
+    items = used.get("caveats", []) if isinstance(used, dict) else getattr(used, "caveats", [])
+    for c in items:
+        if c in skip:
+            continue
+        console.print(f"[yellow]caveat:[/] {escape(c)}", highlight=False, soft_wrap=True)

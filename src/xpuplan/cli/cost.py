@@ -149,7 +149,7 @@ def tco_cmd(
                   res.lines_usd, res.total_usd)
     carbon = "-" if res.carbon_t_co2e is None else f"{res.carbon_t_co2e:,.0f} t CO2e"
     console.print(f"per device-hour: {_usd(res.usd_per_device_hour)}   average power: "
-                  f"{res.average_power_w_per_device:.0f} W/device   facility energy: {res.facility_energy_kwh:,.0f} kWh"
+                  f"{res.average_power_w_per_device:.0f} W/device   facility energy: {res.facility_energy_j / units.KWH:,.0f} kWh"
                   f"   carbon: {carbon}", highlight=False)
     _render_provenance(res.figures, res.missing, res.notes)
 
@@ -217,7 +217,7 @@ def train_cmd(
                       f"-{pc['energy_saving_fraction']:.1%} (DVFS model, perf.power)", highlight=False)
     _render_lines("Cost of the run", c.lines_usd, c.total_usd)
     carbon = "-" if c.carbon_t_co2e is None else f"{c.carbon_t_co2e:,.0f} t CO2e"
-    console.print(f"per million tokens: {_usd(c.usd_per_million_tokens)}   energy: {c.facility_energy_kwh:,.0f} kWh   "
+    console.print(f"per million tokens: {_usd(c.usd_per_million_tokens)}   energy: {c.facility_energy_j / units.KWH:,.0f} kWh   "
                   f"carbon: {carbon}", highlight=False)
     _render_provenance(c.figures, c.missing, c.notes + rel.notes)
 
@@ -269,7 +269,7 @@ def serve_cmd(
     _render_lines("Cost of serving", c.lines_usd, c.total_usd)
     carbon = "-" if c.carbon_t_co2e is None else f"{c.carbon_t_co2e:,.1f} t CO2e"
     console.print(f"per million output tokens: {_usd(c.usd_per_million_tokens)}   per query: {_usd(c.usd_per_query)}"
-                  f"   energy: {c.facility_energy_kwh:,.0f} kWh   carbon: {carbon}", highlight=False)
+                  f"   energy: {c.facility_energy_j / units.KWH:,.0f} kWh   carbon: {carbon}", highlight=False)
     _render_provenance(c.figures, c.missing, c.notes)
 
 

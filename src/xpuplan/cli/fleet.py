@@ -16,6 +16,7 @@ import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, request, table
 from xpuplan.errors import UserInputError
+from xpuplan.units import HOUR
 
 app = typer.Typer(help="Fleet mix: which hardware, how many replicas per request class, at least cost "
                   "(MILP over capacities at the SLO); sweeps on local processes or Ray.", no_args_is_help=True)
@@ -55,7 +56,7 @@ def _mix_svg(plan: Any) -> str:
 
 
 def render_markdown(plan: Any) -> str:
-    out = ["# Fleet plan", "", f"Total cost: {_usd(plan.total_cost)} over {plan.horizon_hours:g} h "
+    out = ["# Fleet plan", "", f"Total cost: {_usd(plan.total_cost)} over {plan.horizon_s / HOUR:g} h "
            f"({_usd(plan.usd_per_hour)}/h), {plan.devices} devices.", ""]
     if plan.best_single is not None:
         out.append(f"Best single hardware: {plan.best_single.hardware}, {_usd(plan.best_single.total_cost)} "
@@ -120,7 +121,7 @@ def render_html(plan: Any) -> str:
         body.append("</table>")
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Fleet plan</title>"
             f"<style>{CSS}</style></head><body><main><header><h1>Fleet plan</h1><p>{_usd(plan.total_cost)} over "
-            f"{plan.horizon_hours:g} h</p></header><section>{_mix_svg(plan)}</section><section>{''.join(body)}"
+            f"{plan.horizon_s / HOUR:g} h</p></header><section>{_mix_svg(plan)}</section><section>{''.join(body)}"
             "</section></main></body></html>\n")
 
 
@@ -145,7 +146,7 @@ def _render(plan: Any) -> None:
                                       "USD/h"],
                         [[r.request_class, r.hardware, r.tp, r.dtype, r.replicas, r.devices,
                           r.max_requests_per_s_per_replica, r.usd_per_hour] for r in plan.mix]))
-    console.print(f"total cost: {_usd(plan.total_cost)} over {plan.horizon_hours:g} h ({_usd(plan.usd_per_hour)}/h), "
+    console.print(f"total cost: {_usd(plan.total_cost)} over {plan.horizon_s / HOUR:g} h ({_usd(plan.usd_per_hour)}/h), "
                   f"{plan.devices} devices" + (f", {plan.power_w / 1e3:.1f} kW" if plan.power_w else ""),
                   highlight=False)
     if plan.best_single is not None:

@@ -7,13 +7,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from xpuplan import units
-from xpuplan.cli.common import cli_command, console, print_json, request, table
+from xpuplan.cli.common import cli_command, console, fmt, print_json, request, table
+from xpuplan.units import GB, GB_PER_S, TFLOPS
 
 if TYPE_CHECKING:
     from xpuplan.catalog import Device, Figure
 
 app = typer.Typer(help="Hardware catalog: every figure with its source, date and trust.", no_args_is_help=True)
 
+
+
+def _per(value: float | None, scale: float) -> float | None:
+    """An SI value in a display unit (``None`` stays ``None``)."""
+    return None if value is None else value / scale
 
 def register(root: typer.Typer) -> None:
     """Add ``hw`` to the root CLI."""
@@ -59,14 +65,25 @@ def list_(
         return
     rows = []
     for s in res.devices:
-        rows.append([s["id"], s["vendor"], s["kind"], s.get("launch_year"), s["dense_bf16_tflops"], s["dense_fp8_tflops"],
-                     s["dense_int8_tops"], s["memory_gb"], s["memory_bandwidth_gb_per_s"], s["tdp_w"], s["min_trust"]])
+        rows.append([s["id"], s["vendor"], s["kind"], s.get("launch_year"), _sixteen(s),
+                     _per(s["dense_fp8_flops_per_s"], TFLOPS), _per(s["dense_int8_ops_per_s"], TFLOPS),
+                     _per(s["memory_bytes"], GB), _per(s["memory_bandwidth_bytes_per_s"], GB_PER_S), s["tdp_w"],
+                     s["min_trust"]])
     console.print(table(
         f"{len(res.devices)} devices",
-        ["id", "vendor", "kind", "year", "bf16 TFLOP/s", "fp8 TFLOP/s", "int8 TOP/s", "mem GB", "mem GB/s", "TDP W", "worst trust"],
+        ["id", "vendor", "kind", "year", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "int8 TOP/s", "mem GB", "mem GB/s", "TDP W", "worst trust"],
         rows,
-        caption="dense peaks only (sparse figures are never used); `xpuplan hw show ID` for sources and ranges",
+        caption="dense peaks only (sparse figures are never used); '(fp16)': the chip lists no bf16 peak, planners run "
+                "bf16 work at its fp16 rate; `xpuplan hw show ID` for sources and ranges",
     ))
+
+
+def _sixteen(s: dict) -> str | None:
+    """The 16-bit peak, marked '(fp16)' for a chip that lists no bf16 figure."""
+    v = s.get("dense_16bit_flops_per_s")
+    if v is None:
+        return None
+    return fmt(v / TFLOPS) + (" (fp16)" if s.get("dense_16bit_format") == "fp16" else "")
 
 
 @app.command("show")

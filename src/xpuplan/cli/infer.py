@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from xpuplan.cli.common import cli_command, console, print_json, request, table
+from xpuplan.cli.common import cli_command, console, print_caveats, print_json, request, table
 from xpuplan.units import GB
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
@@ -75,37 +75,47 @@ def estimate_cmd(
                  f"engine {first['replica']['engine']}, {first['mode']} batching")
     src = results[0].get("efficiency_source") or results[0]["replica"]["efficiency_source"]
     console.print(table(title, cols, rows, caption=f"efficiency: {src}; pp={pp_} ep={ep_}"))
+    printed: set[str] = set()
     for r in results:
         if "at_slo" in r:
             s = r["at_slo"]
             p = s["point"]
             pct = res.slo["percentile"] if res.slo else 99.0
-            console.print(f"{r['replica']['key']}: at TTFT P{pct:g} <= {res.slo['ttft_ms'] if res.slo else None} ms and TPOT <= "
-                          f"{res.slo['tpot_ms'] if res.slo else None} ms: {s['max_requests_per_s']:.3g} req/s per replica "
+            console.print(f"{r['replica']['key']}: at TTFT P{pct:g} <= {_ms(res.slo['ttft_s'] if res.slo else None)} ms and "
+                          f"TPOT <= {_ms(res.slo['tpot_s'] if res.slo else None)} ms: {s['max_requests_per_s']:.3g} req/s per replica "
                           f"({s['max_requests_per_s_per_device']:.3g} per device), {p['output_tokens_per_s']:,.0f} out tok/s, "
                           f"concurrency {p['concurrency']}, limited by {s['limited_by']}", highlight=False)
         if "disaggregated" in r:
             d = r["disaggregated"]
             console.print(f"  disaggregated: prefill {d['prefill_requests_per_s_per_replica']:.3g} req/s/replica, decode "
                           f"{d['decode_requests_per_s_per_replica']:.3g} req/s/replica -> "
-                          f"{d['requests_per_s_per_device']:.3g} req/s per device (KV transfer {d['kv_transfer_ms']:.2f} ms)",
+                          f"{d['requests_per_s_per_device']:.3g} req/s per device (KV transfer {d['kv_transfer_s'] * 1e3:.2f} ms)",
                           highlight=False)
         for n in r.get("notes", []) or r["replica"].get("notes", []):
+            if n in printed:
+                continue
             console.print(f"[yellow]note:[/] {n}", highlight=False)
+            printed.add(n)
     for f in failures:
         console.print(f"[red]infeasible:[/] {f}", highlight=False)
+    print_caveats(res.used, skip=tuple(printed))
     for text in res.commands:
         typer.echo(text)
+
+
+def _ms(seconds: float | None) -> str:
+    """A latency limit in seconds, shown in ms ("None" when unset)."""
+    return "None" if seconds is None else f"{seconds * 1e3:g}"
 
 
 def _row(r: dict[str, Any], is_encoder: bool) -> list[Any]:
     rep = r["replica"]
     if is_encoder:
-        return [rep.get("hardware", rep.get("device")), rep["tp"], r["batch"], f"{r['latency_ms']:.3g}", None, None,
+        return [rep.get("hardware", rep.get("device")), rep["tp"], r["batch"], f"{r['latency_s'] * 1e3:.3g}", None, None,
                 r["qps"], r["qps_per_device"], None, None, r["step"].get("bound", "-"),
                 f"{r['memory_per_device'].get('weights_bytes', 0) / GB:.1f}"]
-    return [rep.get("hardware", rep.get("device")), rep["tp"], r["batch"], r["ttft_ms"], r["tpot_ms"],
-            r["e2e_latency_ms"], r["output_tokens_per_s"], r["output_tokens_per_s_per_device"], r["requests_per_s"],
+    return [rep.get("hardware", rep.get("device")), rep["tp"], r["batch"], r["ttft_s"] * 1e3, r["tpot_s"] * 1e3,
+            r["e2e_latency_s"] * 1e3, r["output_tokens_per_s"], r["output_tokens_per_s_per_device"], r["requests_per_s"],
             r["requests_per_s_per_device"], f"{r['prefill_step']['bound']}/{r['decode_step']['bound']}",
             f"{r['memory_per_device']['weights_bytes'] / GB:.1f}"]
 
@@ -159,12 +169,12 @@ def capacity_cmd(
         r = o.replica
         at = o.at_target
         rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']}", r["precision"]["scheme"], r["engine"],
-                     o.max_requests_per_s_per_replica, o.replicas, o.devices, at["ttft_p_ms"] if at else None,
-                     at["tpot_ms"] if at else None, o.limited_by,
+                     o.max_requests_per_s_per_replica, o.replicas, o.devices, at["ttft_p_s"] * 1e3 if at else None,
+                     at["tpot_s"] * 1e3 if at else None, o.limited_by,
                      o.disaggregated["devices"] if o.disaggregated else (o.disaggregated_error and "infeasible")])
     console.print(table(
         f"{plan.model}: {target:g} req/s, in {in_len:g}, out {out_len:g}, TTFT P{slo['percentile']:g} <= "
-        f"{slo['ttft_ms']} ms, TPOT <= {slo['tpot_ms']} ms",
+        f"{_ms(slo['ttft_s'])} ms, TPOT <= {_ms(slo['tpot_s'])} ms",
         ["hardware", "replica", "dtype", "engine", "req/s/replica", "replicas", "devices", f"TTFT P{slo['percentile']:g} ms",
          "TPOT ms", "limited by", "disagg devices"], rows,
         caption="devices = replicas x devices per replica; latencies at the target load spread over the replicas"))

@@ -19,14 +19,14 @@ from xpuplan import __version__
 
 #: Front-end modules of ``xpuplan.cli``, in the order of ``xpuplan --help``.
 FRONTENDS: tuple[str, ...] = ("hw", "model", "analyze", "validate", "overview", "train", "infer", "bench", "cost",
-                              "schema", "recommend", "fleet", "simulate")
+                              "schema", "recommend", "fleet", "simulate", "claims")
 #: First command word -> the front end that registers it (the fast path of :func:`run`; a word not
 #: here makes ``run`` build every front end, so a missing entry costs time, never correctness).
 COMMANDS: dict[str, str] = {
     "hw": "hw", "model": "model", "memory": "analyze", "flops": "analyze", "roofline": "analyze",
     "validate": "validate", "overview": "overview", "train": "train", "infer": "infer", "bench": "bench",
     "calibrate": "bench", "import": "bench", "db": "bench", "cost": "cost", "schema": "schema",
-    "recommend": "recommend", "fleet": "fleet", "simulate": "simulate",
+    "recommend": "recommend", "fleet": "fleet", "simulate": "simulate", "audit-claims": "claims",
 }
 
 HELP = ("Which accelerators, how many, in what configuration: plan LLM training and inference on GPUs, TPUs "
@@ -40,10 +40,49 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+HW_FIGURE_HELP = ("add or override a catalog figure for this run, anywhere on the command line: "
+                  "DEVICE:PATH=VALUE (e.g. enflame-s60:dense_tflops.bf16=150, optional [LOW..HIGH] and @TRUST) "
+                  "or a YAML file 'device: {path: value}'; repeatable")
+
+
+def _use_hw_figures(entries: list[str]) -> None:
+    from xpuplan.cli.common import fail
+    from xpuplan.errors import UserInputError
+    from xpuplan.jobs.context import use_hw_figures
+
+    try:
+        use_hw_figures(entries)
+    except UserInputError as exc:
+        raise fail(exc.render() + (f" (hint: {exc.hint})" if exc.hint else "")) from None
+
+
 def _main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version"),
+    hw_figure: list[str] = typer.Option(None, "--hw-figure", help=HW_FIGURE_HELP),  # noqa: B008
 ) -> None:
     """xpuplan: which accelerators, how many, in what configuration."""
+    if hw_figure:
+        _use_hw_figures(hw_figure)
+
+
+def take_hw_figures(words: list[str]) -> tuple[list[str], list[str]]:
+    """(``words`` without ``--hw-figure X`` / ``--hw-figure=X``, the X's): the flag works after any
+    command word, so every command gets it."""
+    rest: list[str] = []
+    figs: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "--hw-figure" and i + 1 < len(words):
+            figs.append(words[i + 1])
+            i += 2
+            continue
+        if w.startswith("--hw-figure="):
+            figs.append(w.split("=", 1)[1])
+        else:
+            rest.append(w)
+        i += 1
+    return rest, figs
 
 
 def _register(app: typer.Typer, name: str) -> None:
@@ -78,12 +117,17 @@ def __getattr__(name: str) -> Any:
 
 def run() -> None:
     """The ``xpuplan`` script."""
-    words = sys.argv[1:]
+    words, figures = take_hw_figures(sys.argv[1:])
+    if figures:
+        try:
+            _use_hw_figures(figures)
+        except typer.Exit as exc:
+            sys.exit(exc.exit_code)
     first = words[0] if words else None
     if first in COMMANDS:
-        build_app((COMMANDS[first],))(prog_name="xpuplan")
+        build_app((COMMANDS[first],))(args=words, prog_name="xpuplan")
     else:
-        __getattr__("app")(prog_name="xpuplan")
+        __getattr__("app")(args=words, prog_name="xpuplan")
 
 
 if __name__ == "__main__":

@@ -52,16 +52,18 @@ def show(
     if json_:
         print_json(res.to_dict())
         return
-    m = ctx.model(res.id)
+    m = ctx.model(name, field="ID|PATH")  # a path has no preset id to look up
     b = param_breakdown(m)
     kv = res.kv_cache_bytes_per_token_bf16  # type: ignore[attr-defined]
     console.print(f"[bold]{m.name}[/] ({m.id}) — {m.type}, {m.attention_kind}, {'MoE' if m.is_moe else 'dense'}")
     shape: list[list[object]] = [["layers", m.n_layers], ["d_model", m.d_model], ["heads / kv heads", f"{m.n_heads} / {m.kv_heads}"],
              ["head dim (qk / v)", f"{m.qk_head_dim} / {m.v_head_dim}"], ["ffn", m.ffn_dim], ["vocab", m.vocab_size],
-             ["mlp", m.mlp], ["tied embeddings", m.tied_embeddings], ["max seq", m.max_seq_len]]
+             ["mlp", m.mlp], ["tied embeddings", m.tied_embeddings], ["max seq", m.max_seq_len],
+             ["attention layers", m.attention_pattern]]
     if m.moe:
         shape += [["experts (routed / top-k / shared)", f"{m.moe.n_routed_experts} / {m.moe.top_k} / {m.moe.n_shared_experts}"],
-                  ["expert ffn", m.moe.expert_ffn_dim], ["leading dense layers", m.moe.n_dense_layers]]
+                  ["expert ffn", m.moe.expert_ffn_dim], ["leading dense layers", m.moe.n_dense_layers],
+                  ["MoE layers", m.n_moe_layers]]
     if m.mla:
         shape += [["MLA kv_lora / rope", f"{m.mla.kv_lora_rank} / {m.mla.qk_rope_head_dim}"]]
     console.print(table("shape", ["", "value"], shape))
@@ -73,4 +75,6 @@ def show(
             pa = m.published.active_params.value_b * 1e9
             rows.append(["published active", f"{format_count(pa)} ({(b.active / pa - 1) * 100:+.2f}%)"])
     console.print(table("parameters", ["component", "count"], rows))
-    console.print(f"KV cache: {kv / 1e3:,.1f} kB per token (bf16)")
+    console.print(f"KV cache: {kv / 1e3:,.1f} kB per token (bf16)" + (
+        "; local layers keep only their window, so long sequences need less (see `xpuplan memory`)"
+        if m.n_local_layers else ""))

@@ -8,7 +8,7 @@ import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, table
 from xpuplan.jobs.overview import DEFAULT_HARDWARE, DEFAULT_MODEL, overview
-from xpuplan.units import format_count
+from xpuplan.units import DAY, GB, KWH, TFLOPS, format_count
 
 
 @cli_command
@@ -36,23 +36,24 @@ def overview_cmd(
         print_json(ov.to_dict())
         return
     console.print(f"[bold]{ov.model_id}[/]: {format_count(ov.total_params)} parameters "
-                  f"({format_count(ov.active_params)} active), {ov.weights_gb_bf16:,.1f} GB of bf16 weights, "
-                  f"{ov.kv_kb_per_token_bf16:,.1f} kB of KV cache per token")
+                  f"({format_count(ov.active_params)} active), {ov.weights_bytes_bf16 / GB:,.1f} GB of bf16 weights, "
+                  f"{ov.kv_bytes_per_token_bf16 / 1e3:,.1f} kB of KV cache per token")
     rows = []
     for d in ov.devices:
         s, t = d.serving, d.training
         rows.append([
-            d.device_id, d.kind, d.memory_gb, d.bf16_tflops, d.min_trust,
+            d.device_id, d.kind, None if d.memory_bytes is None else d.memory_bytes / GB,
+            None if d.bf16_flops_per_s is None else d.bf16_flops_per_s / TFLOPS, d.min_trust,
             None if s is None else f"{s.devices} ({s.replicas}x tp{s.tp} {s.dtype})",
-            None if s is None or s.ttft_p_ms is None else f"{s.ttft_p_ms:,.0f} / {s.tpot_ms:,.1f}",
+            None if s is None or s.ttft_p_s is None or s.tpot_s is None else f"{s.ttft_p_s * 1e3:,.0f} / {s.tpot_s * 1e3:,.1f}",
             None if t is None else f"{t.tokens_per_s / 1e3:,.0f}k",
             None if t is None else f"{t.mfu:.0%}",
-            None if t is None or t.days is None else f"{t.days:,.1f}",
-            None if t is None or t.energy_mwh is None else f"{t.energy_mwh:,.0f}",
+            None if t is None or t.time_to_train_s is None else f"{t.time_to_train_s / DAY:,.1f}",
+            None if t is None or t.energy_j is None else f"{t.energy_j / (1e3 * KWH):,.0f}",
         ])
     console.print(table(
-        f"serving {ov.qps:g} req/s ({ov.input_len} in / {ov.output_len} out, P99 TTFT <= {ov.ttft_ms:g} ms, "
-        f"TPOT <= {ov.tpot_ms:g} ms) and training on {ov.train_tokens:.3g} tokens with {ov.train_devices} devices",
+        f"serving {ov.qps:g} req/s ({ov.input_len} in / {ov.output_len} out, P99 TTFT <= {ov.ttft_s * 1e3:g} ms, "
+        f"TPOT <= {ov.tpot_s * 1e3:g} ms) and training on {ov.train_tokens:.3g} tokens with {ov.train_devices} devices",
         ["device", "kind", "mem GB", "bf16 TFLOP/s", "trust", "serving devices", "TTFT P99 / TPOT ms",
          "train tok/s", "MFU", "days", "energy MWh"],
         rows,

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from xpuplan.cli.common import cli_command, console, print_json, table
 from xpuplan.errors import UserInputError
-from xpuplan.report.format import fmt_energy_kwh as _fmt_kwh
+from xpuplan.report.format import fmt_energy_j as _fmt_kwh
 from xpuplan.report.format import fmt_time as _fmt_time
 from xpuplan.report.format import fmt_usd as _fmt_usd
 
@@ -63,7 +63,7 @@ def recommend_cmd(
     for o in rec.options[:top]:
         u = o.uncertainty
         rows.append([o.rank, o.label, f"{o.score:.1f}", o.devices, _fmt_time(o.time_s), _fmt_usd(o.cost_usd),
-                     _fmt_kwh(o.energy_kwh),
+                     _fmt_kwh(o.energy_j),
                      None if u is None else f"{u.p_rank_first:.0%}", o.min_trust])
     console.print(table(
         t("cli.ranked_title", lang, title=rec.title or rec.scenario),

@@ -17,6 +17,7 @@ from xpuplan.cli.common import (
     cli_command,
     console,
     err_console,
+    print_caveats,
     print_json,
     render_infeasible,
     request,
@@ -63,8 +64,8 @@ def _render_estimate(e: TrainEstimateResult) -> None:
     ]
     if e.train_tokens is not None:
         rows += [["time to train", f"{_days(e.time_to_train_s)} for {units.format_count(e.train_tokens)} tokens"],
-                 ["device-hours", f"{e.device_hours or 0:,.0f}"],
-                 ["energy (devices only)", "-" if e.energy_kwh is None else f"{e.energy_kwh / 1e3:,.1f} MWh"]]
+                 ["device-hours", f"{(e.device_time_s or 0) / units.HOUR:,.0f}"],
+                 ["energy (devices only)", "-" if e.energy_j is None else f"{e.energy_j / (1e3 * units.KWH):,.1f} MWh"]]
     console.print(table("estimate", ["quantity", "value"], rows))
     console.print(table("step time breakdown (exposed)", ["part", "seconds", "share"],
                         [[k.removesuffix("_s"), v, f"{v / e.step_time_s:.1%}"] for k, v in e.step.items()
@@ -75,6 +76,9 @@ def _render_estimate(e: TrainEstimateResult) -> None:
     console.print(table("memory per device", ["part", "GB"], [[k, mem[v] / units.GB] for k, v in parts]))
     for r in e.reasons:
         console.print(f"[bold red]does not fit:[/] {r}", highlight=False)
+    for n in e.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
+    print_caveats(e.used)
     if e.launch is not None:
         console.print(e.launch["text"], highlight=False, markup=False, soft_wrap=True)
 

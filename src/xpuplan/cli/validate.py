@@ -53,7 +53,8 @@ def validate(
     trust: Annotated[str | None, typer.Option(help="only these trust grades, e.g. A,B")] = None,
     local: Annotated[str | None, typer.Option("--local", metavar="RUN",
                                               help="a stored run instead of CSVs: a `bench run` (its model steps) or an "
-                                                   "imported CSV / vLLM result; an id or 'latest'")] = None,
+                                                   "import with validation rows (CSV, vLLM, SGLang, trtllm-bench, "
+                                                   "MLPerf Inference, Megatron-LM, torchtitan); an id or 'latest'")] = None,
     db: Annotated[str | None, typer.Option("--db", help="store for --local (default: $XPUPLAN_DB_URL or the data dir)")] = None,
     json_: Annotated[bool, typer.Option("--json", help="machine-readable result")] = False,
 ) -> None:

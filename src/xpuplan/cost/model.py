@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from xpuplan.catalog.prices import PriceFigure
 
 #: Version of every cost result's JSON form.
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 Mode = Literal["owned", "cloud"]
 

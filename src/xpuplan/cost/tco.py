@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from xpuplan import units
-from xpuplan.cost.energy import carbon_t_co2e, energy_cost_usd, energy_kwh, facility_energy_j, it_energy_j
+from xpuplan.cost.energy import carbon_t_co2e, energy_cost_usd, facility_energy_j, it_energy_j
 from xpuplan.cost.model import SCHEMA_VERSION, CostInputs, Mode, Usage, figures_dicts
 from xpuplan.errors import UserInputError
 from xpuplan.perf.power import PowerProfile, power_average_w
@@ -30,7 +30,7 @@ HOURS_PER_YEAR = units.YEAR / units.HOUR  # 8766 h (365.25 days)
 
 
 class TcoResult(BaseModel):
-    """TCO of ``devices`` over ``years`` (USD, kWh, t CO2e); ``lines_usd`` sum to ``total_usd``."""
+    """TCO of ``devices`` over ``years`` (USD, J, t CO2e); ``lines_usd`` sum to ``total_usd``."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -47,8 +47,8 @@ class TcoResult(BaseModel):
     usd_per_device_hour: float
     usd_per_busy_device_hour: float | None
     average_power_w_per_device: float
-    it_energy_kwh: float
-    facility_energy_kwh: float
+    it_energy_j: float
+    facility_energy_j: float
     carbon_t_co2e: float | None
     figures: list[dict[str, Any]] = Field(default_factory=list)
     assumptions: list[dict[str, Any]] = Field(default_factory=list)
@@ -70,17 +70,17 @@ class JobCostResult(BaseModel):
     device_id: str
     devices: int
     duration_s: float
-    device_hours: float
+    device_time_s: float
     lines_usd: dict[str, float]
     total_usd: float
-    it_energy_kwh: float
-    facility_energy_kwh: float
+    it_energy_j: float
+    facility_energy_j: float
     carbon_t_co2e: float | None
     tokens: float | None = None
     queries: float | None = None
     usd_per_million_tokens: float | None = None
     usd_per_query: float | None = None
-    kwh_per_million_tokens: float | None = None
+    energy_j_per_million_tokens: float | None = None
     figures: list[dict[str, Any]] = Field(default_factory=list)
     assumptions: list[dict[str, Any]] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
@@ -186,8 +186,8 @@ def tco(
         usd_per_device_hour=total / device_hours,
         usd_per_busy_device_hour=total / (device_hours * busy_fraction) if busy_fraction > 0 else None,
         average_power_w_per_device=power_average_w(power, busy_fraction, compute_bound_fraction),
-        it_energy_kwh=energy_kwh(it_j),
-        facility_energy_kwh=energy_kwh(fac_j),
+        it_energy_j=it_j,
+        facility_energy_j=fac_j,
         carbon_t_co2e=carbon_t_co2e(fac_j, inputs.grid_carbon.value) if inputs.grid_carbon else None,
         figures=figures_dicts(inputs.figures()),
         assumptions=[a.to_dict() for a in power.assumptions],
@@ -267,23 +267,22 @@ def job_cost(
     it_j = it_energy_j(usage, power)
     fac_j = facility_energy_j(it_j, inputs.pue.value if inputs.pue is not None else 1.0)
     total = sum(lines.values())
-    kwh = energy_kwh(fac_j)
     return JobCostResult(
         mode=inputs.mode,
         device_id=usage.device_id,
         devices=usage.devices,
         duration_s=usage.duration_s,
-        device_hours=usage.device_hours,
+        device_time_s=usage.device_hours * units.HOUR,
         lines_usd=lines,
         total_usd=total,
-        it_energy_kwh=energy_kwh(it_j),
-        facility_energy_kwh=kwh,
+        it_energy_j=it_j,
+        facility_energy_j=fac_j,
         carbon_t_co2e=carbon_t_co2e(fac_j, inputs.grid_carbon.value) if inputs.grid_carbon else None,
         tokens=usage.tokens,
         queries=usage.queries,
         usd_per_million_tokens=total / usage.tokens * 1e6 if usage.tokens else None,
         usd_per_query=total / usage.queries if usage.queries else None,
-        kwh_per_million_tokens=kwh / usage.tokens * 1e6 if usage.tokens else None,
+        energy_j_per_million_tokens=fac_j / usage.tokens * 1e6 if usage.tokens else None,
         figures=figures_dicts(inputs.figures()),
         assumptions=[a.to_dict() for a in power.assumptions],
         missing=missing + ([] if inputs.grid_carbon else ["grid_kg_co2e_per_kwh: carbon not computed"]),

@@ -17,6 +17,7 @@ from xpuplan.catalog.prices import PriceBook, PriceFigure
 from xpuplan.decide.scenario import Scenario, ServingSpec
 from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.models.arch import ModelArch
+from xpuplan.units import KWH
 
 #: Catalog figures an option's numbers rest on (shown with their trust grades).
 PERF_FIGURES = ("dense_tflops.bf16", "dense_tflops.fp16", "dense_tflops.fp8", "dense_tflops.int8",
@@ -140,7 +141,7 @@ def plan_training(model: ModelArch, dev: Any, s: Scenario) -> Part:
     part.devices = e.n_devices
     part.plan = {"kind": "training", "key": e.key, "devices": e.n_devices, "tp": e.plan.tp, "pp": e.plan.pp,
                  "dp": e.plan.dp, "mfu": e.mfu, "tokens_per_s": e.tokens_per_s,
-                 "memory_gb_per_device": e.memory.total_bytes / 1e9}
+                 "memory_bytes_per_device": e.memory.total_bytes}
     part.time_s = e.time_to_train_s
     part.latency_s = st.step_s
     part.throughput = e.tokens_per_s_per_device
@@ -280,7 +281,7 @@ def price_part(part: Part, dev: Any, book: PriceBook, s: Scenario, model_tokens:
         part.hardware_known = False
         return
     part.lines_usd = {k: v for k, v in res.lines_usd.items() if k != "development_usd"}
-    part.energy_kwh = res.facility_energy_kwh
+    part.energy_kwh = res.facility_energy_j / KWH
     part.cost_notes += [m for m in res.missing if "development" not in m]
     opts = _cost_options(dev, s, part.cost_mode)
     dev_fig = development_for(dev, book, opts)

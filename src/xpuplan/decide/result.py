@@ -1,6 +1,6 @@
-"""The typed result of a decision: ranked options, rejected ones, assumptions (JSON schema v1).
+"""The typed result of a decision: ranked options, rejected ones, assumptions (JSON schema v2).
 
-Units are SI with suffixes in the keys (``time_s``, ``cost_usd``, ``energy_kwh``, ``power_kw``).
+Units are SI with suffixes in the keys (``time_s``, ``cost_usd``, ``energy_j``, ``power_w``).
 Scores are in points (0..100, the weights' scale); ``criteria`` gives each leaf's contribution in
 points (weight x normalised leaf score) and the normalised score itself.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class _M(BaseModel):
@@ -48,7 +48,7 @@ class PartOut(_M):
     plan: dict[str, Any]
     time_s: float | None
     latency_s: float | None
-    energy_kwh: float | None
+    energy_j: float | None
     cost_lines_usd: dict[str, float]
     development_usd: float | None
     cost_mode: str
@@ -79,8 +79,8 @@ class OptionOut(_M):
     latency_s: float | None
     cost_usd: float | None
     cost_lines_usd: dict[str, float]
-    energy_kwh: float | None
-    power_kw: float | None
+    energy_j: float | None
+    power_w: float | None
     parts: list[PartOut]
     binding: list[str]
     figures: list[FigureUsed]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xpuplan import units
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.fleet.milp import MixProblem, MixSolution, ResourceRow, binding_rows, diagnose, solve_mix
 from xpuplan.serve import SLO, make_replica, throughput_at_slo
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from xpuplan.models.arch import ModelArch
 
 #: Version of the fleet plan's JSON form.
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,12 +151,12 @@ class SingleHardware(_Out):
 class FleetPlan(_Out):
     """The cheapest mix, its cost, constraints (slack, binding), and the best single-hardware fleet.
 
-    ``total_cost`` is USD over ``horizon_hours`` (``usd_per_hour`` x hours); ``verification`` is set
+    ``total_cost`` is USD over ``horizon_s`` (``usd_per_hour`` x the horizon in hours); ``verification`` is set
     by ``--verify`` (simulated SLO attainment per class), ``training`` when the scenario also trains."""
 
     schema_version: str = SCHEMA_VERSION
     kind: str = "fleet_plan"
-    horizon_hours: float
+    horizon_s: float
     mix: list[MixRow]
     total_cost: float
     usd_per_hour: float
@@ -349,7 +350,7 @@ def optimize_mix(classes: list[RequestClass], options: list[HardwareOption], con
     powers = [r.power_w for r in mix]
     total = sol.usd_per_hour * horizon_hours
     return FleetPlan(
-        horizon_hours=horizon_hours, mix=mix, total_cost=total, usd_per_hour=sol.usd_per_hour,
+        horizon_s=horizon_hours * units.HOUR, mix=mix, total_cost=total, usd_per_hour=sol.usd_per_hour,
         devices=sum(r.devices for r in mix), power_w=None if any(v is None for v in powers) else float(sum(
             v for v in powers if v is not None)),
         classes=class_out, constraints=cons_out, best_single=best,

@@ -12,7 +12,11 @@ from typing import Any
 from xpuplan.errors import UserInputError
 
 #: Import formats ``xpuplan import`` understands -> parser in ``xpuplan.bench.imports``.
-IMPORT_PARSERS = {"nccl-tests": "parse_nccl_tests", "vllm": "parse_vllm_json", "csv": "parse_validation_csv"}
+IMPORT_PARSERS = {"nccl-tests": "parse_nccl_tests", "hccl-test": "parse_hccl_test", "vllm": "parse_vllm_json",
+                  "sglang": "parse_sglang_jsonl", "trtllm-bench": "parse_trtllm_report",
+                  "mlperf-inference": "parse_mlperf_inference", "mlperf-training": "parse_mlperf_training",
+                  "megatron": "parse_megatron_log", "torchtitan": "parse_torchtitan_log",
+                  "csv": "parse_validation_csv"}
 
 
 def open_store(db: str | None) -> Any:
@@ -31,6 +35,21 @@ class BenchRun:
     backend: Any
     store_url: str
     headline: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+#: Said by ``bench run`` when the CPU path is the only one that ran.
+CPU_ONLY_NOTE = ("only the CPU path ran: no CUDA/ROCm, Ascend (torch_npu) or Cambricon (torch_mlu) device is visible to "
+                 "this PyTorch. Those paths are written to their vendors' APIs but were not exercised on this machine; "
+                 "these measurements describe this CPU, not an accelerator.")
+
+
+def bench_notes(backend_kind: str, requested: str) -> tuple[str, ...]:
+    """Notes a ``bench run`` prints with its results (the CPU-only note when ``auto`` fell back to the CPU)."""
+    if backend_kind == "cpu":
+        return (CPU_ONLY_NOTE if requested == "auto" else
+                "--device cpu: only the CPU path ran; the accelerator paths were not exercised",)
+    return ()
 
 
 def run_benchmarks(*, device: str, quick: bool, device_id: str | None, dtype: str | None, only: str | None,
@@ -45,7 +64,8 @@ def run_benchmarks(*, device: str, quick: bool, device_id: str | None, dtype: st
     backend = detect_backend(device)
     store = open_store(db)
     result = run_bench(store, opts, on_case=on_case, backend=backend)
-    return BenchRun(result=result, backend=backend, store_url=store.display_url, headline=headline(result.records))
+    return BenchRun(result=result, backend=backend, store_url=store.display_url, headline=headline(result.records),
+                    notes=bench_notes(backend.kind, device))
 
 
 def list_stored_runs(*, kind: str | None, device_id: str | None, limit: int, db: str | None) -> tuple[list[dict[str, Any]], str]:
@@ -123,6 +143,13 @@ def import_files(fmt: str, files: list[str], *, db: str | None, **options: Any) 
     parsed = [parse(f, **options) for f in files]
     store = open_store(db)
     return [(p, imports.store_import(store, p)) for p in parsed]
+
+
+def validate_imported(run_id: int, db: str | None) -> Any:
+    """``validate --local RUN`` on a run just imported: (run, ValidationReport)."""
+    from xpuplan.bench.local_validation import validate_run
+
+    return validate_run(open_store(db), str(run_id))
 
 
 def store_info(db: str | None) -> dict[str, Any]:

@@ -137,7 +137,9 @@ def model_show(name: str, ctx: RunContext | None = None) -> ModelShowResult:
     b = param_breakdown(m)
     d = m.model_dump(mode="json")
     d.update({"total_params": b.total, "active_params": b.active, "params": b.to_dict(),
-              "attention_kind": m.attention_kind, "kv_cache_bytes_per_token_bf16": kv_cache_bytes_per_token(m)})
+              "attention_kind": m.attention_kind, "attention_pattern": m.attention_pattern,
+              "n_local_layers": m.n_local_layers, "n_moe_layers": m.n_moe_layers,
+              "kv_cache_bytes_per_token_bf16": kv_cache_bytes_per_token(m)})
     if m.published:
         d["published_total_params"] = m.published.total_params.value_b * 1e9
     return ModelShowResult(**clean(d))
@@ -162,14 +164,12 @@ class FlopsResult(Result, Detail):
     seq_len: int
     training_tokens: float | None = None
     training_flops_total: float | None = None
-    petaflop_days: float | None = None
     hardware: str | None = None
-    device_days_at_mfu: float | None = None
+    device_time_s_at_mfu: float | None = None
 
 
 @names_flags
 def flops(req: FlopsRequest, ctx: RunContext | None = None) -> FlopsResult:
-    from xpuplan import units
     from xpuplan.perf.flops import flops_summary, flops_training_total
 
     ctx = ctx or default_context()
@@ -182,11 +182,10 @@ def flops(req: FlopsRequest, ctx: RunContext | None = None) -> FlopsResult:
     if req.tokens:
         total = flops_training_total(m, req.tokens, req.seq)
         out.update(training_tokens=req.tokens, training_flops_total=total,
-                   training_flops_6nd=6.0 * s.params_active * req.tokens,  # 6 = 2 (fwd) + 4 (bwd) FLOP per param-token
-                   petaflop_days=total / (units.PFLOPS * units.DAY))
+                   training_flops_6nd=6.0 * s.params_active * req.tokens)  # 6 = 2 (fwd) + 4 (bwd) FLOP per param-token
         if req.hw:
             dev = ctx.device(req.hw)
-            out.update(hardware=dev.id, device_days_at_mfu=total / (dev.peak_flops("bf16") * req.mfu) / units.DAY)
+            out.update(hardware=dev.id, device_time_s_at_mfu=total / (dev.peak_flops("bf16") * req.mfu))
     return FlopsResult(**clean(out), used=used(None, [dev] if dev else [], ()))
 
 

@@ -6,7 +6,9 @@ place that reads the environment:
 
 * ``XPUPLAN_USE_CALIBRATION`` ("0" ignores stored calibration profiles),
 * ``XPUPLAN_DB_URL`` (the store; read by :mod:`xpuplan.store.paths` when the context asks it),
-* ``XPUPLAN_ASSUMPTIONS_PATH`` (override files, read by ``catalog.assumptions.load_assumptions``).
+* ``XPUPLAN_ASSUMPTIONS_PATH`` (override files, read by ``catalog.assumptions.load_assumptions``),
+* ``XPUPLAN_HW_FIGURES`` (user hardware figures, ``--hw-figure``; set by :func:`use_hw_figures` and
+  read by ``catalog.load_catalog``, so every job and every planner sees the same figures).
 
 Planners receive what the context resolved (an ``Efficiency`` or ``Assumptions``) and never read
 any of these themselves. Scenario files are read here too (``training_scenario`` /
@@ -128,6 +130,37 @@ def resolve_context(*, use_calibration: bool | None = None, db_url: str | None =
     if use_calibration is None:
         use_calibration = os.environ.get(ENV_USE_CALIBRATION, "1").strip() != "0"
     return RunContext(use_calibration=use_calibration, db_url=db_url, assumption_files=tuple(assumption_files))
+
+
+def use_hw_figures(entries: list[str] | tuple[str, ...]) -> None:
+    """Lay user hardware figures over the catalog for the rest of this process (every command).
+
+    Each entry is ``DEVICE:PATH=VALUE`` (optionally ``[LOW..HIGH]`` and ``@TRUST``) or the path of a
+    YAML file ``device: {path: value}``; ``--hw-figure`` on the command line. They are checked now
+    (unknown device, path or file -> an error naming ``--hw-figure``) and added to
+    ``$XPUPLAN_HW_FIGURES`` after any already there.
+    """
+    from xpuplan.catalog.loader import ENV_FIGURES, load_catalog
+    from xpuplan.catalog.overrides import parse_override_specs
+
+    entries = [e.strip() for e in entries if e and e.strip()]
+    if not entries:
+        return
+    for e in entries:
+        if ";" in e:
+            raise UserInputError(f"one figure per --hw-figure (got {e!r})", field="--hw-figure")
+        parse_override_specs(e)  # syntax, path and file errors now, naming the flag
+    old = os.environ.get(ENV_FIGURES, "").strip()
+    new = ";".join([*([old] if old else []), *entries])
+    os.environ[ENV_FIGURES] = new
+    try:
+        load_catalog()  # unknown devices now
+    except UserInputError:
+        if old:
+            os.environ[ENV_FIGURES] = old
+        else:
+            os.environ.pop(ENV_FIGURES, None)
+        raise
 
 
 def default_context() -> RunContext:

@@ -407,8 +407,8 @@ def _class_verification(c: ClassIn, res: Any) -> dict[str, Any]:
                       f"the mean TPOT, simulated {ms(g.tpot.mean_s) or 0:.0f} ms)")
     return {"request_class": c.name, "slo_attainment": att, "target_percentile": c.slo.percentile,
             "meets_target": None if att is None else att * 100.0 >= c.slo.percentile, "misses": misses,
-            "ttft_p99_ms": ms(g.ttft.p99_s), "ttft_p50_ms": ms(g.ttft.p50_s), "tpot_mean_ms": ms(g.tpot.mean_s),
-            "tpot_p99_ms": ms(g.tpot.p99_s), "arrived": g.arrived, "completed": g.completed,
+            "ttft_p99_s": g.ttft.p99_s, "ttft_p50_s": g.ttft.p50_s, "tpot_mean_s": g.tpot.mean_s,
+            "tpot_p99_s": g.tpot.p99_s, "arrived": g.arrived, "completed": g.completed,
             "unfinished": g.unfinished, "preemptions": g.preemptions}
 
 

@@ -17,6 +17,7 @@ from xpuplan.catalog.assumptions import default_assumptions
 from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.jobs.context import RunContext, default_context
 from xpuplan.jobs.results import TRAIN_FIGURES, Result, used
+from xpuplan.units import KWH
 from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ class ServingSummary(BaseModel):
     replicas: int
     tp: int
     dtype: str
-    ttft_p_ms: float | None
-    tpot_ms: float | None
+    ttft_p_s: float | None
+    tpot_s: float | None
     limited_by: str
 
 
@@ -46,17 +47,18 @@ class TrainingSummary(BaseModel):
     plan: str
     tokens_per_s: float
     mfu: float
-    days: float | None
-    energy_mwh: float | None
-    memory_gb_per_device: float
+    time_to_train_s: float | None
+    energy_j: float | None
+    memory_bytes_per_device: float
 
 
 class DeviceOverview(BaseModel):
     device_id: str
     vendor: str
     kind: str
-    memory_gb: float | None
-    bf16_tflops: float | None
+    memory_bytes: float | None
+    bf16_flops_per_s: float | None = Field(default=None, description="dense 16-bit peak, FLOP/s: bf16, or fp16 on "
+                                                                      "an fp16-only chip")
     min_trust: str
     serving: ServingSummary | None
     training: TrainingSummary | None
@@ -70,13 +72,13 @@ class Overview(Result):
     model_id: str
     total_params: int
     active_params: int
-    weights_gb_bf16: float
-    kv_kb_per_token_bf16: float
+    weights_bytes_bf16: float
+    kv_bytes_per_token_bf16: float
     qps: float
     input_len: int
     output_len: int
-    ttft_ms: float
-    tpot_ms: float
+    ttft_s: float
+    tpot_s: float
     train_tokens: float
     train_devices: int
     devices: list[DeviceOverview]
@@ -99,7 +101,7 @@ def _serving(ctx: RunContext, model: ModelArch, dev: Device, qps: float, input_l
     return ServingSummary(
         devices=o.devices, replicas=o.replicas, tp=o.replica_obj.tp if o.replica_obj else int(o.replica["tp"]),  # type: ignore[call-overload]
         dtype=o.replica_obj.precision.scheme if o.replica_obj else "",
-        ttft_p_ms=None if at is None else at.ttft_p_s * 1e3, tpot_ms=None if at is None else at.tpot_s * 1e3,
+        ttft_p_s=None if at is None else at.ttft_p_s, tpot_s=None if at is None else at.tpot_s,
         limited_by=o.limited_by,
     ), []
 
@@ -117,9 +119,9 @@ def _training(ctx: RunContext, model: ModelArch, dev: Device, tokens: float,
     e = res.top[0]
     return TrainingSummary(
         devices=e.n_devices, plan=e.key, tokens_per_s=e.tokens_per_s, mfu=e.mfu,
-        days=None if e.time_to_train_s is None else e.time_to_train_s / 86400.0,
-        energy_mwh=None if e.energy_kwh is None else e.energy_kwh / 1e3,
-        memory_gb_per_device=e.memory.total_bytes / 1e9,
+        time_to_train_s=e.time_to_train_s,
+        energy_j=None if e.energy_kwh is None else e.energy_kwh * KWH,
+        memory_bytes_per_device=e.memory.total_bytes,
     ), []
 
 
@@ -175,17 +177,17 @@ def overview(
         except XpuplanError as exc:
             reasons.append(f"training: {exc}")
         mem = dev.figure("memory.capacity_gb")
-        bf16 = dev.figure("dense_tflops.bf16") or dev.figure("dense_tflops.fp16")
+        bf16 = dev.figure(f"dense_tflops.{dev.compute_dtype('bf16')}")  # fp16 on an fp16-only chip
         rows.append(DeviceOverview(
-            device_id=dev.id, vendor=dev.vendor, kind=dev.kind, memory_gb=None if mem is None else mem.value / 1e9,
-            bf16_tflops=None if bf16 is None else bf16.value / 1e12, min_trust=dev.min_trust(),
+            device_id=dev.id, vendor=dev.vendor, kind=dev.kind, memory_bytes=None if mem is None else mem.value,
+            bf16_flops_per_s=None if bf16 is None else bf16.value, min_trust=dev.min_trust(),
             serving=serving, training=training, reasons=reasons,
         ))
     return Overview(
         model_id=m.id, total_params=b.total, active_params=b.active,
-        weights_gb_bf16=inference_weight_bytes(m, "bf16") / 1e9,
-        kv_kb_per_token_bf16=kv_cache_bytes_per_token(m, "bf16") / 1e3,
-        qps=qps, input_len=input_len, output_len=output_len, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+        weights_bytes_bf16=inference_weight_bytes(m, "bf16"),
+        kv_bytes_per_token_bf16=kv_cache_bytes_per_token(m, "bf16"),
+        qps=qps, input_len=input_len, output_len=output_len, ttft_s=ttft_ms / 1e3, tpot_s=tpot_ms / 1e3,
         train_tokens=train_tokens, train_devices=train_devices, devices=rows,
         used=used(ctx.assumptions(devs), devs, TRAIN_FIGURES),
     )

@@ -30,6 +30,7 @@ from xpuplan.decide.result import (
 from xpuplan.decide.scenario import Scenario, scenario_from
 from xpuplan.decide.scoring import LEAVES
 from xpuplan.decide.weights import criteria_data, make_weights
+from xpuplan.units import KILO, KWH
 
 __all__ = ["Recommendation", "RecommendRequest", "recommend"]
 
@@ -79,6 +80,11 @@ def recommend(request: RecommendRequest | Scenario | dict[str, Any] | str | None
     return build(ev, req.lang)
 
 
+def _joules(kwh: float | None) -> float | None:
+    """kWh (the cost model's unit) to the result's joules."""
+    return None if kwh is None else kwh * KWH
+
+
 def _option_assumptions(c: Any) -> list[dict[str, Any]]:
     from xpuplan.decide.facts import efficiency_sigma, efficiency_source_kind
 
@@ -118,7 +124,7 @@ def build(ev: Evaluation, lang: str = "en") -> Recommendation:
             unc = Uncertainty(samples=ev.mc["samples"], time_s=Spread(**ts) if ts else None,
                               cost_usd=Spread(**cs) if cs else None, p_rank_first=ev.mc["p_rank_first"][k])
         parts = [PartOut(role=r, hardware=p.device_id, devices=p.devices, plan=p.plan, time_s=p.time_s,
-                         latency_s=p.latency_s, energy_kwh=p.energy_kwh,
+                         latency_s=p.latency_s, energy_j=_joules(p.energy_kwh),
                          cost_lines_usd={kk: v for kk, v in p.lines_usd.items()
                                          if p.hardware_known or kk != "hardware_usd"},
                          development_usd=p.development_usd, cost_mode=p.cost_mode, notes=p.cost_notes)
@@ -129,7 +135,7 @@ def build(ev: Evaluation, lang: str = "en") -> Recommendation:
             mix={r: p.device_id for r, p in c.parts.items()} if c.is_mix else None,
             label=label(ev, k, lang), score=float(ev.total[k]), criteria=crit, groups=groups, devices=c.devices,
             time_s=c.time_s, latency_s=c.latency_s, cost_usd=c.cost_usd, cost_lines_usd=c.cost_lines(),
-            energy_kwh=c.energy_kwh, power_kw=c.power_kw, parts=parts, binding=binding(c, s, lang),
+            energy_j=_joules(c.energy_kwh), power_w=None if c.power_kw is None else c.power_kw * KILO, parts=parts, binding=binding(c, s, lang),
             figures=[FigureUsed(**f) for f in figures_used(c)], min_trust=c.min_trust(), uncertainty=unc,
             assumptions=_option_assumptions(c),
             notes=c.notes,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from xpuplan.catalog.device import Device
 
 #: Version of every result's schema: major changes when a declared field is renamed or removed.
-SCHEMA_VERSION: Final = "1.0"
+SCHEMA_VERSION: Final = "2.0"
 
 #: Result name -> type, for ``xpuplan schema``.
 RESULTS: dict[str, type[Result]] = {}
@@ -52,6 +52,9 @@ class Used(BaseModel):
     figures: list[FigureUsed] = Field(default_factory=list, description="catalog figures read, with trust")
     assumptions: dict[str, Any] = Field(default_factory=dict,
                                         description="assumptions used, each value with its source")
+    caveats: list[str] = Field(default_factory=list,
+                               description="figures the result rests on that need a warning: trust D (estimate or "
+                                           "widest credible range), user-supplied (--hw-figure), fp16 used for bf16")
 
 
 class Result(BaseModel):
@@ -149,7 +152,25 @@ def used(assumptions: Assumptions | None, devices: Iterable[Device], paths: Iter
     for d in devs:
         figs += figures_used(d, [*(peak_path(d, p) for p in precisions), *paths])
     assumed = assumptions.used(devices=devs, **named) if assumptions is not None else {}
-    return Used(figures=figs, assumptions=clean(assumed))
+    notes = [n for d in devs for p in precisions if p in ("bf16", "fp16") and (n := d.sixteen_bit_note(p))]
+    return Used(figures=figs, assumptions=clean(assumed), caveats=list(dict.fromkeys([*notes, *caveats(figs)])))
+
+
+def caveats(figures: Iterable[FigureUsed]) -> list[str]:
+    """Lines that mark a result, one per device and kind: the trust-D figures it used (low-trust
+    estimates or widest credible ranges) and the user-supplied ones (``--hw-figure``)."""
+    low: dict[str, list[str]] = {}
+    user: dict[str, list[str]] = {}
+    for f in figures:
+        if f.source.startswith("user-supplied"):
+            user.setdefault(f.device, []).append(f"{f.path} (trust {f.trust})")
+        elif f.trust == "D":
+            low.setdefault(f.device, []).append(f.path)
+    out = [f"{d} uses trust-D figures (low-trust estimates or widest credible ranges): {', '.join(p)}; the result is "
+           f"indicative only (`xpuplan hw show {d}` gives ranges and sources; --hw-figure supplies a better one)"
+           for d, p in low.items()]
+    out += [f"{d} uses user-supplied figures (--hw-figure): {', '.join(p)}" for d, p in user.items()]
+    return out
 
 
 #: Results defined below the jobs layer (pydantic models with their own ``schema_version``):

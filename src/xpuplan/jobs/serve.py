@@ -261,6 +261,9 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     in_len = int(round(_length(_pick(req.input_len, traffic.input.average if traffic else None), "--in")))
     out_len = int(round(_length(_pick(req.output_len, traffic.output.average if traffic else None,
                                       1 if is_encoder else None), "--out")))
+    if not is_encoder:  # a prompt (plus its output) longer than the model's context is the user's mistake
+        m.check_context(in_len, "--in")
+        m.check_context(in_len + out_len, "--out")
     batch_parts = _batch_parts(req.batch or (str(traffic.batch) if traffic and traffic.batch else "1"))
     n_batches = sum(1 if p == "max" else len(p) for p in batch_parts)
     if len(devices) * len(tps) * n_batches > MAX_SWEEP_POINTS:

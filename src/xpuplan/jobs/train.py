@@ -195,12 +195,12 @@ class TrainEstimateOut(Detail):
     tokens_per_s_per_device: float
     mfu: float = Field(description="model FLOPs utilisation, fraction of dense peak")
     hfu: float = Field(description="hardware FLOPs utilisation (recomputation counted)")
-    memory: dict[str, float] = Field(description="memory per device by part, bytes (and _gb)")
+    memory: dict[str, float] = Field(description="memory per device by part, bytes")
     power_w_per_device: float | None = None
     train_tokens: float | None = None
     time_to_train_s: float | None = None
-    device_hours: float | None = None
-    energy_kwh: float | None = None
+    device_time_s: float | None = Field(default=None, description="device-seconds to train (devices x time)")
+    energy_j: float | None = Field(default=None, description="device energy to train, J (facility: cost.train)")
     efficiency_source: str
     notes: list[str] = Field(default_factory=list)
 

@@ -1,8 +1,10 @@
 """``ModelArch``: the shape of a Transformer, independent of hardware and parallel plan.
 
 Covers dense decoders (MHA/GQA/MQA; gated or classic MLP; tied or untied embeddings), MoE
-(routed experts, top-k, shared experts, leading dense layers), DeepSeek's MLA attention, and
-encoder-only models (BERT). Nothing here depends on a plan or a device.
+(routed experts, top-k, shared experts, leading dense layers, MoE every k-th layer as in Llama 4),
+DeepSeek's MLA attention, local attention (sliding-window or chunked layers, alone or interleaved
+with global layers as in Gemma 2/3, gpt-oss, Llama 4) and encoder-only models (BERT). Nothing here
+depends on a plan or a device.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from xpuplan.errors import UserInputError
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9.\-_]*$")
 
@@ -35,6 +39,11 @@ class MoEConfig(_Strict):
         default=None, ge=1,
         description="node-limited routing: each token's experts lie on at most this many expert-parallel nodes "
                     "(DeepSeek-V3: 4; HF config topk_group); None = unrestricted")
+    layer_step: int = Field(
+        default=1, ge=1,
+        description="after the leading dense layers, layer i (0-based) is MoE when (i + 1) % layer_step == 0, "
+                    "the others dense (Llama 4 Maverick: 2; HF interleave_moe_layer_step / decoder_sparse_step)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MoEConfig:
@@ -101,6 +110,24 @@ class ModelArch(_Strict):
     head_bias: bool = Field(default=False, description="bias on the output head (GPT-J)")
     type_vocab_size: int = Field(default=0, ge=0, description="token-type embeddings (BERT)")
     pooler: bool = Field(default=False, description="BERT pooler dense layer")
+    sliding_window: int | None = Field(
+        default=None, ge=1,
+        description="tokens a local-attention layer attends to (the window; the chunk for chunked attention); "
+                    "None: every layer attends to the whole context",
+    )
+    local_attention: Literal["sliding", "chunked"] = Field(
+        default="sliding",
+        description="sliding: each token sees the previous sliding_window tokens (Mistral, Gemma, gpt-oss); "
+                    "chunked: tokens see only their own chunk of sliding_window tokens (Llama 4)",
+    )
+    global_every: int | None = Field(
+        default=None, ge=1,
+        description="with sliding_window: layer i (0-based) is global when (i + 1) % global_every == 0, the others "
+                    "local (Gemma 2, gpt-oss: 2; Llama 4: 4; Gemma 3: 6); None: every layer is local",
+    )
+    layer_types: list[Literal["global", "local"]] | None = Field(
+        default=None, description="explicit attention kind per layer (overrides global_every; HF layer_types)"
+    )
     published: Published | None = None
     notes: str | None = None
 
@@ -123,6 +150,10 @@ class ModelArch(_Strict):
             raise ValueError("moe.n_dense_layers exceeds n_layers")
         if self.type == "encoder" and (self.moe is not None or self.mla is not None):
             raise ValueError("encoder models with MoE or MLA are not supported")
+        if self.sliding_window is None and (self.global_every is not None or self.layer_types is not None):
+            raise ValueError("global_every and layer_types need sliding_window")
+        if self.layer_types is not None and len(self.layer_types) != self.n_layers:
+            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {self.n_layers} layers")
         return self
 
     # -- derived shape ------------------------------------------------------------------
@@ -150,8 +181,54 @@ class ModelArch(_Strict):
         return self.moe is not None
 
     @property
+    def moe_layer_flags(self) -> tuple[bool, ...]:
+        """Per layer: True where the MLP is mixture-of-experts."""
+        if self.moe is None:
+            return (False,) * self.n_layers
+        m = self.moe
+        return tuple(i >= m.n_dense_layers and (i + 1) % m.layer_step == 0 for i in range(self.n_layers))
+
+    @property
     def n_moe_layers(self) -> int:
-        return 0 if self.moe is None else self.n_layers - self.moe.n_dense_layers
+        return sum(self.moe_layer_flags)
+
+    @property
+    def local_layer_flags(self) -> tuple[bool, ...]:
+        """Per layer: True where attention is local (sliding window or chunked)."""
+        if self.sliding_window is None:
+            return (False,) * self.n_layers
+        if self.layer_types is not None:
+            return tuple(t == "local" for t in self.layer_types)
+        if self.global_every is None:
+            return (True,) * self.n_layers
+        return tuple((i + 1) % self.global_every != 0 for i in range(self.n_layers))
+
+    @property
+    def n_local_layers(self) -> int:
+        """Layers whose attention is local (sliding-window or chunked)."""
+        return sum(self.local_layer_flags)
+
+    @property
+    def n_global_layers(self) -> int:
+        """Layers that attend to the whole context."""
+        return self.n_layers - self.n_local_layers
+
+    @property
+    def attention_pattern(self) -> str:
+        """'global', or e.g. '5 sliding(1024) : 1 global' for interleaved local/global layers."""
+        if self.sliding_window is None:
+            return "global"
+        local = f"{self.local_attention}({self.sliding_window})"
+        if self.n_global_layers == 0:
+            return f"all {local}"
+        return f"{self.n_local_layers} {local} + {self.n_global_layers} global layers"
+
+    def check_context(self, tokens: float, field: str = "input_len") -> None:
+        """UserInputError naming ``field`` when ``tokens`` exceed the model's context (max_seq_len)."""
+        if tokens > self.max_seq_len:
+            raise UserInputError(
+                f"{int(tokens)} tokens exceed {self.id}'s context of {self.max_seq_len} tokens "
+                f"(max_seq_len; max_position_embeddings in its config.json)", field=field)
 
     @property
     def n_dense_mlp_layers(self) -> int:

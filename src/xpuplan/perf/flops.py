@@ -11,6 +11,9 @@ Conventions (documented in docs/perf.md):
   c = (s+1)/2 during training/prefill; ``causal=False`` counts c = s, the convention behind
   the PaLM MFU formula (6N + 12·L·h·s) and Megatron's Eq. 3, which validation rows derived
   from those papers use.
+* Local attention layers (sliding window w, or chunks of w tokens; Gemma 2/3, gpt-oss, Mistral,
+  Llama 4) attend to at most w keys: :func:`mean_local_context` gives their average keys per query,
+  and the attention core sums global and local layers separately.
 * MFU counts model FLOPs (no recomputation); HFU counts what the hardware executes.
 * Norms, softmax, activations and residual adds are O(d) per token and omitted from FLOPs (they
   are memory-bound; the roofline model charges their bytes instead).
@@ -25,9 +28,12 @@ from xpuplan.perf.params import param_breakdown
 from xpuplan.workload.vocabulary import Recompute
 
 
-def flops_attention_core_per_token(model: ModelArch, context: float, *, mla_absorbed: bool = False) -> float:
+def flops_attention_core_per_token(model: ModelArch, context: float, *, mla_absorbed: bool = False,
+                                   local_context: float | None = None) -> float:
     """Attention-core FLOP for one token attending ``context`` keys, all layers (forward).
 
+    Local-attention layers attend ``local_context`` keys (default ``min(context, sliding_window)``,
+    right for a decode step; training and prefill pass :func:`mean_local_context`).
     ``mla_absorbed``: DeepSeek MLA with the up-projections absorbed into q and o (how MLA is
     decoded): scores over (kv_lora_rank + rope) dims and values over kv_lora_rank dims.
     """
@@ -36,7 +42,12 @@ def flops_attention_core_per_token(model: ModelArch, context: float, *, mla_abso
         v = model.mla.kv_lora_rank
     else:
         qk, v = model.qk_head_dim, model.v_head_dim
-    return model.n_layers * 2.0 * model.n_heads * (qk + v) * context
+    keys = model.n_global_layers * context
+    if model.n_local_layers:
+        assert model.sliding_window is not None
+        local = min(context, model.sliding_window) if local_context is None else local_context
+        keys += model.n_local_layers * local
+    return 2.0 * model.n_heads * (qk + v) * keys
 
 
 def flops_linear_per_token(model: ModelArch, *, include_head: bool = True) -> float:
@@ -51,6 +62,26 @@ def flops_linear_per_token(model: ModelArch, *, include_head: bool = True) -> fl
 def mean_causal_context(seq_len: int, causal: bool) -> float:
     """Average keys attended per query in a sequence of ``seq_len`` tokens."""
     return (seq_len + 1) / 2.0 if causal else float(seq_len)
+
+
+def mean_local_context(model: ModelArch, seq_len: int, causal: bool = True) -> float:
+    """Average keys a local-attention layer of ``model`` attends per query over ``seq_len`` tokens.
+
+    Sliding window w, causal: token i (1-based) sees min(i, w) keys, so the mean is (s+1)/2 when
+    s ≤ w, else (w(w+1)/2 + (s-w)·w)/s. Chunked (chunks of w): a full chunk averages (w+1)/2 and a
+    last partial chunk of r tokens (r+1)/2. ``causal=False`` (the c = s convention): min(s, w).
+    A model without local layers returns the global figure."""
+    s, w = seq_len, model.sliding_window
+    if w is None:
+        return mean_causal_context(s, causal)
+    if not causal:
+        return float(min(s, w))
+    if model.local_attention == "chunked":
+        full, rest = divmod(s, w)
+        return (full * w * (w + 1) / 2.0 + rest * (rest + 1) / 2.0) / s
+    if s <= w:
+        return (s + 1) / 2.0
+    return (w * (w + 1) / 2.0 + (s - w) * w) / s
 
 
 @dataclass(frozen=True)
@@ -76,7 +107,8 @@ def flops_training_per_token(
     if seq_len <= 0:
         raise ValueError("seq_len must be positive")
     lin = flops_linear_per_token(model)
-    attn = flops_attention_core_per_token(model, mean_causal_context(seq_len, causal))
+    attn = flops_attention_core_per_token(model, mean_causal_context(seq_len, causal),
+                                          local_context=mean_local_context(model, seq_len, causal))
     fwd = lin + attn
     bwd = 2.0 * fwd
     if recompute == "full":
@@ -121,7 +153,9 @@ def flops_prefill(model: ModelArch, prompt_len: int, batch: int = 1, *, logits_a
     Only the last position's logits are computed unless ``logits_all`` (serving engines do this).
     """
     lin = flops_linear_per_token(model, include_head=False) * prompt_len
-    attn = flops_attention_core_per_token(model, 1.0) * prompt_len * (prompt_len + 1) / 2.0
+    # exact causal sum of keys over the prompt: mean keys per query times the prompt length
+    attn = flops_attention_core_per_token(model, (prompt_len + 1) / 2.0,
+                                          local_context=mean_local_context(model, prompt_len)) * prompt_len
     head = 2.0 * model.vocab_size * model.d_model * (prompt_len if logits_all else 1)
     if model.type == "encoder":
         head = 0.0

@@ -56,10 +56,10 @@ class Link:
     def to_dict(self) -> dict[str, float | str]:
         return {
             "kind": self.kind,
-            "bandwidth_gb_per_s": self.bandwidth / units.GB_PER_S,
+            "bandwidth_bytes_per_s": self.bandwidth,
             "bus_bw_fraction": self.bus_bw_fraction,
-            "bus_bw_gb_per_s": self.bus_bw / units.GB_PER_S,
-            "latency_us": self.latency_s / units.US,
+            "bus_bw_bytes_per_s": self.bus_bw,
+            "latency_s": self.latency_s,
         }
 
 
@@ -92,9 +92,17 @@ class DeviceLinks:
 
 
 def scale_up_kind(dev: Device) -> str:
-    """Link type of the device's scale-up link, from its catalog name ("pcie" when it has none)."""
-    name = (dev.scale_up_name or "").casefold()
-    if not dev.scale_up_bandwidth or not name:
+    """Link type of the device's scale-up link, from its catalog name ("pcie" when it has none, or
+    when its link is an optional add-on such as an NVLink bridge)."""
+    if not dev.scale_up_bandwidth or not dev.scale_up_name:
+        return "pcie"
+    return scale_up_kind_of_name(dev.scale_up_name)
+
+
+def scale_up_kind_of_name(scale_up_name: str | None) -> str:
+    """Link type named by a catalog scale-up name ("pcie" when None)."""
+    name = (scale_up_name or "").casefold()
+    if not name:
         return "pcie"
     if "nvlink" in name:
         return "nvlink-bridge" if "bridge" in name else "nvlink"
@@ -142,6 +150,9 @@ def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, ou
     out_kind = out_kind or scale_out_kind(dev)
     if dev.scale_up_bandwidth and up_kind != "pcie":
         up_bw, domain, topo = dev.scale_up_bandwidth, dev.scale_up_domain, topology_of(dev, up_kind)
+    elif dev.optional_scale_up_bandwidth and up_kind == scale_up_kind_of_name(dev.scale_up_name):
+        # an optional add-on link (NVLink bridge pairs) the run asked for by its kind
+        up_bw, domain, topo = dev.optional_scale_up_bandwidth, dev.scale_up_optional_domain or 1, topology_of(dev, up_kind)
     else:
         up_bw = dev.pcie_bandwidth or DEFAULT_PCIE_BYTES_PER_S
         domain, topo = max(dev.scale_up_domain, PCIE_SERVER_DEVICES), "pcie"

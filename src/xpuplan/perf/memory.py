@@ -22,8 +22,8 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import (
     kv_replication,
     param_breakdown,
-    params_kv_per_layer,
     params_attention_per_layer,
+    params_kv_per_layer,
     params_mlp_dense,
     params_moe_layer,
     params_norms_per_layer,
@@ -470,15 +470,38 @@ def inference_weight_bytes(
     return body * weight_bytes_per_param(weight_dtype, group_size) + edge * weight_bytes_per_param(edge_dtype, group_size)
 
 
-def kv_cache_bytes_per_token(model: ModelArch, kv_dtype: str = "bf16") -> float:
+def kv_cache_bytes_per_token(model: ModelArch, kv_dtype: str = "bf16", *, context: float | None = None) -> float:
     """KV-cache bytes per token, all layers: 2·L·n_kv·d_head·bytes (MHA/GQA/MQA) or
-    L·(kv_lora_rank + rope_dim)·bytes (MLA, DeepSeek-V2/V3). Encoders cache nothing."""
+    L·(kv_lora_rank + rope_dim)·bytes (MLA, DeepSeek-V2/V3). Encoders cache nothing.
+
+    Local-attention layers (sliding window or chunk of w tokens) keep at most w tokens: with
+    ``context`` (tokens per sequence) the figure is the average over that sequence,
+    (L_global·c + L_local·min(c, w)) / c layers' worth per token. Without ``context`` every layer
+    counts in full: the upper bound, exact for models without local layers."""
     if model.type == "encoder":
         return 0.0
     b = bytes_per_element(kv_dtype)
     if model.mla is not None:
-        return model.n_layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * b
-    return 2.0 * model.n_layers * model.kv_heads * model.hdim * b
+        per_layer = (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * b
+    else:
+        per_layer = 2.0 * model.kv_heads * model.hdim * b
+    return per_layer * kv_cache_layers_per_token(model, context)
+
+
+def kv_full_equivalent_tokens(model: ModelArch, tokens: float) -> float:
+    """Tokens of all-global KV that one sequence of ``tokens`` tokens occupies: ``tokens`` for a model
+    without local layers; less when local layers keep only their window (a paged cache sized in
+    full-model tokens holds this many per sequence)."""
+    return tokens * kv_cache_layers_per_token(model, tokens) / model.n_layers
+
+
+def kv_cache_layers_per_token(model: ModelArch, context: float | None = None) -> float:
+    """Layers' worth of KV each token of a ``context``-token sequence keeps, on average: n_layers for
+    global attention; a local layer keeps only min(context, sliding_window) of the context's tokens."""
+    if context is None or model.n_local_layers == 0 or context <= 0:
+        return float(model.n_layers)
+    assert model.sliding_window is not None
+    return model.n_global_layers + model.n_local_layers * min(context, model.sliding_window) / context
 
 
 def inference_activation_bytes(model: ModelArch, tokens_in_flight: int, act_bytes: float = 2.0) -> float:
@@ -506,11 +529,14 @@ def inference_weight_bytes_per_device(model: ModelArch, weight_dtype: str = "bf1
     return total_bytes * share
 
 
-def kv_bytes_per_token_per_device(model: ModelArch, kv_dtype: str = "bf16", *, tp: int = 1, pp: int = 1) -> float:
+def kv_bytes_per_token_per_device(model: ModelArch, kv_dtype: str = "bf16", *, tp: int = 1, pp: int = 1,
+                                  context: float | None = None) -> float:
     """KV-cache bytes per token on one device: KV heads split over TP (replicated when TP exceeds
-    them: each device keeps at least one), layers over PP; MLA's latent is replicated over TP."""
+    them: each device keeps at least one), layers over PP; MLA's latent is replicated over TP.
+    ``context``: average over a sequence of that many tokens (local layers keep at most their
+    window; :func:`kv_cache_bytes_per_token`)."""
     split = pp if model.mla is not None else pp * min(tp, model.kv_heads)
-    return kv_cache_bytes_per_token(model, kv_dtype) / split
+    return kv_cache_bytes_per_token(model, kv_dtype, context=context) / split
 
 
 def inference_activation_bytes_per_device(model: ModelArch, tokens_per_forward: int, *, tp: int = 1,
@@ -557,7 +583,8 @@ def inference_memory(
     serving planner's model (``serve.kv.memory_plan`` uses the same three functions):
     :func:`inference_weight_bytes_per_device`, :func:`kv_bytes_per_token_per_device` and
     :func:`inference_activation_bytes_per_device` for a forward of ``prefill_chunk`` tokens, plus
-    ``workspace_bytes``. The KV cache here is the exact ``batch·context`` tokens; the serving
+    ``workspace_bytes``. The KV cache here is the exact ``batch·context`` tokens (local-attention
+    layers keeping at most their window); the serving
     planner also rounds each sequence up to whole paged blocks (``serve.fit.replica_fit``).
     """
     if batch <= 0 or context <= 0:
@@ -566,7 +593,7 @@ def inference_memory(
         if v <= 0:
             raise UserInputError(f"{name} must be positive", field=name)
     w = inference_weight_bytes_per_device(model, weight_dtype, tp=tp, pp=pp, ep=ep)
-    kv_tok = kv_bytes_per_token_per_device(model, kv_dtype, tp=tp, pp=pp)
+    kv_tok = kv_bytes_per_token_per_device(model, kv_dtype, tp=tp, pp=pp, context=context)
     kv = kv_tok * batch * context / ep
     acts = inference_activation_bytes_per_device(model, prefill_chunk, tp=tp, ep=ep)
     return InferenceMemory(weights=w, kv_cache=kv, activations=acts, workspace=workspace_bytes, kv_bytes_per_token=kv_tok)

@@ -54,9 +54,15 @@ def layer_ops(
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     moe_layer: bool | None = None,
+    local: bool | None = None,
 ) -> list[OpCost]:
     """Roofline costs of one layer on one device (see module docstring). ``batch``, ``q_len`` and
-    ``kv_len`` may be arrays (many shapes at once); the costs' fields are then arrays."""
+    ``kv_len`` may be arrays (many shapes at once); the costs' fields are then arrays.
+
+    ``local``: True for a local-attention layer (``model.local_layer_flags``: its queries see at most
+    ``model.sliding_window`` keys), False for a global one; None (the default) gives the average layer
+    of the model, whose attention FLOPs and bytes are the mean over its global and local layers, so
+    that ``n_layers`` x one layer counts sliding-window / chunked layers right."""
     if any((np.any(v <= 0) if isinstance(v, np.ndarray) else v <= 0) for v in (batch, q_len, kv_len, tp, ep)):
         raise ValueError("batch, q_len, kv_len, tp and ep must be positive")
     wd = weight_dtype or dtype
@@ -71,7 +77,7 @@ def layer_ops(
     qkv_out = (params_attention_per_layer(model) - o_params) // d
     qkv_out += round((kv_replication(model, tp) - 1.0) * params_kv_per_layer(model) / d)  # KV heads copied
     ops.append(_named(cost_linear(tokens, d, max(1, qkv_out // tp), dtype, wd), "qkv projection"))
-    ops.append(_attention(model, batch, q_len, kv_len, heads, kvh, kv_dtype or act))
+    ops.append(_layer_attention(model, batch, q_len, kv_len, heads, kvh, kv_dtype or act, local))
     ops.append(_named(cost_linear(tokens, max(1, model.n_heads * model.v_head_dim // tp), d, dtype, wd), "output projection"))
     ops.append(cost_elementwise(tokens * d, reads=2, writes=1, dtype=act, name="residual add"))
     if not model.parallel_attn_mlp:
@@ -132,6 +138,43 @@ def _attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int
     one = np.asarray(q_len) == 1
     return OpCost("attention", "attention", np.where(one, absorbed.flops, full.flops),  # type: ignore[arg-type]
                   np.where(one, absorbed.bytes, full.bytes), np.where(one, absorbed.min_dim, full.min_dim))  # type: ignore[arg-type]
+
+
+def _layer_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int, kvh: int, dtype: str,
+                     local: bool | None) -> OpCost:
+    """The attention op of a global, a local, or (``local`` None) the model's average layer."""
+    if model.sliding_window is None or local is False or (local is None and model.n_local_layers == 0):
+        return _attention(model, batch, q_len, kv_len, heads, kvh, dtype)
+    loc = _local_attention(model, batch, q_len, kv_len, heads, kvh, dtype)
+    if local or model.n_global_layers == 0:
+        return loc
+    glob = _attention(model, batch, q_len, kv_len, heads, kvh, dtype)
+    f = model.n_local_layers / model.n_layers
+    return OpCost("attention", "attention", (1 - f) * glob.flops + f * loc.flops, (1 - f) * glob.bytes + f * loc.bytes,
+                  glob.min_dim)
+
+
+def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int, kvh: int,
+                     dtype: str) -> OpCost:
+    """Attention of a local layer: each query sees at most w = sliding_window keys. A block shorter
+    than w is the ordinary (causal) attention; a longer block is charged w keys per query (non-causal
+    q_len × w: the upper bound, exact once q_len ≫ w); a decode step reads min(kv_len, w) keys."""
+    assert model.sliding_window is not None
+    w = model.sliding_window
+    kv_eff = np.minimum(kv_len, w) if isinstance(kv_len, np.ndarray) else min(kv_len, w)
+    long_block = np.asarray(q_len) > w
+    if not np.any(long_block):
+        q_eff = np.minimum(q_len, kv_eff) if isinstance(q_len, np.ndarray) or isinstance(kv_eff, np.ndarray) else (
+            min(q_len, kv_eff))
+        return _attention(model, batch, q_eff, kv_eff, heads, kvh, dtype)
+    windowed = cost_attention(batch, heads, q_len, kv_eff, model.qk_head_dim, causal=False, dtype=dtype,
+                              kv_heads=kvh, v_head_dim=model.v_head_dim)
+    if not (isinstance(q_len, np.ndarray) or isinstance(kv_len, np.ndarray)):
+        return windowed
+    short = _attention(model, batch, np.minimum(q_len, kv_eff), kv_eff, heads, kvh, dtype)
+    return OpCost("attention", "attention", np.where(long_block, windowed.flops, short.flops),  # type: ignore[arg-type]
+                  np.where(long_block, windowed.bytes, short.bytes),  # type: ignore[arg-type]
+                  np.where(long_block, windowed.min_dim, short.min_dim))  # type: ignore[arg-type]
 
 
 def _named(op: OpCost, name: str) -> OpCost:

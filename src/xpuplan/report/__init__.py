@@ -13,7 +13,7 @@ from pathlib import Path
 from xpuplan.decide.result import OptionOut, Recommendation
 from xpuplan.errors import UserInputError
 from xpuplan.i18n import t
-from xpuplan.report.format import fmt_energy_kwh as _mwh
+from xpuplan.report.format import fmt_energy_j as _mwh
 from xpuplan.report.format import fmt_time as _time
 from xpuplan.report.format import fmt_usd as _usd
 from xpuplan.report.svg import LEAF_COLOURS, LINE_COLOURS, pareto_scatter, range_bars, stacked_bars
@@ -88,7 +88,7 @@ def render_html(rec: Recommendation) -> str:
     for o in rec.options:
         h.append(f"<tr class='{'win' if o.rank == 1 else ''}'><td>{o.rank}</td><td>{escape(o.label)}</td>"
                  f"<td>{o.score:.1f}</td><td>{o.devices:,}</td><td>{_time(o.time_s)}</td><td>{_usd(o.cost_usd)}</td>"
-                 f"<td>{_mwh(o.energy_kwh)}</td><td>{_pfirst(o)}</td><td><span class='tag'>{o.min_trust}</span></td></tr>")
+                 f"<td>{_mwh(o.energy_j)}</td><td>{_pfirst(o)}</td><td><span class='tag'>{o.min_trust}</span></td></tr>")
     h.append("</table></section>")
     # charts
     contrib = [(short_label(o), {k: c.points for k, c in o.criteria.items()}) for o in shown]
@@ -168,7 +168,7 @@ def render_markdown(rec: Recommendation) -> str:
     out.append("|" + "---|" * len(cols))
     for o in rec.options:
         out.append(f"| {o.rank} | {o.label} | {o.score:.1f} | {o.devices:,} | {_time(o.time_s)} | {_usd(o.cost_usd)} | "
-                   f"{_mwh(o.energy_kwh)} | {_pfirst(o)} | {o.min_trust} |")
+                   f"{_mwh(o.energy_j)} | {_pfirst(o)} | {o.min_trust} |")
     out.append("")
     for head, lines in _lines(rec, lang):
         if lines:

@@ -25,8 +25,9 @@ def fmt_usd(usd: float | None) -> str:
     return f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}"
 
 
-def fmt_energy_kwh(kwh: float | None) -> str:
-    """Energy given in kWh, as MWh above 1,000 kWh; '-' when unknown."""
-    if kwh is None:
+def fmt_energy_j(joules: float | None) -> str:
+    """Energy given in joules, shown in kWh (MWh above 1,000 kWh); '-' when unknown."""
+    if joules is None:
         return "-"
+    kwh = joules / units.KWH
     return f"{kwh / 1e3:,.1f} MWh" if kwh >= 1e3 else f"{kwh:,.1f} kWh"

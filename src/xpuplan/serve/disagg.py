@@ -54,8 +54,8 @@ class DisaggEstimate:
         return {"prefill_replica": self.prefill_replica, "decode_replica": self.decode_replica,
                 "prefill_requests_per_s_per_replica": self.prefill_rate,
                 "decode_requests_per_s_per_replica": self.decode_rate, "decode_concurrency": self.decode_concurrency,
-                "kv_transfer_ms": self.kv_transfer_s * 1e3, "ttft_p_ms": self.ttft_p_s * 1e3,
-                "tpot_ms": self.tpot_s * 1e3, "requests_per_s_per_device": self.requests_per_s_per_device,
+                "kv_transfer_s": self.kv_transfer_s, "ttft_p_s": self.ttft_p_s,
+                "tpot_s": self.tpot_s, "requests_per_s_per_device": self.requests_per_s_per_device,
                 "target_qps": self.target_qps, "prefill_replicas": self.prefill_replicas,
                 "decode_replicas": self.decode_replicas, "devices": self.devices}
 

@@ -38,7 +38,7 @@ class EncoderEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"replica": self.replica, "batch": self.batch, "seq_len": self.seq_len,
-                "latency_ms": self.latency_s * 1e3, "qps": self.qps, "qps_per_device": self.qps_per_device,
+                "latency_s": self.latency_s, "qps": self.qps, "qps_per_device": self.qps_per_device,
                 "n_devices": self.n_devices, "step": self.step.to_dict(), "memory_per_device": self.memory.to_dict(),
                 "efficiency_source": self.efficiency_source}
 

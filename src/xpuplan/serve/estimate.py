@@ -91,8 +91,8 @@ class ServingEstimate:
     def to_dict(self) -> dict[str, Any]:
         return {
             "replica": self.replica, "mode": self.mode, "input_len": self.input_len, "output_len": self.output_len,
-            "batch": self.batch, "ttft_ms": self.ttft_s * 1e3, "tpot_ms": self.tpot_s * 1e3,
-            "e2e_latency_ms": self.e2e_latency_s * 1e3, "output_tokens_per_s": self.output_tokens_per_s,
+            "batch": self.batch, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
+            "e2e_latency_s": self.e2e_latency_s, "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_device": self.output_tokens_per_s_per_device,
             "total_tokens_per_s": self.total_tokens_per_s, "requests_per_s": self.requests_per_s,
             "requests_per_s_per_device": self.requests_per_s_per_device,

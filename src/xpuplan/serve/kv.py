@@ -16,6 +16,7 @@ from xpuplan.errors import InfeasibleError
 from xpuplan.perf.memory import (
     inference_activation_bytes_per_device,
     inference_weight_bytes_per_device,
+    kv_full_equivalent_tokens,
 )
 from xpuplan.perf.memory import kv_bytes_per_token_per_device as _kv_per_device
 from xpuplan.serve.constants import SERVING_WORKSPACE_BYTES
@@ -89,7 +90,9 @@ def max_concurrent_sequences(rep: Replica, plan: MemoryPlan, tokens_per_sequence
     by the engine's sequence limit (``max_num_seqs``). Encoders keep no cache: the limit only."""
     if plan.kv_bytes_per_token == 0:
         return rep.max_num_seqs
-    return min(rep.max_num_seqs, plan.max_sequences(tokens_per_sequence) * rep.ep)
+    # local-attention layers (sliding window / chunks) keep at most their window of each sequence
+    tokens = kv_full_equivalent_tokens(rep.model, tokens_per_sequence)
+    return min(rep.max_num_seqs, plan.max_sequences(tokens) * rep.ep)
 
 
 def _gb(x: float) -> str:
@@ -122,7 +125,8 @@ def require_fit(rep: Replica, plan: MemoryPlan, tokens_per_sequence: float, sequ
         return
     fit = max_concurrent_sequences(rep, plan, tokens_per_sequence)
     if fit < sequences:
-        need = sequences * plan.blocks_per_sequence(tokens_per_sequence) * plan.block_size_tokens * plan.kv_bytes_per_token
+        equiv = kv_full_equivalent_tokens(rep.model, tokens_per_sequence)
+        need = sequences * plan.blocks_per_sequence(equiv) * plan.block_size_tokens * plan.kv_bytes_per_token
         raise InfeasibleError(
             f"{sequences} sequence(s) of {tokens_per_sequence:.0f} tokens do not fit the KV cache of {rep.key}",
             reasons=[f"KV cache needs {_gb(need / rep.ep)} per device, {_gb(max(0.0, plan.kv_budget_bytes))} left "

@@ -66,34 +66,48 @@ def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) 
 
     ``kv_dtype`` None: fp8 for the fp8 scheme on a device with fp8 tensor cores (the TensorRT-LLM
     and vLLM FP8 recipes quantise the KV cache too), else the 16-bit activation dtype.
-    A device without 16-bit tensor throughput (e.g. Ascend 310P, int8 only) needs ``int8``.
+    A device without the figure a scheme needs gets one error naming that figure (and a scheme that
+    works with the figures it has, if any); an fp16-only device runs bf16 at its fp16 rate, with a note.
     """
     s = normalise_scheme(scheme)
     note = None
     has16 = device.supports("bf16") or device.supports("fp16")
+    has8 = device.supports("int8")
     act16 = "fp16" if (s == "fp16" or not device.supports("bf16")) else "bf16"
+    sixteen = "16-bit (bf16/fp16) compute peak"
+    lacks = [f for f in ("memory.capacity_gb", "memory.bandwidth_gb_per_s") if device.figure(f) is None]
+    # an alternative scheme is offered only when it would run with the figures present
+    int8_ok = "or run --dtype int8 (W8A8), which it lists" if has8 and not lacks else ""
+    if lacks:
+        int8_ok = f"and {', '.join(lacks)}, which it also lacks"
     if s in ("bf16", "fp16"):
         if not has16:
-            raise UserInputError(
-                f"{device.id} has no 16-bit tensor throughput in the catalog; use --dtype int8", field="dtype"
-            )
+            raise device.missing_figure(f"dense_tflops.{s}", sixteen, field="dtype",
+                                        also=int8_ok)
         p = Precision(s, s if device.supports(s) else act16, s if device.supports(s) else act16, "", False)
+        note = device.sixteen_bit_note(s)
     elif s == "fp8":
         if device.supports("fp8"):
             p = Precision(s, "fp8", "fp8", "", False)
         else:
             if not has16:
-                raise UserInputError(f"{device.id} supports neither fp8 nor 16-bit GEMMs; use --dtype int8", field="dtype")
+                raise device.missing_figure(
+                    "dense_tflops.fp8", "fp8 or 16-bit compute peak (fp8 weights need one)",
+                    field="dtype", also=int8_ok)
             note = f"{device.id} has no fp8 tensor cores: fp8 weights are dequantised to {act16} (weight-only)"
             p = Precision(s, "fp8", act16, "", True)
     elif s == "int8":
-        if not device.supports("int8"):
-            raise UserInputError(f"{device.id} has no int8 tensor throughput in the catalog; use int8-wo", field="dtype")
+        if not has8:
+            raise device.missing_figure("dense_tflops.int8", "int8 peak (W8A8 runs int8 GEMMs)", field="dtype",
+                                        also=("or run --dtype int8-wo (weight-only, 16-bit GEMMs)" if has16 and not lacks
+                                              else int8_ok if lacks else ""))
         p = Precision(s, "int8", "int8", "", False)
     else:  # weight-only
         if not has16:
-            raise UserInputError(f"{device.id} has no 16-bit GEMMs for weight-only {s}; use int8 (W8A8)", field="dtype")
+            raise device.missing_figure(f"dense_tflops.{act16}", f"{sixteen} (weight-only {s} runs 16-bit GEMMs)",
+                                        field="dtype", also=int8_ok)
         p = Precision(s, "int8" if s == "int8-wo" else "int4", act16, "", True)
+        note = device.sixteen_bit_note("bf16")
     if kv_dtype is None:
         kv = "fp8" if (s == "fp8" and device.supports("fp8")) else act16
     else:

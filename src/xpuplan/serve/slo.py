@@ -49,8 +49,7 @@ class SLO:
             raise UserInputError(f"percentile must be in (0, 100) (got {self.percentile})", field="percentile")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ttft_ms": None if self.ttft_s is None else self.ttft_s * 1e3,
-                "tpot_ms": None if self.tpot_s is None else self.tpot_s * 1e3, "percentile": self.percentile}
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "percentile": self.percentile}
 
 
 @dataclass(frozen=True)
@@ -69,10 +68,7 @@ class LoadPoint:
     percentile: float
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for k in ("ttft_mean_s", "ttft_p_s", "tpot_s", "e2e_mean_s"):
-            d[k[:-2] + "_ms"] = d.pop(k) * 1e3
-        return d
+        return asdict(self)
 
 
 def wait_quantile_s(rho: float, service_s: float, percentile: float) -> float:

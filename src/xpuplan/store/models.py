@@ -23,7 +23,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 
 #: Run kinds: measured here, or imported from another tool's output.
-RUN_KINDS = ("bench", "collectives", "import-nccl-tests", "import-vllm", "import-csv")
+RUN_KINDS = ("bench", "collectives", "import-nccl-tests", "import-hccl-test", "import-vllm", "import-sglang",
+             "import-trtllm", "import-mlperf-inference", "import-mlperf-training", "import-megatron",
+             "import-torchtitan", "import-csv")
+
+#: Imported runs that hold validation rows (``xpuplan validate --local RUN`` predicts them).
+VALIDATION_ROW_KINDS = ("import-csv", "import-vllm", "import-sglang", "import-trtllm", "import-mlperf-inference",
+                        "import-megatron", "import-torchtitan")
 
 
 def utcnow() -> datetime:

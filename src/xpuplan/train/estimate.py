@@ -63,9 +63,7 @@ class MemoryBreakdown:
     usable_bytes: float
 
     def to_dict(self) -> dict[str, float]:
-        d = asdict(self)
-        d.update({k.replace("_bytes", "_gb"): v / units.GB for k, v in asdict(self).items()})
-        return d
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -138,17 +136,16 @@ class TrainEstimate:
             "tokens_per_s_per_device": self.tokens_per_s_per_device,
             "mfu": self.mfu,
             "hfu": self.hfu,
-            "model_tflops_per_device": self.model_tflops_per_device,
-            "hw_tflops_per_device": self.hw_tflops_per_device,
+            "model_flops_per_s_per_device": self.model_tflops_per_device * units.TFLOPS,
+            "hw_flops_per_s_per_device": self.hw_tflops_per_device * units.TFLOPS,
             "model_flops_per_token": self.model_flops_per_token,
             "hardware_flops_per_token": self.hardware_flops_per_token,
             "memory": self.memory.to_dict(),
             "power_w_per_device": self.power_w_per_device,
             "train_tokens": self.train_tokens,
             "time_to_train_s": self.time_to_train_s,
-            "time_to_train_days": None if self.time_to_train_s is None else self.time_to_train_s / units.DAY,
-            "device_hours": self.device_hours,
-            "energy_kwh": self.energy_kwh,
+            "device_time_s": None if self.device_hours is None else self.device_hours * units.HOUR,
+            "energy_j": None if self.energy_kwh is None else self.energy_kwh * units.KWH,
             "efficiency_source": self.efficiency_source,
             "notes": list(self.notes),
         }
@@ -197,6 +194,8 @@ def estimate_from_arrays(
     notes = []
     if power_opt is None:
         notes.append(f"{cluster.device.id} has no TDP in the catalog: power and energy unknown")
+    if plan.precision in ("bf16", "fp16") and (sixteen := cluster.device.sixteen_bit_note(plan.precision)):
+        notes.append(sixteen)
     return TrainEstimate(
         model_id=model.id, device_id=cluster.device.id, n_devices=cluster.n_devices, plan=plan,
         seq_len=job.seq_len, global_batch_seqs=plan.global_batch_seqs, method=job.method, step=step, memory=mem,

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from xpuplan import units
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
 from xpuplan.models.arch import ModelArch
@@ -41,7 +40,7 @@ class TrainingFit:
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model_id, "hardware": self.device_id, "plan": self.plan.to_dict(),
                 "memory": self.memory.to_dict(), "fits": self.fits, "headroom_bytes": self.headroom_bytes,
-                "headroom_gb": self.headroom_bytes / units.GB, "reasons": list(self.reasons)}
+                "reasons": list(self.reasons)}
 
 
 def training_fit(

@@ -22,7 +22,6 @@ from typing import Any, Final
 
 import numpy as np
 
-from xpuplan import units
 from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
@@ -175,8 +174,7 @@ class ParetoPoint:
 
     def to_dict(self) -> dict[str, Any]:
         return {"n_devices": self.n_devices, "key": self.key, "tokens_per_s": self.tokens_per_s,
-                "step_time_s": self.step_time_s, "time_to_train_s": self.time_to_train_s,
-                "time_to_train_days": None if self.time_to_train_s is None else self.time_to_train_s / units.DAY}
+                "step_time_s": self.step_time_s, "time_to_train_s": self.time_to_train_s}
 
 
 @dataclass(frozen=True)

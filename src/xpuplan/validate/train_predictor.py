@@ -233,7 +233,7 @@ def predict(row: ValidationRow, assumptions: Assumptions | None = None) -> Predi
     """Predict the row's metric (see ``METRICS``); the planner's errors propagate (the harness
     turns them into the row's reason). ``assumptions``: None means the built-in defaults."""
     e, inferred = predict_estimate(row, assumptions)
-    details: dict[str, Any] = {"plan": e.key, "feasible": e.feasible, "memory_gb": round(e.memory.total_bytes / 1e9, 1),
+    details: dict[str, Any] = {"plan": e.key, "feasible": e.feasible, "memory_bytes": e.memory.total_bytes,
                                "efficiency_source": e.efficiency_source, "inferred": inferred}
     if not e.feasible:
         details["note"] = "the planner's memory estimate exceeds the device (the run happened: prediction kept)"

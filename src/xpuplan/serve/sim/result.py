@@ -7,7 +7,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 #: Version of the result's JSON layout; bump on an incompatible change.
-SCHEMA_VERSION: Final = "1"
+SCHEMA_VERSION: Final = "2"
 
 
 class _Out(BaseModel):
