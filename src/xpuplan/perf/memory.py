@@ -199,9 +199,9 @@ def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarr
     """Ranks sharing one expert's weights (the expert-data-parallel group): dp·cp/ep when EP is
     carved out of dp·cp; tp·dp·cp/ep when the expert layers fold TP ranks into EP (MoE parallel
     folding, expert-TP 1: arXiv 2504.14960)."""
-    tp, dpcp, ep = (np.asarray(x, dtype=float) for x in (tp, dpcp, ep))
-    classic = np.mod(dpcp, ep) == 0
-    return np.maximum(np.where(classic, np.floor_divide(dpcp, ep), np.floor_divide(tp * dpcp, ep)), 1.0)
+    tp_i, dpcp_i, ep_i = (np.asarray(x).astype(np.int64) for x in (tp, dpcp, ep))
+    classic = dpcp_i % ep_i == 0
+    return np.maximum(np.where(classic, dpcp_i // ep_i, tp_i * dpcp_i // ep_i), 1).astype(float)
 
 
 def pipeline_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:

@@ -150,17 +150,21 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
         return np.zeros_like(lay.tp)
     ep_tokens = lay.mb * (lay.s / lay.cp) / np.where(lay.sp, lay.tp, 1.0)
     combine_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
-    fp8_dispatch = stack.moe_fp8_dispatch & (p.prec == _FP8)
-    dispatch_bytes = combine_bytes * np.where(fp8_dispatch, FP8_DISPATCH_BYTES / ACTIVATION_BYTES, 1.0)
     # EP carved out of dp·cp strides over TP·CP ranks; folded EP (MoE parallel folding) takes
     # adjacent ranks (expert-TP 1), keeping as much of the exchange inside a scale-up domain as it can
     stride = np.where((p.dp * p.cp) % p.ep == 0, p.tp * p.cp, 1)
-    if stack.moe_node_dedup:
-        t_a2a = (moe_dispatch_dedup_s(dispatch_bytes, model, cluster, p.ep, stride)
-                 + moe_dispatch_dedup_s(combine_bytes, model, cluster, p.ep, stride))
-    else:
-        t_a2a = (group_time_s("all_to_all", dispatch_bytes, cluster, p.ep, stride)
-                 + group_time_s("all_to_all", combine_bytes, cluster, p.ep, stride))
+
+    def a2a(n_bytes: np.ndarray) -> np.ndarray:
+        if stack.moe_node_dedup:
+            return moe_dispatch_dedup_s(n_bytes, model, cluster, p.ep, stride)
+        return group_time_s("all_to_all", n_bytes, cluster, p.ep, stride)
+
+    fp8_dispatch = stack.moe_fp8_dispatch & (p.prec == _FP8)
+    if fp8_dispatch.any():
+        t_a2a = a2a(combine_bytes * np.where(fp8_dispatch, FP8_DISPATCH_BYTES / ACTIVATION_BYTES, 1.0)) + a2a(
+            combine_bytes)
+    else:  # dispatch and combine move the same bytes
+        t_a2a = 2.0 * a2a(combine_bytes)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
     hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
     return moe_layers_stage * lay.passes * t_a2a * (1.0 - hidden)
