@@ -299,6 +299,13 @@ def test_torchtitan_log() -> None:
     assert p.info.config["logged_mfu"] == pytest.approx(0.41355)
 
 
+def test_torchtitan_config_keys_by_section(tmp_path: Path) -> None:
+    # [optimizer] name = "AdamW" before [model] name = "llama3": keys are read by section
+    toml = '[optimizer]\nname = "AdamW"\n\n' + TITAN_TOML.read_text().replace("[optimizer]\nname = \"AdamW\"\n", "")
+    p = parse_torchtitan_log(TITAN, device_id="H100", config=_write(tmp_path, "c.toml", toml))
+    assert p.info.config["preset"] == "llama3.1-8b"
+
+
 def test_torchtitan_errors(tmp_path: Path, db_url: str) -> None:
     with pytest.raises(UserInputError, match="--config"):
         parse_torchtitan_log(TITAN, device_id="H100", config=None)
@@ -313,3 +320,14 @@ def test_torchtitan_errors(tmp_path: Path, db_url: str) -> None:
                               "--validate", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)[0]["validation"]["rows"][0]["predicted"] is not None
+
+
+def test_model_may_be_a_config_json(db_url: str) -> None:
+    cfg = Path(__file__).resolve().parents[1] / "fixtures" / "hf" / "families" / "gpt-oss-20b"
+    p = parse_trtllm_report(TRTLLM, device_id="H100", model=str(cfg))
+    row = next(iter(_rows(p).values())).params["row"]
+    assert row["model"] == str(cfg.resolve()) and row["moe_experts"] == 32 and not p.warnings
+    res = runner.invoke(app, ["import", "trtllm-bench", str(TRTLLM), "--device-id", "H100", "--model", str(cfg),
+                              "--validate", "--json"])
+    assert res.exit_code == 0, res.output
+    assert all(r["predicted"] is not None for r in json.loads(res.stdout)[0]["validation"]["rows"])

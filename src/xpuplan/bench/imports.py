@@ -241,7 +241,7 @@ def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int |
     if completed <= 0:
         raise UserInputError("no completed requests", file=file, field="completed", line=_json_line(text, "completed"))
     model_id = str(model or data.get("model_id") or "")
-    preset = _preset_for(model_id)
+    preset, model_ref = _resolve_model(model_id)
     rate = data.get("request_rate", "inf")
     concurrency = data.get("max_concurrency")
     finite_rate = rate not in (None, "inf") and float(rate) != float("inf")
@@ -256,7 +256,7 @@ def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int |
     stem = Path(file).stem
     base_row: dict[str, Any] = {
         "kind": "infer", "source": f"vLLM benchmark_serving result {Path(file).name} ({data.get('date', 'undated')})",
-        "trust": "B", "model": preset.id if preset else "", "hardware": dev, "n_devices": n_dev,
+        "trust": "B", "model": model_ref, "hardware": dev, "n_devices": n_dev,
         "precision": precision, "engine": f"{data.get('backend') or 'vllm'}", "weight_dtype": precision,
         "kv_dtype": precision, "tp": tp, "pp": 1, "input_len": input_len, "output_len": output_len,
         "concurrency": concurrency if concurrency is not None else "", "scenario": scenario,
@@ -878,8 +878,8 @@ def _arg_value(text: str) -> Any:
 
 
 def _flatten_config(data: Any, out: dict[str, tuple[Any, str]] | None = None, prefix: str = "") -> dict[str, Any]:
-    """Every leaf of a nested YAML/TOML mapping by its last key (dashes as underscores); the dotted
-    path is kept for messages."""
+    """Every leaf of a nested YAML/TOML mapping by its last key (the first one met wins) and by its
+    dotted path (dashes as underscores); the dotted path is kept for messages."""
     out = {} if out is None else out
     if isinstance(data, dict):
         for k, v in data.items():
@@ -888,6 +888,8 @@ def _flatten_config(data: Any, out: dict[str, tuple[Any, str]] | None = None, pr
                 _flatten_config(v, out, path)
             else:
                 out.setdefault(str(k).replace("-", "_"), (v, path))
+                if prefix:
+                    out[path.replace("-", "_")] = (v, path)
     return out
 
 
@@ -1110,28 +1112,30 @@ def parse_torchtitan_log(path: str | Path, *, device_id: str | None, config: str
     if not n_dev:
         raise UserInputError("the log has no 'Building N-D device mesh' line; pass --n-devices", file=file,
                              field="n_devices")
-    seq = _int_arg(cfg, "seq_len", None, where)
-    local_batch = _int_arg(cfg, "local_batch_size", _int_arg(cfg, "batch_size", None, where), where)
+    seq = _int_arg(cfg, "training.seq_len", None, where)
+    local_batch = _int_arg(cfg, "training.local_batch_size", _int_arg(cfg, "training.batch_size", None, where), where)
     if seq is None or local_batch is None:
         raise UserInputError("the config has no [training] seq_len / local_batch_size", file=where,
                              field="training.seq_len" if seq is None else "training.local_batch_size")
-    tp = _int_arg(cfg, "tensor_parallel_degree", 1, where)
-    pp = _int_arg(cfg, "pipeline_parallel_degree", 1, where)
-    cp = _int_arg(cfg, "context_parallel_degree", 1, where)
-    ep = _int_arg(cfg, "expert_parallel_degree", 1, where)
-    replicate = _int_arg(cfg, "data_parallel_replicate_degree", 1, where)
-    shard = _int_arg(cfg, "data_parallel_shard_degree", -1, where)
+    tp = _int_arg(cfg, "parallelism.tensor_parallel_degree", 1, where)
+    pp = _int_arg(cfg, "parallelism.pipeline_parallel_degree", 1, where)
+    cp = _int_arg(cfg, "parallelism.context_parallel_degree", 1, where)
+    ep = _int_arg(cfg, "parallelism.expert_parallel_degree", 1, where)
+    replicate = _int_arg(cfg, "parallelism.data_parallel_replicate_degree", 1, where)
+    shard = _int_arg(cfg, "parallelism.data_parallel_shard_degree", -1, where)
     if shard == -1:
         shard = n_dev // (tp * pp * cp * replicate)
     dp = replicate * shard
     if dp * tp * pp * cp != n_dev:
         raise UserInputError(f"{n_dev} devices are not dp·tp·pp·cp ({dp}·{tp}·{pp}·{cp})", file=where,
                              field="parallelism")
-    ac = str(cfg.get("mode", "selective"))
+    ac = str(cfg.get("activation_checkpoint.mode", "selective"))
     recompute = {"none": "none", "selective": "selective", "full": "full"}.get(ac, "selective")
-    precision = "fp8" if cfg.get("enable_fsdp_float8_all_gather") is not None or "float8" in str(
-        cfg.get("converters", "")) else ("fp32" if cfg.get("mixed_precision_param") == "float32" else "bf16")
-    name, flavor = str(cfg.get("name", "")), str(cfg.get("flavor", ""))
+    # [model] converters = ["float8"] (or ["mx"]) swaps the linear layers for fp8 / MX ones
+    converters = str(cfg.get("model.converters", ""))
+    mixed = cfg.get("parallelism.mixed_precision_param", cfg.get("training.mixed_precision_param"))
+    precision = "fp8" if ("float8" in converters or "mx" in converters) else ("fp32" if mixed == "float32" else "bf16")
+    name, flavor = str(cfg.get("model.name", "")), str(cfg.get("model.flavor", ""))
     model_id = model or TORCHTITAN_PRESETS.get((name.lower(), flavor.lower()), f"{name}-{flavor}".lower())
     arch, model_ref = _resolve_model(model_id)
     base = _train_base_row(

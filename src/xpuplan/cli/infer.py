@@ -182,5 +182,6 @@ def capacity_cmd(
         console.print(f"[red]{hw_id}: no feasible configuration[/]", highlight=False)
         for reason in _distinct_by_dtype(reasons):
             console.print(f"  - {reason}", highlight=False, soft_wrap=True)
+    print_caveats(plan.used)
     for text in plan.commands:
         typer.echo(text)

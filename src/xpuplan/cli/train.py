@@ -230,5 +230,6 @@ def _render_search(res: TrainSearchResult) -> None:
     for a in res.advice:
         if a.kind == "uneven_pipeline":
             console.print(f"hint: {a.message}", highlight=False)
+    print_caveats(res.used)
     if res.launch is not None:
         console.print(res.launch["text"], highlight=False, markup=False, soft_wrap=True)

@@ -354,6 +354,9 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
         raise UserInputError("give --qps (target requests/s)", field="--qps")
     in_len = _length(_pick(req.input_len, traffic.input.average if traffic else None, DEFAULT_INPUT_LEN), "--in")
     out_len = _length(_pick(req.output_len, traffic.output.average if traffic else None, DEFAULT_OUTPUT_LEN), "--out")
+    if m.type != "encoder":  # a prompt (plus its output) longer than the model's context is the user's mistake
+        m.check_context(in_len, "--in")
+        m.check_context(in_len + out_len, "--out")
     slo = _slo(req, sc)
     if slo.ttft_s is None and slo.tpot_s is None:
         raise UserInputError("give --ttft-ms and/or --tpot-ms", field="--ttft-ms")

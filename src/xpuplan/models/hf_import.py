@@ -76,16 +76,18 @@ Builder = Callable[[_Config], dict[str, Any]]
 
 
 def _decoder(c: _Config, *, max_pos: int, tied: bool = False, head_dim: int | None = None,
-             vocab: Any = _REQUIRED) -> dict[str, Any]:
-    """Fields shared by Llama-style decoders (RoPE, RMSNorm, gated MLP)."""
+             vocab: Any = _REQUIRED, defaults: dict[str, int] | None = None) -> dict[str, Any]:
+    """Fields shared by Llama-style decoders (RoPE, RMSNorm, gated MLP). ``defaults``: the config
+    class's defaults for shape keys a checkpoint may leave out (else they are required)."""
     bias = c.flag("attention_bias", False)
+    d = defaults or {}
     return {
-        "n_layers": c.integer("num_hidden_layers"),
-        "d_model": c.integer("hidden_size"),
-        "n_heads": c.integer("num_attention_heads"),
-        "n_kv_heads": c.integer("num_key_value_heads", None),
+        "n_layers": c.integer("num_hidden_layers", d.get("num_hidden_layers", _REQUIRED)),
+        "d_model": c.integer("hidden_size", d.get("hidden_size", _REQUIRED)),
+        "n_heads": c.integer("num_attention_heads", d.get("num_attention_heads", _REQUIRED)),
+        "n_kv_heads": c.integer("num_key_value_heads", d.get("num_key_value_heads")),
         "head_dim": c.integer("head_dim", head_dim),
-        "ffn_dim": c.integer("intermediate_size"),
+        "ffn_dim": c.integer("intermediate_size", d.get("intermediate_size", _REQUIRED)),
         "vocab_size": c.integer("vocab_size", vocab),
         "mlp": "gated",
         "activation": c.text("hidden_act", "silu"),
@@ -235,8 +237,11 @@ def _gemma2(c: _Config) -> dict[str, Any]:
 def _gemma3(c: _Config) -> dict[str, Any]:
     """Gemma 3 text model: Gemma 2's four norms plus q/k norms; ``sliding_window_pattern`` - 1 local
     layers then one global."""
-    # vocab default: Gemma3TextConfig's (the 4B-27B checkpoints' text_config omits it)
-    kw = _decoder(c, max_pos=131072, tied=True, head_dim=256, vocab=262208)
+    # Gemma3TextConfig's defaults: the 4B-27B checkpoints' text_config omits the vocabulary, and the
+    # 4B's its head counts
+    kw = _decoder(c, max_pos=131072, tied=True, head_dim=256, vocab=262208,
+                  defaults={"num_hidden_layers": 26, "hidden_size": 2304, "intermediate_size": 9216,
+                            "num_attention_heads": 8, "num_key_value_heads": 4})
     kw.update(activation=c.text("hidden_activation", "gelu_pytorch_tanh"), norms_per_layer=4, qk_norm=True)
     n = kw["n_layers"]
     every = c.integer("sliding_window_pattern", 6)
