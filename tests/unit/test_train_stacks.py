@@ -200,7 +200,7 @@ def test_moe_parallel_folding_lets_ep_span_tp_ranks():
     from xpuplan.train.plan import ParallelPlan
 
     # EP 8 on a TP8 stage with no data parallelism: invalid before folding, valid now
-    p = ParallelPlan(tp=8, ep=8, sp=True)
+    assert ParallelPlan(tp=8, ep=8, sp=True).ep == 8
     m = get_model("mixtral-8x7b")
     c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 8)
     job = TrainingJob(seq_len=4096, global_batch_tokens=8 * 4096)
