@@ -209,3 +209,19 @@ def test_capacity_defaults_request_shape_as_in_the_issue():
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert (d["input_len"], d["output_len"]) == (DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN)
+
+
+def test_disagg_emit_prints_both_pools_and_router_and_json_has_argv():
+    args = ("infer", "estimate", "--model", "llama3-70b", "--hw", H100, "--tp", "4", "--in", "1000", "--out", "200",
+            "--ttft-ms", "1000", "--tpot-ms", "50", "--disagg", "--emit", "sglang")
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert "# prefill pool" in r.output and "# decode pool" in r.output and "sglang_router.launch_router" in r.output
+    assert "SGLang 0.5.23 (pinned" in r.output
+    r = run(*args, "--json")
+    launches = json.loads(r.stdout)["launches"]
+    assert [len(lp["commands"]) for lp in launches] == [1, 3]
+    assert all(lp["version"] == "0.5.23" and lp["problems"] == [] for lp in launches)
+    agg = launches[0]["commands"][0]["argv"]
+    at_slo = json.loads(r.stdout)["results"][-1]["at_slo"]["point"]["concurrency"]
+    assert agg[agg.index("--max-running-requests") + 1] == str(at_slo)  # the concurrency the SLO estimate used

@@ -258,7 +258,7 @@ def test_public_api_is_curated():
     expected = {
         "EMITTERS", "ENGINES", "SLO", "CapacityOption", "CapacityPlan", "DisaggEstimate", "EncoderEstimate",
         "EngineProfile", "LoadPoint", "MemoryPlan", "Precision", "Replica", "SLOResult", "ServingEstimate", "StepTime",
-        "emit", "engine_profile", "estimate", "estimate_continuous", "estimate_disagg", "estimate_encoder",
+        "emit", "emit_plan", "engine_profile", "estimate", "estimate_continuous", "estimate_disagg", "estimate_encoder",
         "estimate_static", "load_point", "make_replica", "max_batch", "max_concurrent_sequences", "max_throughput",
         "memory_plan", "resolve_precision", "size_for_qps", "step_time", "throughput_at_slo",
         # one validity module / memory model / vectorised serving (issue 9)

@@ -144,10 +144,10 @@ def test_encoder_attention_is_bidirectional(tmp_path):
 def test_emit_commands(tmp_path):
     rep = _rep(tmp_path, LLAMA3_70B, tp=4, dtype="fp8")
     v = emit(rep, "vllm", max_num_seqs=128, max_model_len=4096)
-    assert "--tensor-parallel-size 4" in v and "--quantization fp8" in v and "--max-num-seqs 128" in v
+    assert "--tensor-parallel-size 4" in v and "--quantization" not in v and "--max-num-seqs 128" in v
     assert "--kv-cache-dtype fp8" in v and "--gpu-memory-utilization 0.90" in v
     s = emit(rep, "sglang", max_num_seqs=128, max_model_len=4096)
-    assert "--tp 4" in s and "--mem-fraction-static" in s
+    assert "--tp-size 4" in s and "--mem-fraction-static" in s
     t = emit(rep, "trtllm", max_num_seqs=128, max_model_len=4096)
     assert "trtllm-serve" in t and "--tp_size 4" in t and "--max_batch_size 128" in t
     m = emit(rep, "mindie", max_num_seqs=128, max_model_len=4096)
@@ -157,7 +157,8 @@ def test_emit_commands(tmp_path):
     assert e.value.field == "emit"
 
 
-def test_int4_emits_awq(tmp_path):
+def test_int4_expects_an_awq_checkpoint(tmp_path):
     rep = _rep(tmp_path, LLAMA3_70B, tp=2, dtype="int4-wo")
-    assert "awq" in emit(rep, "vllm", max_num_seqs=8, max_model_len=1024)
+    text = emit(rep, "vllm", max_num_seqs=8, max_model_len=1024)
+    assert "AWQ or GPTQ" in text and "--quantization" not in text  # vLLM reads the scheme from the checkpoint
     assert dataclasses.asdict(rep.precision)["weight_dtype"] == "int4"

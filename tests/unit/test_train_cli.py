@@ -78,7 +78,8 @@ def test_search_range_table_and_torchtitan_emit():
                "--emit", "torchtitan")
     assert r.exit_code == 0, r.output
     assert "Pareto front" in r.stdout and "best plans" in r.stdout
-    assert "--parallelism.tensor_parallel_degree" in r.stdout and "--training.seq_len 4096" in r.stdout
+    assert "--parallelism.tensor-parallel-degree" in r.stdout and "--training.seq-len 4096" in r.stdout
+    assert "torchtitan 0.3.0 (pinned" in r.stdout
 
 
 def test_search_nothing_fits_exits_3():

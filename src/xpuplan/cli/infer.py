@@ -18,7 +18,7 @@ app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices f
 
 Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 ScenarioOpt = Annotated[str | None, typer.Option("--scenario", help="serving scenario YAML (flags override it)")]
-EmitOpt = Annotated[str | None, typer.Option("--emit", help="print the serve command: vllm, sglang, trtllm or mindie")]
+EmitOpt = Annotated[str | None, typer.Option("--emit", help="print the serve command(s) for the pinned release: vllm, vllm-ascend, sglang, trtllm, mindie or lmdeploy (with --disagg: prefill pool, decode pool and router)")]
 
 
 def register(root: typer.Typer) -> None:

@@ -42,7 +42,7 @@ MAX_SWEEP_POINTS: Final = 1024
 #: Most hardware options in one request.
 MAX_HARDWARE: Final = 128
 #: Engines ``--emit`` writes commands for.
-EMITTERS: Final = ("vllm", "sglang", "trtllm", "mindie")
+EMITTERS: Final = ("vllm", "vllm-ascend", "sglang", "trtllm", "mindie", "lmdeploy")
 
 
 class _ServeCommon(Request):
@@ -138,7 +138,9 @@ class InferEstimateResult(Result):
     model: str
     results: list[dict[str, Any]] = Field(description="serving estimates (ServingEstimate/EncoderEstimate.to_dict)")
     infeasible: list[str] = Field(description="points that do not fit, and why")
-    commands: list[str] = Field(default_factory=list, description="serve commands (--emit)")
+    commands: list[str] = Field(default_factory=list, description="serve commands (--emit), as printed")
+    launches: list[dict[str, Any]] = Field(default_factory=list, description="serve commands (--emit): target, "
+                                           "pinned version, argv of each command, files, notes")
     slo: dict[str, Any] | None = None
     pp: int = 1
     ep: int = 1
@@ -172,7 +174,9 @@ class CapacityResult(Result, Detail):
     options: list[CapacityOptionOut]
     infeasible: dict[str, list[str]]
     assumed_lengths: bool = Field(default=False, description="--in/--out were defaults, not given")
-    commands: list[str] = Field(default_factory=list, description="serve commands (--emit)")
+    commands: list[str] = Field(default_factory=list, description="serve commands (--emit), as printed")
+    launches: list[dict[str, Any]] = Field(default_factory=list, description="serve commands (--emit): target, "
+                                           "pinned version, argv of each command, files, notes")
 
 
 # =================================================================================================
@@ -235,7 +239,7 @@ def _assumptions_kw(planner: Any, ctx: RunContext, devices: list[Device]) -> dic
 def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> InferEstimateResult:
     """TTFT, TPOT, throughput of each (device, tp, batch) point; ``InfeasibleError`` when none fits."""
     from xpuplan.serve import (
-        emit,
+        emit_plan,
         estimate,
         estimate_disagg,
         estimate_encoder,
@@ -279,6 +283,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     results: list[dict[str, Any]] = []
     failures: list[str] = []
     commands: list[str] = []
+    launches: list[dict[str, Any]] = []
     single = len(devices) * len(tps) == 1
     assumptions = ctx.assumptions(devices)
     for dev in devices:
@@ -311,21 +316,31 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
                 results.append(clean(e.to_dict()))
             if is_encoder or not fitted:
                 continue
-            if req.emit_:
-                commands.append(f"# {rep.key}, up to {max(fitted)} sequences\n"
-                                + emit(rep, req.emit_, max_num_seqs=max(fitted), max_model_len=in_len + out_len))
+            disagg_pools: tuple[int, int] | None = None
+            seqs = {None: max(fitted)}  # running sequences the engine must admit, per layout
             if slo.ttft_s or slo.tpot_s:
                 try:
-                    results[-1]["at_slo"] = clean(throughput_at_slo(rep, in_len, out_len, slo).to_dict())
+                    at = throughput_at_slo(rep, in_len, out_len, slo)
+                    results[-1]["at_slo"] = clean(at.to_dict())
+                    seqs[None] = max(seqs[None], at.point.concurrency)
                     if req.disagg:
-                        results[-1]["disaggregated"] = clean(estimate_disagg(rep, rep, in_len, out_len, slo).to_dict())
+                        dis = estimate_disagg(rep, rep, in_len, out_len, slo)
+                        results[-1]["disaggregated"] = clean(dis.to_dict())
+                        disagg_pools = (1, 1)
+                        seqs[disagg_pools] = max(seqs[None], dis.decode_concurrency)
                 except InfeasibleError as exc:
                     failures.append(f"{rep.key} at the SLO: {exc}; " + "; ".join(exc.reasons))
+            if req.emit_:
+                for pools in (None, disagg_pools) if disagg_pools else (None,):
+                    lp = emit_plan(rep, req.emit_, max_num_seqs=seqs.get(pools, max(fitted)),
+                                   max_model_len=in_len + out_len, disagg=pools)
+                    launches.append(clean(lp.to_dict()))
+                    commands.append(lp.to_text())
     if not results:
         raise InfeasibleError("no configuration fits", reasons=failures)
     engines = [r["replica"]["engine"] for r in results if isinstance(r.get("replica"), dict) and "engine" in r["replica"]]
     return InferEstimateResult(
-        model=m.id, results=results, infeasible=failures, commands=commands,
+        model=m.id, results=results, infeasible=failures, commands=commands, launches=launches,
         slo=slo.to_dict() if (slo.ttft_s or slo.tpot_s) else None, pp=pp, ep=ep, input_len=in_len, output_len=out_len,
         dtype=dt, encoder=is_encoder,
         used=used(assumptions, devices, SERVE_FIGURES, precisions=[dt], engines=[e for e in engines if e]),
@@ -338,7 +353,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
 @names_flags
 def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> CapacityResult:
     """Devices of each hardware option needed to serve ``--qps`` within the SLO."""
-    from xpuplan.serve import emit, size_for_qps
+    from xpuplan.serve import emit_plan, size_for_qps
     from xpuplan.serve.estimate import kv_tokens_per_sequence
     from xpuplan.serve.kv import max_concurrent_sequences, memory_plan
     from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
@@ -371,16 +386,23 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
                         pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs else None, 1),
                         memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
                         ttft_input_len=tail_len, disagg=req.disagg, **_assumptions_kw(size_for_qps, ctx, devices))
-    commands = []
+    commands: list[str] = []
+    launches: list[dict[str, Any]] = []
     if req.emit_:
         for o in plan.options:
             rep = o.replica_obj
             assert rep is not None
             cmax = max_concurrent_sequences(rep, memory_plan(rep), kv_tokens_per_sequence(rep, in_len, out_len))
-            commands.append(f"# {rep.key} x {o.replicas} replicas\n"
-                            + emit(rep, req.emit_, max_num_seqs=max(1, cmax), max_model_len=int(in_len + out_len)))
+            pools: list[tuple[int, int] | None] = [None]
+            if o.disagg is not None and o.disagg.prefill_replicas and o.disagg.decode_replicas:
+                pools.append((o.disagg.prefill_replicas, o.disagg.decode_replicas))
+            for pool in pools:
+                lp = emit_plan(rep, req.emit_, max_num_seqs=max(1, cmax), max_model_len=int(in_len + out_len), disagg=pool)
+                head = f"# {o.replicas} replicas of this command\n" if pool is None else "# disaggregated prefill/decode\n"
+                commands.append(head + lp.to_text())
+                launches.append({**clean(lp.to_dict()), "replicas": o.replicas if pool is None else None})
     engines = [o.replica.get("engine") for o in plan.options]
-    res = CapacityResult(**clean(plan.to_dict()), commands=commands,
+    res = CapacityResult(**clean(plan.to_dict()), commands=commands, launches=launches,
                          assumed_lengths=req.input_len is None and req.output_len is None and traffic is None,
                          used=used(ctx.assumptions(devices), devices, SERVE_FIGURES, precisions=dtypes,
                                    engines=[e for e in engines if isinstance(e, str)]))

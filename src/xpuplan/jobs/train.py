@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from xpuplan.workload.training import TrainingJob, TrainingScenario
 
 #: Frameworks ``--emit`` knows (kept in step with ``xpuplan.train.emit.FRAMEWORKS`` by a test).
-FRAMEWORKS: Final = ("megatron", "torchtitan", "deepspeed")
+FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
 #: Throughput gain above which the search suggests --uneven-pipeline.
 UNEVEN_HINT_GAIN: Final = 1.10
 #: Largest batch of tokens per optimizer step accepted (2**36 ~ 69G tokens; published runs use <= 2**26).
@@ -317,7 +317,7 @@ def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: 
 
 
 def _launch_dict(launch: Any) -> dict[str, Any] | None:
-    return None if launch is None else {**clean(launch.to_dict()), "text": launch.to_text()}
+    return None if launch is None else clean(launch.to_dict())
 
 
 def _stack(req: _TrainCommon) -> Any:

@@ -17,7 +17,7 @@ The model is described in docs/inference.md; its validation in docs/validation.m
 from xpuplan.serve.capacity import CapacityOption, CapacityPlan, size_for_qps
 from xpuplan.serve.constants import ENGINES, EngineProfile, engine_profile
 from xpuplan.serve.disagg import DisaggEstimate, estimate_disagg
-from xpuplan.serve.emit import EMITTERS, emit
+from xpuplan.serve.emit import EMITTERS, emit, emit_plan
 from xpuplan.serve.encoder import EncoderEstimate, estimate_encoder
 from xpuplan.serve.estimate import (
     ServingEstimate,
@@ -63,6 +63,7 @@ __all__ = [
     "StepTime",
     "continuous_arrays",
     "emit",
+    "emit_plan",
     "engine_profile",
     "estimate",
     "estimate_continuous",

@@ -1,22 +1,34 @@
-"""Serve commands and configs that realise an estimated replica (``--emit vllm|sglang|trtllm|mindie``).
+"""Serve commands that realise an estimated replica (``--emit vllm|vllm-ascend|sglang|trtllm|mindie|lmdeploy``).
 
-Each emitter maps the replica's TP/PP/EP sizes, precision, KV-cache dtype, memory fraction, block
-size and the batch limit the estimate used onto the engine's own flags. Quantised schemes assume a
-checkpoint already quantised in that format (fp8/int8 from llm-compressor or ModelOpt, int4 from AWQ
-or GPTQ); the emitted text says so. Flags follow each engine's current documentation (vLLM
-``vllm serve``, SGLang ``sglang.launch_server``, TensorRT-LLM ``trtllm-serve``, MindIE Service
-``config.json``).
+:func:`emit_plan` maps the replica onto the engine release pinned in ``catalog/data/launch_targets.yaml``:
+TP/PP sizes, the attention-DP + expert-parallel layout of a MoE replica (``ep`` groups of ``tp``
+devices: attention data-parallel over the groups, experts over all ``tp·ep`` devices), precision,
+KV-cache dtype, memory fraction, block size, the batch limit and context length the estimate used and
+the prefill chunk. A quantised scheme (fp8, int8, int4) assumes a checkpoint already quantised in that
+format: engines read the scheme from the checkpoint's config, so no ``--quantization`` flag is given
+(``quantized_checkpoint=False`` asks vLLM/SGLang to quantise a 16-bit fp8 checkpoint online instead).
+With ``disagg=(prefill_replicas, decode_replicas)`` the prefill pool, the decode pool and the router
+are emitted. Every command is checked against the pinned release's flags (``LaunchPlan.problems``).
 """
 
 from __future__ import annotations
 
 import json
-import shlex
+from typing import Final
 
+from xpuplan.catalog.launch_targets import Command, LaunchPlan, Segment, check_keys, target
 from xpuplan.errors import UserInputError
 from xpuplan.serve.replica import Replica
 
-EMITTERS = ("vllm", "sglang", "trtllm", "mindie")
+EMITTERS: Final = ("vllm", "vllm-ascend", "sglang", "trtllm", "mindie", "lmdeploy")
+#: Ports of the emitted prefill pool, decode pool and router (each engine's default where it has one).
+PREFILL_PORT: Final = 30000
+DECODE_PORT: Final = 30001
+ROUTER_PORT: Final = 8000
+#: KV-transfer bootstrap port of an SGLang prefill server (its default).
+SGLANG_BOOTSTRAP_PORT: Final = 8998
+#: Block sizes vLLM's CUDA attention backends accept.
+VLLM_BLOCKS: Final = (8, 16, 32, 64, 128)
 
 
 def hf_id(rep: Replica) -> str:
@@ -27,142 +39,313 @@ def hf_id(rep: Replica) -> str:
     return rep.model.id
 
 
-def _dtype_flag(rep: Replica) -> str:
+def _dtype(rep: Replica) -> str:
     return "float16" if rep.precision.gemm_dtype == "fp16" or rep.precision.scheme == "fp16" else "bfloat16"
 
 
-def _quant_note(rep: Replica) -> str | None:
-    s = rep.precision.scheme
+def _quantized(rep: Replica) -> bool:
+    return rep.precision.scheme not in ("bf16", "fp16")
+
+
+def _checkpoint_note(rep: Replica) -> str | None:
     return {
-        "fp8": "# expects an FP8 (W8A8) checkpoint, e.g. from llm-compressor or NVIDIA ModelOpt",
-        "int8": "# expects an INT8 W8A8 (SmoothQuant) checkpoint",
-        "int8-wo": "# expects an INT8 weight-only (W8A16) checkpoint",
-        "int4-wo": "# expects an AWQ or GPTQ INT4 (W4A16, group 128) checkpoint",
-    }.get(s)
+        "fp8": "expects an FP8 (W8A8) checkpoint (llm-compressor or NVIDIA ModelOpt); the engine reads the scheme from it",
+        "int8": "expects an INT8 W8A8 (SmoothQuant) checkpoint; the engine reads the scheme from it",
+        "int8-wo": "expects an INT8 weight-only (W8A16) checkpoint; the engine reads the scheme from it",
+        "int4-wo": "expects an AWQ or GPTQ INT4 (W4A16, group 128) checkpoint; the engine reads the scheme from it",
+    }.get(rep.precision.scheme)
 
 
-def _join(cmd: list[str]) -> str:
-    parts = [shlex.quote(c) for c in cmd]
-    out, line = [], parts[0]
-    for p in parts[1:]:
-        if p.startswith("--"):
-            out.append(line + " \\")
-            line = "  " + p
-        else:
-            line += " " + p
-    out.append(line)
-    return "\n".join(out)
+def _is_ascend(rep: Replica) -> bool:
+    return "ascend" in rep.device.id.casefold() or rep.device.vendor.casefold() == "huawei"
 
 
-def emit_vllm(rep: Replica, *, max_num_seqs: int, max_model_len: int) -> str:
-    cmd = ["vllm", "serve", hf_id(rep), "--tensor-parallel-size", str(rep.tp),
-           "--pipeline-parallel-size", str(rep.pp), "--dtype", _dtype_flag(rep)]
-    q = {"fp8": "fp8", "int4-wo": "awq_marlin", "int8": "compressed-tensors", "int8-wo": "compressed-tensors"}
-    if rep.precision.scheme in q:
-        cmd += ["--quantization", q[rep.precision.scheme]]
-    if rep.precision.kv_dtype in ("fp8",):
-        cmd += ["--kv-cache-dtype", "fp8"]
+# =================================================================================================
+# vLLM and vllm-ascend
+# =================================================================================================
+def _vllm_args(rep: Replica, key: str, n: int, ctx: int, quantized_checkpoint: bool, notes: list[str]) -> list[str]:
+    a = ["--tensor-parallel-size", str(rep.tp), "--pipeline-parallel-size", str(rep.pp), "--dtype", _dtype(rep)]
     if rep.ep > 1:
-        cmd += ["--data-parallel-size", str(rep.ep), "--enable-expert-parallel"]
-    cmd += ["--gpu-memory-utilization", f"{rep.memory_fraction:.2f}", "--max-num-seqs", str(max_num_seqs),
-            "--max-model-len", str(max_model_len), "--block-size", str(rep.block_size_tokens if rep.block_size_tokens in (8, 16, 32) else 16),
-            "--max-num-batched-tokens", str(rep.engine.prefill_chunk_tokens if rep.engine.id == "vllm" else 8192)]
-    return _with_note(rep, _join(cmd))
-
-
-def emit_sglang(rep: Replica, *, max_num_seqs: int, max_model_len: int) -> str:
-    cmd = ["python", "-m", "sglang.launch_server", "--model-path", hf_id(rep), "--tp", str(rep.tp * rep.ep),
-           "--dtype", _dtype_flag(rep)]
-    if rep.pp > 1:
-        cmd += ["--pp-size", str(rep.pp)]
-    q = {"fp8": "fp8", "int4-wo": "awq", "int8": "w8a8_int8", "int8-wo": "w8a8_int8"}
-    if rep.precision.scheme in q:
-        cmd += ["--quantization", q[rep.precision.scheme]]
+        a += ["--data-parallel-size", str(rep.ep), "--enable-expert-parallel"]
+    if rep.precision.scheme == "fp8" and not quantized_checkpoint:
+        a += ["--quantization", "fp8"]
+    elif _quantized(rep) and not quantized_checkpoint:
+        raise UserInputError(f"{rep.precision.scheme} needs a checkpoint quantised offline (AWQ/GPTQ/llm-compressor)",
+                             field="dtype")
     if rep.precision.kv_dtype == "fp8":
-        cmd += ["--kv-cache-dtype", "fp8_e4m3"]
+        if key == "vllm-ascend":
+            notes.append("Ascend has no fp8 KV cache: the KV cache stays 16-bit (the estimate assumed fp8)")
+        else:
+            a += ["--kv-cache-dtype", "fp8"]
+    if key == "vllm-ascend":
+        block = int(target("vllm-ascend").extra("block_size") or 128)
+        if rep.block_size_tokens != block:
+            notes.append(f"vllm-ascend pages the KV cache in {block}-token blocks (the estimate assumed "
+                         f"{rep.block_size_tokens})")
+        notes.append("graph mode: ACL graph capture is vllm-ascend's default (no --enforce-eager)")
+    else:
+        block = rep.block_size_tokens if rep.block_size_tokens in VLLM_BLOCKS else 16
+        if block != rep.block_size_tokens:
+            notes.append(f"vLLM takes block sizes {VLLM_BLOCKS}: {block} instead of {rep.block_size_tokens}")
+    a += ["--gpu-memory-utilization", f"{rep.memory_fraction:.2f}", "--max-num-seqs", str(n),
+          "--max-model-len", str(ctx), "--block-size", str(block),
+          "--max-num-batched-tokens", str(rep.engine.prefill_chunk_tokens), "--enable-chunked-prefill"]
+    return a
+
+
+def _vllm(rep: Replica, key: str, n: int, ctx: int, disagg: tuple[int, int] | None, qc: bool) -> LaunchPlan:
+    notes: list[str] = []
+    base = _vllm_args(rep, key, n, ctx, qc, notes)
+    head = ("vllm", "serve", hf_id(rep))
+
+    def seg(extra: list[str]) -> Segment:
+        return Segment(key, "vllm serve", head[:2], (head[2], *base, *extra), positionals=1)
+
+    if disagg is None:
+        return LaunchPlan(key, (Command("serve", (seg(["--port", str(ROUTER_PORT)]),)),), notes=tuple(notes))
+    kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
+    cmds = (Command("prefill pool", (seg(["--port", str(PREFILL_PORT), "--kv-transfer-config", kv]),), disagg[0]),
+            Command("decode pool", (seg(["--port", str(DECODE_PORT), "--kv-transfer-config", kv]),), disagg[1]))
+    notes.append("vllm serve has no prefill/decode router of its own: put vllm-project/router (not pinned here) "
+                 "in front, or use --emit sglang|trtllm|lmdeploy for a pinned router")
+    return LaunchPlan(key, cmds, notes=tuple(notes))
+
+
+# =================================================================================================
+# SGLang
+# =================================================================================================
+def _sglang_args(rep: Replica, n: int, ctx: int, qc: bool) -> list[str]:
+    world = rep.tp * rep.ep
+    a = ["--model-path", hf_id(rep), "--tp-size", str(world), "--dtype", _dtype(rep)]
+    if rep.pp > 1:
+        a += ["--pp-size", str(rep.pp)]
     if rep.ep > 1:
-        cmd += ["--ep-size", str(rep.ep), "--enable-dp-attention", "--dp-size", str(rep.ep)]
-    cmd += ["--mem-fraction-static", f"{rep.memory_fraction:.2f}", "--max-running-requests", str(max_num_seqs),
-            "--context-length", str(max_model_len), "--chunked-prefill-size", str(rep.engine.prefill_chunk_tokens)]
-    return _with_note(rep, _join(cmd))
+        a += ["--dp-size", str(rep.ep), "--enable-dp-attention", "--ep-size", str(world)]
+    if rep.precision.scheme == "fp8" and not qc:
+        a += ["--quantization", "fp8"]
+    if rep.precision.kv_dtype == "fp8":
+        a += ["--kv-cache-dtype", "fp8_e4m3"]
+    a += ["--mem-fraction-static", f"{rep.memory_fraction:.2f}", "--max-running-requests", str(n),
+          "--context-length", str(ctx), "--chunked-prefill-size", str(rep.engine.prefill_chunk_tokens),
+          "--page-size", str(rep.block_size_tokens)]
+    return a
 
 
-def emit_trtllm(rep: Replica, *, max_num_seqs: int, max_model_len: int) -> str:
-    options = {
-        "kv_cache_config": {"free_gpu_memory_fraction": round(rep.memory_fraction, 2),
-                            **({"dtype": "fp8"} if rep.precision.kv_dtype == "fp8" else {})},
-        "enable_chunked_prefill": True,
-    }
-    cmd = ["trtllm-serve", hf_id(rep), "--tp_size", str(rep.tp * rep.ep), "--pp_size", str(rep.pp)]
+def _sglang(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None, qc: bool) -> LaunchPlan:
+    base = _sglang_args(rep, n, ctx, qc)
+    head = ("python", "-m", "sglang.launch_server")
+    notes = []
     if rep.ep > 1:
-        cmd += ["--ep_size", str(rep.ep)]
-    cmd += ["--max_batch_size", str(max_num_seqs), "--max_num_tokens", str(rep.engine.prefill_chunk_tokens),
-            "--max_seq_len", str(max_model_len), "--kv_cache_free_gpu_memory_fraction", f"{rep.memory_fraction:.2f}",
-            "--extra_llm_api_options", "extra-llm-api-config.yml"]
-    text = "cat > extra-llm-api-config.yml <<'EOF'\n" + _yaml(options) + "EOF\n" + _join(cmd)
-    return _with_note(rep, text)
+        notes.append(f"attention data-parallel over {rep.ep} groups of tp {rep.tp}; experts over all {rep.tp * rep.ep} "
+                     "ranks (add --moe-a2a-backend deepep for DeepEP all-to-all)")
+    if disagg is None:
+        cmd = Command("serve", (Segment("sglang", "sglang.launch_server", head, (*base, "--port", str(ROUTER_PORT))),))
+        return LaunchPlan("sglang", (cmd,), notes=tuple(notes))
+    pre = Segment("sglang", "sglang.launch_server", head,
+                  (*base, "--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "mooncake",
+                   "--disaggregation-bootstrap-port", str(SGLANG_BOOTSTRAP_PORT), "--port", str(PREFILL_PORT)))
+    dec = Segment("sglang", "sglang.launch_server", head,
+                  (*base, "--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "mooncake",
+                   "--port", str(DECODE_PORT)))
+    router = Segment("sglang-router", "sglang_router.launch_router", ("python", "-m", "sglang_router.launch_router"),
+                     ("--pd-disaggregation", "--prefill", f"http://$PREFILL_HOST:{PREFILL_PORT}", str(SGLANG_BOOTSTRAP_PORT),
+                      "--decode", f"http://$DECODE_HOST:{DECODE_PORT}", "--host", "0.0.0.0", "--port", str(ROUTER_PORT)))
+    notes.append("one --prefill/--decode per pool replica on the router (PREFILL_HOST/DECODE_HOST: each replica's address)")
+    return LaunchPlan("sglang", (Command("prefill pool", (pre,), disagg[0]), Command("decode pool", (dec,), disagg[1]),
+                                 Command("router", (router,))), notes=tuple(notes))
 
 
+# =================================================================================================
+# TensorRT-LLM
+# =================================================================================================
 def _yaml(d: dict, indent: int = 0) -> str:
     out = ""
     for k, v in d.items():
         if isinstance(v, dict):
             out += " " * indent + f"{k}:\n" + _yaml(v, indent + 2)
+        elif isinstance(v, list):
+            out += " " * indent + f"{k}:\n" + "".join(" " * (indent + 2) + f"- {json.dumps(x)}\n" for x in v)
         else:
             out += " " * indent + f"{k}: {json.dumps(v)}\n"
     return out
 
 
-def emit_mindie(rep: Replica, *, max_num_seqs: int, max_model_len: int) -> str:
-    """MindIE Service ``config.json`` fragment (BackendConfig.ModelDeployConfig and ScheduleConfig)."""
-    max_in = max(1, max_model_len - 1)
-    cfg = {
-        "BackendConfig": {
-            "npuDeviceIds": [list(range(rep.tp * rep.pp * rep.ep))],
-            "ModelDeployConfig": {
-                "maxSeqLen": max_model_len,
-                "maxInputTokenLen": max_in,
-                "ModelConfig": [{
-                    "modelName": rep.model.id,
-                    "modelWeightPath": f"/data/weights/{rep.model.id}"
-                                       + ("" if rep.precision.scheme in ("bf16", "fp16") else f"-{rep.precision.scheme}"),
-                    "worldSize": rep.tp * rep.pp * rep.ep,
-                    "npuMemSize": -1,
-                    "backendType": "atb",
-                    "trustRemoteCode": False,
-                }],
-            },
-            "ScheduleConfig": {
-                "cacheBlockSize": rep.block_size_tokens,
-                "maxBatchSize": max_num_seqs,
-                "maxPrefillBatchSize": max(1, min(max_num_seqs, rep.engine.prefill_chunk_tokens // max(1, max_in))),
-                "maxPrefillTokens": max(rep.engine.prefill_chunk_tokens, max_model_len),
-                "maxIterTimes": max(1, max_model_len - 1),
-            },
-        }
-    }
-    note = ("// MindIE Service config.json fragment; npuMemSize -1 lets MindIE size the KV cache from free "
-            f"memory (the estimate assumed {rep.memory_fraction:.0%} of device memory)")
-    q = _quant_note(rep)
-    if q:
-        note += "\n// " + q.lstrip("# ") + " (msModelSlim)"
-    return note + "\n" + json.dumps(cfg, indent=2)
+def _trtllm(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None) -> LaunchPlan:
+    t = target("trtllm")
+    world = rep.tp * rep.ep
+    notes: list[str] = []
+    options: dict = {"kv_cache_config": {"free_gpu_memory_fraction": round(rep.memory_fraction, 2),
+                                         "tokens_per_block": rep.block_size_tokens,
+                                         **({"dtype": "fp8"} if rep.precision.kv_dtype == "fp8" else {})}}
+    if rep.ep > 1:
+        options["enable_attention_dp"] = True
+        if rep.tp > 1:
+            notes.append(f"TensorRT-LLM attention-DP runs attention data-parallel on all {world} ranks; the estimate's "
+                         f"{rep.ep} groups of tp {rep.tp} are not expressible (attention TP inside a DP group)")
+    if disagg is not None:
+        options["cache_transceiver_config"] = {"backend": "DEFAULT"}
+    a = [hf_id(rep), "--backend", "pytorch", "--tp_size", str(world), "--pp_size", str(rep.pp)]
+    if rep.ep > 1:
+        a += ["--ep_size", str(world)]
+    a += ["--max_batch_size", str(n), "--max_num_tokens", str(rep.engine.prefill_chunk_tokens),
+          "--max_seq_len", str(ctx), "--kv_cache_free_gpu_memory_fraction", f"{rep.memory_fraction:.2f}",
+          "--enable_chunked_prefill", "--config", "extra-llm-api-config.yml"]
+    problems = check_keys(options, t.extra("llm_api_options") or [], "extra-llm-api-config.yml")
+    problems += check_keys(options["kv_cache_config"], t.extra("kv_cache_config") or [], "kv_cache_config")
+    if "cache_transceiver_config" in options:
+        problems += check_keys(options["cache_transceiver_config"], t.extra("cache_transceiver_config") or [],
+                               "cache_transceiver_config")
+    files = [("extra-llm-api-config.yml", _yaml(options))]
+    head = ("trtllm-serve",)
+    if disagg is None:
+        cmd = Command("serve", (Segment("trtllm", "trtllm-serve", head, (*a, "--port", str(ROUTER_PORT)), positionals=1),))
+        return LaunchPlan("trtllm", (cmd,), files=tuple(files), file_problems=tuple(problems), notes=tuple(notes))
+    ctx_seg = Segment("trtllm", "trtllm-serve", head, (*a, "--host", "0.0.0.0", "--port", str(PREFILL_PORT),
+                                                       "--server_role", "CONTEXT"), positionals=1)
+    gen_seg = Segment("trtllm", "trtllm-serve", head, (*a, "--host", "0.0.0.0", "--port", str(DECODE_PORT),
+                                                       "--server_role", "GENERATION"), positionals=1)
+    cluster = {"hostname": "0.0.0.0", "port": ROUTER_PORT, "backend": "pytorch",
+               "context_servers": {"num_instances": disagg[0],
+                                   "urls": [f"PREFILL_HOST_{i}:{PREFILL_PORT}" for i in range(disagg[0])]},
+               "generation_servers": {"num_instances": disagg[1],
+                                      "urls": [f"DECODE_HOST_{i}:{DECODE_PORT}" for i in range(disagg[1])]}}
+    files.append(("disagg_config.yaml", _yaml(cluster)))
+    router = Segment("trtllm", "trtllm-serve disaggregated", ("trtllm-serve", "disaggregated"),
+                     ("--config_file", "disagg_config.yaml"))
+    notes.append("replace PREFILL_HOST_i/DECODE_HOST_i in disagg_config.yaml with the pool replicas' addresses")
+    return LaunchPlan("trtllm", (Command("context (prefill) pool", (ctx_seg,), disagg[0]),
+                                 Command("generation (decode) pool", (gen_seg,), disagg[1]),
+                                 Command("router", (router,))),
+                      files=tuple(files), file_problems=tuple(problems), notes=tuple(notes))
 
 
-def _with_note(rep: Replica, text: str) -> str:
-    notes = [n for n in (_quant_note(rep),) if n]
-    if rep.device.kind.upper() == "NPU" and "mindie" not in text:
-        notes.append(f"# {rep.device.id} is an NPU: use the engine's Ascend/MLU build (e.g. vLLM-Ascend)")
-    return "\n".join([*notes, text])
+# =================================================================================================
+# LMDeploy
+# =================================================================================================
+def _lmdeploy(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None) -> LaunchPlan:
+    notes: list[str] = []
+    pytorch = rep.ep > 1 or rep.pp > 1 or disagg is not None or _is_ascend(rep)
+    a = [hf_id(rep), "--backend", "pytorch" if pytorch else "turbomind", "--tp", str(rep.tp), "--dtype", _dtype(rep)]
+    if rep.ep > 1:
+        a += ["--dp", str(rep.ep), "--ep", str(rep.tp * rep.ep)]
+    if rep.pp > 1:
+        notes.append("LMDeploy has no pipeline parallelism: pp is dropped (tp only)")
+    if _is_ascend(rep):
+        a += ["--device", "ascend"]
+    fmt = {"fp8": "fp8", "int4-wo": "awq"}.get(rep.precision.scheme)
+    if fmt:
+        a += ["--model-format", fmt]
+    elif rep.precision.scheme in ("int8", "int8-wo"):
+        notes.append(f"{rep.precision.scheme}: LMDeploy serves W8A8 from an `lmdeploy lite smooth_quant` checkpoint")
+    if rep.precision.kv_dtype in ("int8", "int4"):
+        a += ["--quant-policy", "8" if rep.precision.kv_dtype == "int8" else "4"]
+    elif rep.precision.kv_dtype == "fp8":
+        notes.append("LMDeploy quantises the KV cache to int8/int4 (--quant-policy), not fp8: it stays 16-bit")
+    block = rep.block_size_tokens if rep.block_size_tokens % 32 == 0 else 64
+    a += ["--cache-max-entry-count", f"{rep.memory_fraction:.2f}", "--max-batch-size", str(n), "--session-len", str(ctx),
+          "--cache-block-seq-len", str(block), "--max-prefill-token-num", str(rep.engine.prefill_chunk_tokens)]
+    notes.append("--cache-max-entry-count is the share of memory left after the weights that holds the KV cache")
+    head = ("lmdeploy", "serve", "api_server")
+    prog = "lmdeploy serve api_server"
+    if disagg is None:
+        return LaunchPlan("lmdeploy", (Command("serve", (Segment("lmdeploy", prog, head,
+                                                                 (*a, "--server-port", str(ROUTER_PORT)), positionals=1),)),),
+                          notes=tuple(notes))
+    proxy = f"http://$PROXY_HOST:{ROUTER_PORT}"
+    pre = Segment("lmdeploy", prog, head, (*a, "--role", "Prefill", "--server-port", str(PREFILL_PORT),
+                                           "--proxy-url", proxy), positionals=1)
+    dec = Segment("lmdeploy", prog, head, (*a, "--role", "Decode", "--server-port", str(DECODE_PORT),
+                                           "--proxy-url", proxy), positionals=1)
+    router = Segment("lmdeploy", "lmdeploy serve proxy", ("lmdeploy", "serve", "proxy"),
+                     ("--server-name", "0.0.0.0", "--server-port", str(ROUTER_PORT), "--serving-strategy", "DistServe"))
+    return LaunchPlan("lmdeploy", (Command("router (start first)", (router,)), Command("prefill pool", (pre,), disagg[0]),
+                                   Command("decode pool", (dec,), disagg[1])), notes=tuple(notes))
 
 
-def emit(rep: Replica, engine: str, *, max_num_seqs: int, max_model_len: int) -> str:
-    """The serve command or config for ``engine`` that realises ``rep`` (module doc)."""
-    key = engine.strip().casefold().replace("-", "").replace("_", "")
-    key = {"tensorrtllm": "trtllm", "trt": "trtllm"}.get(key, key)
+# =================================================================================================
+# MindIE
+# =================================================================================================
+def mindie_config(rep: Replica, n: int, ctx: int) -> dict:
+    """The ``BackendConfig`` of MindIE Service's ``conf/config.json`` for ``rep``."""
+    max_in = max(1, ctx - 1)
+    world = rep.tp * rep.pp * rep.ep
+    return {"BackendConfig": {
+        "npuDeviceIds": [list(range(world))],
+        "ModelDeployConfig": {
+            "maxSeqLen": ctx, "maxInputTokenLen": max_in,
+            "ModelConfig": [{
+                "modelName": rep.model.id,
+                "modelWeightPath": f"/data/weights/{rep.model.id}" + ("" if not _quantized(rep) else f"-{rep.precision.scheme}"),
+                "worldSize": world, "npuMemSize": -1, "backendType": "atb", "trustRemoteCode": False,
+            }],
+        },
+        "ScheduleConfig": {
+            "cacheBlockSize": rep.block_size_tokens, "maxBatchSize": n,
+            "maxPrefillBatchSize": max(1, min(n, rep.engine.prefill_chunk_tokens // max_in)),
+            "maxPrefillTokens": max(rep.engine.prefill_chunk_tokens, ctx), "maxIterTimes": max_in,
+        },
+    }}
+
+
+def _mindie(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None) -> LaunchPlan:
+    t = target("mindie")
+    cfg = mindie_config(rep, n, ctx)
+    keys = t.extra("config_keys") or {}
+    b = cfg["BackendConfig"]
+    problems = check_keys(cfg, keys.get("top", []), "config.json")
+    problems += check_keys(b, keys.get("BackendConfig", []), "BackendConfig")
+    problems += check_keys(b["ModelDeployConfig"], keys.get("ModelDeployConfig", []), "ModelDeployConfig")
+    problems += check_keys(b["ModelDeployConfig"]["ModelConfig"][0], keys.get("ModelConfig", []), "ModelConfig")
+    problems += check_keys(b["ScheduleConfig"], keys.get("ScheduleConfig", []), "ScheduleConfig")
+    notes = [f"merge into mindie-service/conf/config.json; npuMemSize -1 sizes the KV cache from free memory "
+             f"(the estimate assumed {rep.memory_fraction:.0%} of device memory)"]
+    if rep.ep > 1:
+        notes.append("expert parallelism: set the model's EP/DP degrees in its MindIE-LLM model config (not in config.json)")
+    if _quantized(rep):
+        notes.append(f"{rep.precision.scheme}: weights quantised with msModelSlim")
+    if disagg is not None:
+        notes.append("prefill/decode disaggregation is deployed with MindIE Motor (ms_controller/ms_coordinator), not emitted here")
+    cmd = Command("serve", (Segment("mindie", "bin/mindieservice_daemon", ("./bin/mindieservice_daemon",), ()),))
+    return LaunchPlan("mindie", (cmd,), files=(("config-backend.json", json.dumps(cfg, indent=2)),),
+                      file_problems=tuple(problems), notes=tuple(notes))
+
+
+# =================================================================================================
+def engine_key(engine: str) -> str:
+    key = engine.strip().casefold().replace("_", "-")
+    key = {"tensorrt-llm": "trtllm", "trt": "trtllm", "tensorrtllm": "trtllm", "vllm-npu": "vllm-ascend"}.get(key, key)
     if key not in EMITTERS:
         raise UserInputError(f"--emit must be one of {', '.join(EMITTERS)} (got {engine!r})", field="emit")
+    return key
+
+
+def emit_plan(rep: Replica, engine: str, *, max_num_seqs: int, max_model_len: int,
+              disagg: tuple[int, int] | None = None, quantized_checkpoint: bool = True) -> LaunchPlan:
+    """The serve command(s) for ``engine`` that realise ``rep`` (module doc)."""
+    key = engine_key(engine)
     if max_num_seqs < 1 or max_model_len < 1:
         raise UserInputError("max_num_seqs and max_model_len must be positive", field="emit")
-    fn = {"vllm": emit_vllm, "sglang": emit_sglang, "trtllm": emit_trtllm, "mindie": emit_mindie}[key]
-    return fn(rep, max_num_seqs=max_num_seqs, max_model_len=max_model_len)
+    if key == "vllm" and _is_ascend(rep):
+        key = "vllm-ascend"
+    n, ctx = max_num_seqs, max_model_len
+    if key in ("vllm", "vllm-ascend"):
+        lp = _vllm(rep, key, n, ctx, disagg, quantized_checkpoint)
+    elif key == "sglang":
+        lp = _sglang(rep, n, ctx, disagg, quantized_checkpoint)
+    elif key == "trtllm":
+        lp = _trtllm(rep, n, ctx, disagg)
+    elif key == "lmdeploy":
+        lp = _lmdeploy(rep, n, ctx, disagg)
+    else:
+        lp = _mindie(rep, n, ctx, disagg)
+    extra = [x for x in (_checkpoint_note(rep) if quantized_checkpoint else None,) if x]
+    if rep.device.kind.upper() == "NPU" and not _is_ascend(rep) and key not in ("mindie",):
+        extra.append(f"{rep.device.id} is an NPU: use the vendor's build of {lp.pinned.name}")
+    return LaunchPlan(lp.target, lp.commands, lp.files, lp.file_problems, tuple(extra) + lp.notes,
+                      title=f"{rep.key}, up to {n} sequences of {ctx} tokens")
+
+
+def emit(rep: Replica, engine: str, *, max_num_seqs: int, max_model_len: int,
+         disagg: tuple[int, int] | None = None) -> str:
+    """The text of :func:`emit_plan` (comments, files as here-documents, one flag per line)."""
+    return emit_plan(rep, engine, max_num_seqs=max_num_seqs, max_model_len=max_model_len, disagg=disagg).to_text()

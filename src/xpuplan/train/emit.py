@@ -1,89 +1,149 @@
-"""Launch arguments that realise a plan in a training framework (Megatron-LM, torchtitan, DeepSpeed).
+"""Launch commands that realise a training plan in Megatron-LM, Megatron-Bridge, torchtitan or DeepSpeed.
 
-``emit_launch(plan, model, cluster, job, framework)`` returns a :class:`LaunchCommand`: the command
-line (parallel sizes, micro- and global batch, sequence length, recomputation, precision), an
-optional config file (DeepSpeed JSON) and notes on anything the framework cannot express. Model
-shape, data and optimizer arguments are left to the user's existing script.
+``emit_launch(plan, model, cluster, job, framework)`` returns a :class:`LaunchPlan` for the release
+pinned in ``catalog/data/launch_targets.yaml``: the ``torchrun`` (or ``deepspeed``) launcher for the
+plan's device count, then the framework's arguments for everything the estimate assumed: TP, PP
+(with virtual stages and uneven first/last stages), CP, EP with expert-TP, sequence parallelism,
+ZeRO stage / distributed optimizer, micro- and global batch, sequence length, recomputation,
+precision, TP-communication overlap, and the model's shape (layers, hidden, heads, KV groups, FFN,
+vocabulary, MoE and MLA sizes). Anything a framework cannot express is a note, never silently
+dropped. Every command is checked against the pinned release's flags by the tests
+(``LaunchPlan.problems``).
 """
 
 from __future__ import annotations
 
 import json
-import shlex
-from dataclasses import dataclass, field
 from typing import Any, Final
 
+from xpuplan.catalog.launch_targets import Command, LaunchPlan, Segment, check_keys, target
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan
 from xpuplan.workload.training import TrainingJob
 
-FRAMEWORKS: Final = ("megatron", "torchtitan", "deepspeed")
+FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
+#: Port the emitted multi-node rendezvous uses (torchrun's default master port).
+RDZV_PORT: Final = 29500
+#: Devices per node the launcher assumes when the scale-up domain is larger than a node (NVL72 racks).
+MAX_PER_NODE: Final = 8
 
 
-@dataclass(frozen=True)
-class LaunchCommand:
-    """A framework command line, an optional config file and the caveats."""
-
-    framework: str
-    argv: tuple[str, ...]
-    config_name: str | None = None
-    config: dict[str, Any] | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def command(self) -> str:
-        return " \\\n  ".join(_join_pairs(self.argv))
-
-    def to_text(self) -> str:
-        lines = [f"# {self.framework}: launch arguments for this plan"]
-        lines += [f"# note: {n}" for n in self.notes]
-        if self.config is not None:
-            lines.append(f"cat > {self.config_name} <<'EOF'")
-            lines.append(json.dumps(self.config, indent=2))
-            lines.append("EOF")
-        lines.append(self.command)
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"framework": self.framework, "argv": list(self.argv), "command": " ".join(map(shlex.quote, self.argv)),
-                "config_name": self.config_name, "config": self.config, "notes": list(self.notes)}
+def hf_id(model: ModelArch) -> str | None:
+    """The model's Hugging Face repository id when a preset alias gives one."""
+    return next((a for a in model.aliases if "/" in a), None)
 
 
-def _join_pairs(argv: tuple[str, ...]) -> list[str]:
-    """Group '--flag value' pairs on one line each for readability."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out.append(f"{a} {shlex.quote(argv[i + 1])}")
-            i += 2
-        else:
-            out.append(shlex.quote(a) if not a.startswith("-") else a)
-            i += 1
-    return out
+def _per_node(cluster: Cluster) -> int:
+    return max(1, min(cluster.domain_size, MAX_PER_NODE, cluster.n_devices))
 
 
-def _torchrun(cluster: Cluster) -> list[str]:
-    per_node = min(cluster.domain_size, cluster.n_devices) if cluster.topology != "torus" else 8
-    per_node = max(1, min(per_node, 8))
-    nodes = -(-cluster.n_devices // per_node)
-    return ["torchrun", "--nnodes", str(nodes), "--nproc-per-node", str(per_node)]
+def _nodes(cluster: Cluster) -> int:
+    return -(-cluster.n_devices // _per_node(cluster))
 
 
-def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchCommand:
-    a = _torchrun(cluster) + ["pretrain_gpt.py"]
+def _torchrun(cluster: Cluster) -> Segment:
+    args = ["--nnodes", str(_nodes(cluster)), "--nproc-per-node", str(_per_node(cluster))]
+    if _nodes(cluster) == 1:
+        args += ["--standalone"]
+    else:
+        args += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"$MASTER_ADDR:{RDZV_PORT}", "--rdzv-id", "xpuplan"]
+    return Segment("torchrun", "torchrun", ("torchrun",), tuple(args))
+
+
+def _uneven(model: ModelArch, plan: ParallelPlan) -> tuple[int, int] | None:
+    """(first, last) stage layers when pp does not divide the layers: middle stages hold ceil(L/pp)."""
+    L, pp = model.n_layers, plan.pp
+    if pp < 2 or L % (pp * plan.vpp) == 0:
+        return None
+    mid = -(-L // pp)
+    rest = L - mid * (pp - 2)
+    first = rest // 2
+    return first, rest - first
+
+
+def _train_iters(job: TrainingJob, plan: ParallelPlan) -> int:
+    if job.train_tokens:
+        return max(1, int(job.train_tokens // (plan.global_batch_seqs * job.seq_len)))
+    return 1000
+
+
+# =================================================================================================
+# Megatron-LM
+# =================================================================================================
+def _megatron_model(model: ModelArch, job: TrainingJob) -> tuple[list[str], list[str]]:
+    """Model-shape arguments of ``pretrain_gpt.py`` and notes."""
+    a: list[str] = ["--num-layers", str(model.n_layers), "--hidden-size", str(model.d_model),
+                    "--ffn-hidden-size", str(model.ffn_dim), "--num-attention-heads", str(model.n_heads)]
     notes: list[str] = []
-    a += ["--tensor-model-parallel-size", str(plan.tp), "--pipeline-model-parallel-size", str(plan.pp)]
+    kv = model.n_kv_heads or model.n_heads
+    if kv != model.n_heads:
+        a += ["--group-query-attention", "--num-query-groups", str(kv)]
+    if model.head_dim and model.head_dim * model.n_heads != model.d_model:
+        a += ["--kv-channels", str(model.head_dim)]
+    a += ["--seq-length", str(job.seq_len), "--max-position-embeddings", str(max(model.max_seq_len, job.seq_len))]
+    a += ["--position-embedding-type", {"rope": "rope", "learned": "learned_absolute"}.get(model.position, "none")]
+    if model.position == "alibi":
+        notes.append("ALiBi is not in Megatron-Core: position embeddings are off (none)")
+    a += ["--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"]
+    if model.mlp == "gated":
+        if model.activation not in ("silu", "swish"):
+            notes.append(f"gated {model.activation} MLP: Megatron's --swiglu is SiLU-gated")
+        a += ["--swiglu"]
+    elif model.activation in ("gelu", "gelu_new", "gelu_pytorch_tanh"):
+        a += ["--openai-gelu"] if model.activation == "gelu_new" else []
+    if not (model.qkv_bias or model.out_bias or model.mlp_bias):
+        a += ["--disable-bias-linear"]
+    elif model.qkv_bias and not (model.out_bias or model.mlp_bias):
+        a += ["--disable-bias-linear", "--add-qkv-bias"]
+    if model.qk_norm:
+        a += ["--qk-layernorm"]
+    if not model.tied_embeddings:
+        a += ["--untie-embeddings-and-output-weights"]
+    if model.parallel_attn_mlp:
+        notes.append("parallel attention/MLP blocks (GPT-J, Falcon) are not a Megatron-Core GPT option")
+    if model.mla is not None:
+        m = model.mla
+        a += ["--multi-latent-attention", "--kv-lora-rank", str(m.kv_lora_rank), "--qk-head-dim", str(m.qk_nope_head_dim),
+              "--qk-pos-emb-head-dim", str(m.qk_rope_head_dim), "--v-head-dim", str(m.v_head_dim)]
+        if m.q_lora_rank:
+            a += ["--q-lora-rank", str(m.q_lora_rank)]
+    if model.moe is not None:
+        e = model.moe
+        a += ["--num-experts", str(e.n_routed_experts), "--moe-router-topk", str(e.top_k),
+              "--moe-ffn-hidden-size", str(e.expert_ffn_dim), "--moe-grouped-gemm",
+              "--moe-token-dispatcher-type", "alltoall", "--moe-router-load-balancing-type", "aux_loss"]
+        if e.n_shared_experts:
+            a += ["--moe-shared-expert-intermediate-size", str(e.n_shared_experts * e.shared_ffn)]
+        if e.n_dense_layers:
+            a += ["--moe-layer-freq", f"([0]*{e.n_dense_layers}+[1]*{model.n_layers - e.n_dense_layers})"]
+        if e.router_bias:
+            a += ["--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid"]
+    if model.mtp_layers:
+        a += ["--mtp-num-layers", str(model.mtp_layers)]
+    hf = hf_id(model)
+    if hf:
+        a += ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", hf]
+    else:
+        a += ["--tokenizer-type", "NullTokenizer", "--vocab-size", str(model.vocab_size)]
+    return a, notes
+
+
+def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob) -> tuple[list[str], list[str]]:
+    a = ["--tensor-model-parallel-size", str(plan.tp), "--pipeline-model-parallel-size", str(plan.pp),
+         "--context-parallel-size", str(plan.cp)]
+    notes: list[str] = []
     if plan.vpp > 1:
-        a += ["--num-layers-per-virtual-pipeline-stage", str(model.n_layers // (plan.pp * plan.vpp))]
-    if plan.cp > 1:
-        a += ["--context-parallel-size", str(plan.cp)]
+        a += ["--num-virtual-stages-per-pipeline-rank", str(plan.vpp)]
+    un = _uneven(model, plan)
+    if un:
+        a += ["--decoder-first-pipeline-num-layers", str(un[0]), "--decoder-last-pipeline-num-layers", str(un[1])]
+        if plan.vpp > 1:
+            notes.append("uneven stages with virtual pipelining: check the layer split with --pipeline-model-parallel-layout")
     if plan.ep > 1:
-        a += ["--expert-model-parallel-size", str(plan.ep)]
-    if plan.sp:
+        a += ["--expert-model-parallel-size", str(plan.ep), "--expert-tensor-parallel-size", str(plan.tp)]
+    if plan.sp and plan.tp > 1:
         a += ["--sequence-parallel"]
     if plan.zero_stage == 1:
         a += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
@@ -91,118 +151,255 @@ def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Train
         strategy = "optim_grads" if plan.zero_stage == 2 else "optim_grads_params"
         a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy, "--use-distributed-optimizer",
               "--no-gradient-accumulation-fusion", "--ckpt-format", "fsdp_dtensor"]
-        notes.append("ZeRO-2/3 use Megatron-FSDP (Megatron-Core >= 0.14; older releases call it --use-custom-fsdp)")
     else:
         a += ["--overlap-grad-reduce"]
-    a += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch_seqs),
-          "--seq-length", str(job.seq_len)]
+    if job.tp_overlap > 0 and plan.tp > 1 and plan.sp:
+        a += ["--tp-comm-overlap"]
+    elif job.tp_overlap > 0 and plan.tp > 1:
+        notes.append("--tp-comm-overlap needs sequence parallelism; the estimate's TP overlap is not reachable without it")
+    if job.ep_overlap > 0 and plan.ep > 1:
+        a += ["--overlap-moe-expert-parallel-comm"]
+    a += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch_seqs)]
     if plan.recompute == "selective":
         a += ["--recompute-granularity", "selective"]
     elif plan.recompute == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     if plan.precision == "fp8":
-        a += ["--bf16", "--fp8-format", "hybrid"]
+        a += ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
     else:
         a += [f"--{plan.precision}"]
-    a += ["--use-flash-attn"]
+    return a, notes
+
+
+def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
+    shape, notes = _megatron_model(model, job)
+    par, pnotes = _megatron_parallel(plan, model, job)
+    run = ["--train-iters", str(_train_iters(job, plan)), "--lr", "3.0e-4", "--min-lr", "3.0e-5",
+           "--lr-decay-style", "cosine", "--weight-decay", "0.1", "--clip-grad", "1.0", "--mock-data"]
+    notes = pnotes + notes + ["--mock-data and the optimizer settings make the command run as printed; "
+                              "give --data-path, --split and your schedule for a real run"]
     if job.method != "full":
-        notes.append(f"{job.method}: Megatron-LM has no LoRA trainer; use NeMo's PEFT or torchtune for adapters")
-    return LaunchCommand("megatron", tuple(a), notes=tuple(notes))
+        raise UserInputError(f"{job.method}: Megatron-LM's pretrain_gpt.py trains full models; "
+                             "use --emit bridge (Megatron-Bridge --mode lora)", field="emit")
+    seg = Segment("megatron", "pretrain_gpt.py", ("pretrain_gpt.py",), tuple(par + shape + run))
+    return LaunchPlan("megatron", (Command("train", (_torchrun(cluster), seg)),), notes=tuple(notes),
+                      title=f"run from a Megatron-LM checkout; {cluster.n_devices} devices, {_nodes(cluster)} node(s)")
 
 
-def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchCommand:
-    a = _torchrun(cluster) + ["-m", "torchtitan.train"]
+# =================================================================================================
+# Megatron-Bridge
+# =================================================================================================
+def _bridge_recipe(model: ModelArch, plan: ParallelPlan, task: str = "pretrain") -> str | None:
+    """The pinned Megatron-Bridge recipe for ``model`` (``task`` pretrain or peft), bf16 or fp8 when offered."""
+    stem = model.id.replace("llama3.1", "llama31").replace("llama3.3", "llama33").replace(".", "p").replace("-", "_")
+    recipes: list[str] = target("bridge").extra("recipes") or []
+    cands = [r for r in recipes if r.startswith(f"{stem}_{task}_") and "mock" not in r and "deterministic" not in r
+             and "k_config" not in r and "functional" not in r]
+    want = "fp8cs" if plan.precision == "fp8" else "bf16"
+    for r in cands:
+        if f"_{want}_" in r or r.endswith(f"_{want}_config"):
+            return r
+    return cands[0] if cands else None
+
+
+def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
     notes: list[str] = []
-    dp = plan.dp
-    if plan.zero_stage == 3:
-        shard, replicate = dp, 1
-    elif plan.zero_stage == 0:
-        shard, replicate = 1, dp
+    task = "pretrain" if job.method == "full" else "peft"
+    recipe = _bridge_recipe(model, plan, task)
+    if recipe is None and task == "peft":
+        raise UserInputError(f"Megatron-Bridge {target('bridge').version} has no PEFT recipe for {model.id}",
+                             field="emit")
+    over: list[str] = []
+    if recipe is None:
+        recipe = "vanilla_gpt_pretrain_1gpu_h100_bf16_config"
+        notes.append(f"Megatron-Bridge has no {model.id} recipe: the vanilla GPT recipe with {model.id}'s shape")
+        kv = model.n_kv_heads or model.n_heads
+        over += [f"model.num_layers={model.n_layers}", f"model.hidden_size={model.d_model}",
+                 f"model.ffn_hidden_size={model.ffn_dim}", f"model.num_attention_heads={model.n_heads}",
+                 f"model.num_query_groups={kv}", f"model.vocab_size={model.vocab_size}",
+                 f"model.gated_linear_unit={str(model.mlp == 'gated').lower()}",
+                 f"model.share_embeddings_and_output_weights={str(model.tied_embeddings).lower()}",
+                 f"model.normalization={'RMSNorm' if model.norm == 'rmsnorm' else 'LayerNorm'}"]
+        if model.moe is not None:
+            e = model.moe
+            over += [f"model.num_moe_experts={e.n_routed_experts}", f"model.moe_router_topk={e.top_k}",
+                     f"model.moe_ffn_hidden_size={e.expert_ffn_dim}"]
+    mode = "pretrain" if job.method == "full" else "lora"
+    if job.method == "qlora":
+        notes.append("Megatron-Bridge has LoRA, not QLoRA: the base model stays in bf16")
+    dataset = "mock" if mode == "pretrain" else "squad"
+    a = ["--recipe", recipe, "--mode", mode, "--dataset", dataset,
+         "--tensor_model_parallel_size", str(plan.tp), "--pipeline_model_parallel_size", str(plan.pp),
+         "--context_parallel_size", str(plan.cp), "--expert_model_parallel_size", str(plan.ep),
+         "--expert_tensor_parallel_size", str(plan.tp if plan.ep > 1 else 1),
+         "--global_batch_size", str(plan.global_batch_seqs), "--micro_batch_size", str(plan.micro_batch),
+         "--seq_length", str(job.seq_len), "--max_steps", str(_train_iters(job, plan))]
+    if plan.vpp > 1:
+        a += ["--virtual_pipeline_model_parallel_size", str(plan.vpp)]
+    if _uneven(model, plan):
+        first, last = _uneven(model, plan) or (0, 0)
+        over += [f"model.num_layers_in_first_pipeline_stage={first}", f"model.num_layers_in_last_pipeline_stage={last}"]
+    over += [f"model.sequence_parallel={str(plan.sp and plan.tp > 1).lower()}"]
+    if plan.recompute == "none":
+        over += ["model.recompute_granularity=null"]
     else:
-        shard, replicate = dp, 1
-        notes.append(f"torchtitan shards with FSDP2 (ZeRO-3); ZeRO-{plan.zero_stage} is approximated by "
-                     "--parallelism.fsdp_reshard_after_forward never (weights kept gathered between forward and backward)")
-        a += ["--parallelism.fsdp_reshard_after_forward", "never"]
-    a += ["--parallelism.data_parallel_shard_degree", str(shard),
-          "--parallelism.data_parallel_replicate_degree", str(replicate),
-          "--parallelism.tensor_parallel_degree", str(plan.tp),
-          "--parallelism.pipeline_parallel_degree", str(plan.pp),
-          "--parallelism.context_parallel_degree", str(plan.cp)]
-    if plan.ep > 1:
-        a += ["--parallelism.expert_parallel_degree", str(plan.ep)]
+        over += [f"model.recompute_granularity={plan.recompute}"]
+        if plan.recompute == "full":
+            over += ["model.recompute_method=uniform", "model.recompute_num_layers=1"]
+    mp = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed"}[plan.precision]
+    over += [f"mixed_precision={mp}"]
+    if plan.zero_stage == 0:
+        over += ["ddp.use_distributed_optimizer=false", "ddp.overlap_grad_reduce=true"]
+    elif plan.zero_stage == 1:
+        over += ["ddp.use_distributed_optimizer=true", "ddp.overlap_grad_reduce=true", "ddp.overlap_param_gather=true"]
+    else:
+        strategy = "optim_grads" if plan.zero_stage == 2 else "optim_grads_params"
+        over += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={strategy}",
+                 "ddp.use_distributed_optimizer=true"]
+    if job.tp_overlap > 0 and plan.tp > 1 and plan.sp:
+        over += ["model.tp_comm_overlap=true"]
+    seg = Segment("bridge", "scripts/training/run_recipe.py", ("scripts/training/run_recipe.py",), tuple(a + over),
+                  overrides=True)
+    notes.append(f"--dataset {dataset} makes the command run as printed; give your dataset preset or dataset.* overrides")
+    return LaunchPlan("bridge", (Command("train", (_torchrun(cluster), seg)),), notes=tuple(notes),
+                      title=f"run from a Megatron-Bridge checkout; {cluster.n_devices} devices, {_nodes(cluster)} node(s)")
+
+
+# =================================================================================================
+# torchtitan
+# =================================================================================================
+#: xpuplan preset -> torchtitan 0.3.0 (module, config function); fp8 variants where the release has one.
+_TITAN: Final = {
+    "llama3-8b": ("llama3", "llama3_8b"), "llama3.1-8b": ("llama3", "llama3_8b"),
+    "llama3-70b": ("llama3", "llama3_70b"), "llama3.1-70b": ("llama3", "llama3_70b"),
+    "llama3.3-70b": ("llama3", "llama3_70b"), "llama3.1-405b": ("llama3", "llama3_405b"),
+    "qwen3-32b": ("qwen3", "qwen3_32b"), "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
+}
+_TITAN_FP8: Final = {"llama3_8b": "llama3_8b_mxfp8", "deepseek_v3_671b": "deepseek_v3_671b_float8"}
+
+
+def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
+    if model.id not in _TITAN:
+        configs = target("torchtitan").extra("configs") or {}
+        raise UserInputError(f"torchtitan {target('torchtitan').version} ships no config function for {model.id} "
+                             f"(modules: {', '.join(sorted(configs))}); use --emit megatron or bridge", field="emit")
+    module, config = _TITAN[model.id]
+    notes: list[str] = []
+    if plan.precision == "fp8":
+        if config in _TITAN_FP8:
+            config = _TITAN_FP8[config]
+            notes.append(f"fp8 runs as torchtitan's {config} converter recipe")
+        else:
+            notes.append(f"torchtitan has no fp8 config for {model.id}: this trains in bf16")
+    elif plan.precision == "fp16":
+        notes.append("torchtitan trains in bf16 (training.dtype bfloat16 or float32); fp16 is not offered")
+    if plan.recompute != "selective":
+        notes.append(f"activation checkpointing is set by the config function (selective in {config}); "
+                     f"the plan's '{plan.recompute}' needs an edited config function")
+    dp = plan.dp
+    shard, replicate = (dp, 1) if plan.zero_stage > 0 else (1, dp)
+    a = ["--module", module, "--config", config,
+         "--parallelism.data-parallel-shard-degree", str(shard),
+         "--parallelism.data-parallel-replicate-degree", str(replicate),
+         "--parallelism.tensor-parallel-degree", str(plan.tp),
+         "--parallelism.pipeline-parallel-degree", str(plan.pp),
+         "--parallelism.context-parallel-degree", str(plan.cp),
+         "--parallelism.expert-parallel-degree", str(plan.ep)]
+    if plan.zero_stage in (1, 2):
+        a += ["--parallelism.fsdp-reshard-after-forward", "never"]
+        notes.append(f"FSDP2 shards parameters too; ZeRO-{plan.zero_stage} is approached by keeping them gathered "
+                     "between forward and backward (fsdp-reshard-after-forward never)")
+    if plan.tp > 1:
+        a += ["--parallelism.enable-sequence-parallel" if plan.sp else "--parallelism.no-enable-sequence-parallel"]
     if plan.pp > 1:
-        a += ["--parallelism.pipeline_parallel_schedule", "Interleaved1F1B" if plan.vpp > 1 else "1F1B",
-              "--parallelism.pipeline_parallel_microbatch_size", str(plan.micro_batch)]
-        if plan.vpp > 1:
-            a += ["--parallelism.pipeline_parallel_layers_per_stage", str(model.n_layers // (plan.pp * plan.vpp))]
+        a += ["--parallelism.pipeline-parallel-schedule", "Interleaved1F1B" if plan.vpp > 1 else "1F1B",
+              "--parallelism.pipeline-parallel-microbatch-size", str(plan.micro_batch)]
+        if plan.vpp > 1 and model.n_layers % (plan.pp * plan.vpp) == 0:
+            a += ["--parallelism.pipeline-parallel-layers-per-stage", str(model.n_layers // (plan.pp * plan.vpp))]
+        if _uneven(model, plan):
+            notes.append(f"{model.n_layers} layers over {plan.pp} stages: torchtitan splits them unevenly itself "
+                         "(pipeline-parallel-first/last-stage-less-layers tune the split)")
         local = plan.micro_batch * plan.grad_accum
     else:
         local = plan.micro_batch
-    a += ["--training.local_batch_size", str(local), "--training.global_batch_size", str(plan.global_batch_seqs),
-          "--training.seq_len", str(job.seq_len)]
-    a += ["--activation_checkpoint.mode", plan.recompute]
-    if plan.recompute == "selective":
-        a += ["--activation_checkpoint.selective_ac_option", "op"]
-    if plan.precision == "fp8":
-        a += ["--model.converters", "float8"]
-    elif plan.precision == "fp16":
-        notes.append("torchtitan trains in bf16; fp16 is not offered")
-    if plan.tp > 1 and not plan.sp:
-        notes.append("torchtitan's tensor parallelism always shards the sequence (SP on)")
+        if plan.grad_accum > 1:
+            notes.append(f"global batch {plan.global_batch_seqs} = local {local} x dp {dp} x {plan.grad_accum} "
+                         "accumulation steps (torchtitan derives the steps from the two batch sizes)")
+    a += ["--training.local-batch-size", str(local), "--training.global-batch-size", str(plan.global_batch_seqs),
+          "--training.seq-len", str(job.seq_len), "--training.steps", str(_train_iters(job, plan))]
     if job.method != "full":
-        notes.append(f"{job.method}: torchtitan has no adapter training; use torchtune for LoRA/QLoRA")
-    return LaunchCommand("torchtitan", tuple(a), notes=tuple(notes))
+        raise UserInputError(f"{job.method}: torchtitan trains full models; use --emit bridge (LoRA)", field="emit")
+    head = ("-m", "torchtitan.train")
+    seg = Segment("torchtitan", "torchtitan.train", head, tuple(a))
+    return LaunchPlan("torchtitan", (Command("train", (_torchrun(cluster), seg)),), notes=tuple(notes),
+                      title=f"{cluster.n_devices} devices, {_nodes(cluster)} node(s)")
 
 
-def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchCommand:
-    notes: list[str] = []
-    config: dict[str, Any] = {
+# =================================================================================================
+# DeepSpeed
+# =================================================================================================
+def deepspeed_config(plan: ParallelPlan) -> dict[str, Any]:
+    """The ``ds_config.json`` of ``plan`` (batch, ZeRO, precision, checkpointing, AutoTP, Ulysses SP)."""
+    cfg: dict[str, Any] = {
         "train_batch_size": plan.global_batch_seqs,
         "train_micro_batch_size_per_gpu": plan.micro_batch,
         "gradient_accumulation_steps": plan.grad_accum,
         "gradient_clipping": 1.0,
         "zero_optimization": {"stage": plan.zero_stage, "overlap_comm": True, "contiguous_gradients": True},
+        ("fp16" if plan.precision == "fp16" else "bf16"): {"enabled": True},
     }
-    if plan.precision == "fp16":
-        config["fp16"] = {"enabled": True}
-    else:
-        config["bf16"] = {"enabled": True}
+    if plan.recompute != "none":
+        cfg["activation_checkpointing"] = {"partition_activations": plan.tp > 1, "contiguous_memory_optimization": False}
+    if plan.tp > 1:
+        cfg["tensor_parallel"] = {"autotp_size": plan.tp}
+    if plan.cp > 1:
+        cfg["sequence_parallel_size"] = plan.cp
+    return cfg
+
+
+def deepspeed_config_problems(cfg: dict[str, Any]) -> list[str]:
+    keys: dict[str, list[str]] = target("deepspeed").extra("config_keys") or {}
+    out = check_keys(cfg, keys.get("top", []), "ds_config.json")
+    for block in ("zero_optimization", "activation_checkpointing", "bf16", "fp16", "tensor_parallel"):
+        if isinstance(cfg.get(block), dict):
+            out += check_keys(cfg[block], keys.get(block, []), f"ds_config.json {block}")
+    return out
+
+
+def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
+    notes = ["train.py is your script: it calls deepspeed.add_config_arguments(parser) and deepspeed.initialize(args=...)"]
+    cfg = deepspeed_config(plan)
     if plan.precision == "fp8":
         notes.append("DeepSpeed has no FP8 GEMM path of its own: wrap linears with Transformer Engine for fp8")
-    if plan.recompute != "none":
-        config["activation_checkpointing"] = {"partition_activations": plan.tp > 1, "contiguous_memory_optimization": False}
-    if plan.pp > 1 and plan.zero_stage > 1:
-        notes.append("DeepSpeed pipeline parallelism supports ZeRO stage 0-1 only")
-    if plan.cp > 1:
-        notes.append("context parallelism (ring attention) is not in Megatron-DeepSpeed; its Ulysses "
-                     f"--ds-sequence-parallel-size {plan.cp} is the closest equivalent")
-    if plan.ep > 1:
-        notes.append("set --expert-model-parallel-size / DeepSpeed-MoE ep_size to " + str(plan.ep))
+    if plan.pp > 1:
+        notes.append(f"pipeline parallelism: build the model as deepspeed.pipe.PipelineModule(num_stages={plan.pp})"
+                     + ("; DeepSpeed pipelines support ZeRO stage 0-1 only" if plan.zero_stage > 1 else ""))
     if plan.vpp > 1:
-        notes.append("Megatron-DeepSpeed has no interleaved schedule: vpp is dropped")
-    a = ["deepspeed", "--num_nodes", str(max(1, cluster.n_devices // max(1, min(cluster.domain_size, 8)))),
-         "--num_gpus", str(max(1, min(cluster.domain_size, 8, cluster.n_devices))), "pretrain_gpt.py",
-         "--deepspeed", "--deepspeed_config", "ds_config.json",
-         "--tensor-model-parallel-size", str(plan.tp), "--pipeline-model-parallel-size", str(plan.pp),
-         "--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch_seqs),
-         "--seq-length", str(job.seq_len)]
-    if plan.sp:
-        a += ["--sequence-parallel"]
-    if plan.recompute == "full":
-        a += ["--checkpoint-activations", "--deepspeed-activation-checkpointing"]
-    elif plan.recompute == "selective":
-        a += ["--recompute-granularity", "selective"]
-    a += [f"--{'fp16' if plan.precision == 'fp16' else 'bf16'}"]
+        notes.append("DeepSpeed has no interleaved (virtual) pipeline schedule: vpp is dropped")
+    if plan.cp > 1:
+        notes.append(f"context parallelism runs as DeepSpeed-Ulysses (sequence_parallel_size {plan.cp}); "
+                     "use UlyssesSPAttentionHF in the model")
+    if plan.ep > 1:
+        notes.append(f"MoE: build experts with deepspeed.moe.layer.MoE(ep_size={plan.ep})")
+    if plan.tp > 1:
+        notes.append(f"tensor parallelism is DeepSpeed AutoTP (tensor_parallel.autotp_size {plan.tp})")
     if job.method != "full":
-        notes.append(f"{job.method}: for adapters use Hugging Face PEFT with the same ds_config.json (accelerate launch)")
-    return LaunchCommand("deepspeed", tuple(a), config_name="ds_config.json", config=config, notes=tuple(notes))
+        notes.append(f"{job.method}: wrap the model with Hugging Face PEFT before deepspeed.initialize")
+    launcher = ["--num_nodes", str(_nodes(cluster)), "--num_gpus", str(_per_node(cluster))]
+    if _nodes(cluster) > 1:
+        launcher += ["--hostfile", "hostfile", "--master_addr", "$MASTER_ADDR", "--master_port", str(RDZV_PORT)]
+    segs = (Segment("deepspeed", "deepspeed", ("deepspeed",), tuple(launcher)),
+            Segment("deepspeed", "train.py", ("train.py",), ("--deepspeed", "--deepspeed_config", "ds_config.json")))
+    return LaunchPlan("deepspeed", (Command("train", segs),), files=(("ds_config.json", json.dumps(cfg, indent=2)),),
+                      file_problems=tuple(deepspeed_config_problems(cfg)), notes=tuple(notes),
+                      title=f"{cluster.n_devices} devices, {_nodes(cluster)} node(s)")
 
 
-_EMITTERS = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
+_EMITTERS: Final = {"megatron": _megatron, "bridge": _bridge, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
 
 
-def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str) -> LaunchCommand:
-    """The launch arguments of ``plan`` for ``framework`` (megatron, torchtitan, deepspeed)."""
+def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str) -> LaunchPlan:
+    """The launch command of ``plan`` for ``framework`` (megatron, bridge, torchtitan, deepspeed)."""
     try:
         emitter = _EMITTERS[framework]
     except KeyError:
