@@ -86,6 +86,12 @@ BYTES_PER_ELEMENT: Final[dict[str, float]] = {
     "fp4": 0.5,
     "int4": 0.5,
     "nf4": 0.5,
+    # Block-scaled FP4 storage formats: the per-block scale is part of the format, so it is counted
+    # here. NVFP4 (NVIDIA Blackwell): E2M1 values + one FP8 E4M3 scale per 16 elements = 4.5 bits
+    # (plus one fp32 scale per tensor, negligible). MXFP4 (OCP Microscaling spec v1.0): E2M1 values +
+    # one E8M0 scale per 32 elements = 4.25 bits.
+    "nvfp4": 0.5 + 1.0 / 16.0,
+    "mxfp4": 0.5 + 1.0 / 32.0,
 }
 
 PRECISIONS: Final = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")

@@ -40,11 +40,27 @@ def test_two_shot_only_inside_a_switched_domain():
     # beyond the domain the engine falls back to the library's hierarchical algorithm
     assert c.time_group_s("all_reduce", msg, 16, 1, links, all_reduce="two_shot") == pytest.approx(
         c.time_group_s("all_reduce", msg, 16, 1, links))
-    # a mesh (MI300X xGMI) is not single-hop switched: two-shot does not apply
-    m = load_catalog().get("MI300X")
-    ml = device_links(m, efficiency_for(m))
-    assert c.time_group_s("all_reduce", msg, 8, 1, ml, all_reduce="two_shot") == pytest.approx(
-        c.time_group_s("all_reduce", msg, 8, 1, ml))
+    # a partial mesh (V100 hybrid cube-mesh) is not single-hop: two-shot does not apply
+    v = load_catalog().get("nvidia-v100-sxm-32gb")
+    vl = device_links(v, efficiency_for(v))
+    assert vl.topology == "mesh" and not vl.full_mesh and not vl.single_hop
+    assert c.time_group_s("all_reduce", msg, 8, 1, vl, all_reduce="two_shot") == pytest.approx(
+        c.time_group_s("all_reduce", msg, 8, 1, vl))
+
+
+@pytest.mark.parametrize("hw", ["MI300X", "910B", "intel-gaudi3"])
+def test_full_mesh_is_single_hop(hw):
+    """Every device of a full mesh (xGMI, HCCS, Gaudi RoCE) has a direct link to every other: the
+    engines' two-shot all-reduce and HCCL's intra-server Mesh algorithm take two latency steps, not
+    a ring's 2(n-1); the bandwidth term is the same."""
+    d = load_catalog().get(hw)
+    links = device_links(d, efficiency_for(d))
+    assert links.topology == "mesh" and links.full_mesh and links.single_hop
+    msg = 64e3
+    two = c.time_group_s("all_reduce", msg, 8, 1, links, all_reduce="two_shot")
+    bw = 2 * 7 / 8 * msg / links.scale_up_bus_bw(8)
+    assert two == pytest.approx(bw + 2 * links.scale_up.latency_s)
+    assert c.time_group_s("all_reduce", msg, 8, 1, links) > two  # the library's ring pays 2(n-1) steps
 
 
 def test_group_time_is_vectorised_and_matches_scalars():

@@ -83,6 +83,13 @@ SourceLabel = str
 BatchingMode = Literal["continuous", "static"]
 EngineFeature = Literal["gqa_shared_kv_load", "custom_allreduce"]
 
+#: What an engine's memory fraction is a fraction of (how it sizes its paged KV cache, ``serve.kv``):
+#: ``total`` device memory for everything the engine holds (vLLM ``gpu_memory_utilization``);
+#: ``free`` memory left after weights, workspace and activations, all of it KV (TensorRT-LLM
+#: ``free_gpu_memory_fraction``, LMDeploy >= 0.2.1 ``cache_max_entry_count``); ``static``: total
+#: memory for weights + KV pool, activations and workspace from the rest (SGLang ``mem_fraction_static``).
+MemoryFractionOf = Literal["total", "free", "static"]
+
 
 # =================================================================================================
 # Runtime types: what planners read
@@ -127,7 +134,10 @@ class EngineProfile:
     prefill_chunk_tokens: int
     note: str
     encoder_overhead_s: float = 0.0
+    memory_fraction_of: MemoryFractionOf = "total"
+    split_prompts: bool = True
     gqa_shared_kv_load: bool = True
+    gqa_kv_reuse: float = 1.0
     custom_allreduce: bool = True
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
@@ -208,7 +218,10 @@ class EngineSpec(_Strict):
     reserve_full_output: bool
     prefill_chunk_tokens: int = Field(ge=1)
     note: str = Field(min_length=1)
+    memory_fraction_of: MemoryFractionOf = "total"
+    split_prompts: bool = True
     gqa_shared_kv_load: bool = True
+    gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
     custom_allreduce: bool = True
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
 
@@ -464,7 +477,7 @@ class Assumptions(BaseModel):
                 max_num_seqs=s.max_num_seqs, batching=s.batching, chunked_prefill=s.chunked_prefill,
                 reserve_full_output=s.reserve_full_output, prefill_chunk_tokens=s.prefill_chunk_tokens, note=s.note,
                 encoder_overhead_s=self._seconds(s.encoder_overhead_ms, units.MS),
-                gqa_shared_kv_load=s.gqa_shared_kv_load, custom_allreduce=s.custom_allreduce,
+                memory_fraction_of=s.memory_fraction_of, split_prompts=s.split_prompts, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
             )

@@ -78,7 +78,7 @@ def _render_train(res: MemoryTrainResult) -> None:
 def memory_infer(
     model: Annotated[str, typer.Option(help="model id, alias or config.json path")],
     hw: Annotated[str | None, typer.Option(help="device to check the fit against (finds the smallest TP if --tp is not given)")] = None,
-    dtype: Annotated[str, typer.Option(help="weight dtype: fp32, bf16, fp16, fp8, int8, int4, fp4")] = "bf16",
+    dtype: Annotated[str, typer.Option(help="weight dtype: fp32, bf16, fp16, fp8, int8, int4, fp4 (NVFP4), nvfp4, mxfp4")] = "bf16",
     kv_dtype: Annotated[str, typer.Option(help="KV-cache dtype")] = "bf16",
     batch: Annotated[int, typer.Option(help="concurrent sequences")] = 1,
     context: Annotated[int, typer.Option(help="tokens per sequence (prompt + output)")] = 4096,

@@ -43,7 +43,7 @@ def _ratio_range(fig: Any) -> tuple[float, float]:
 
 def _peak_fig(dev: Any, part: Part) -> Any:
     dtype = str(part.plan.get("dtype") or "bf16")
-    dtype = {"int8-wo": "bf16", "int4-wo": "bf16"}.get(dtype, dtype)
+    dtype = {"int8-wo": "bf16", "int4-wo": "bf16", "nvfp4": "fp4", "mxfp4": "fp4"}.get(dtype, dtype)
     return dev.figure(f"dense_tflops.{dtype}") or dev.figure("dense_tflops.bf16") or dev.figure("dense_tflops.fp16")
 
 

@@ -24,7 +24,10 @@ from xpuplan.workload.vocabulary import Method, Recompute
 MAX_TP_SEARCH: Final = 1024
 #: Weight dtypes of ``memory infer`` and the serving precision scheme each stands for.
 INFER_DTYPES: Final = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "int4": "int4-wo",
-                       "fp4": "fp4"}
+                       "fp4": "nvfp4", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
+#: Storage format of each weight dtype for the analytic model (FP4 is NVFP4 unless MXFP4 is named: the
+#: block scales are part of the format, as the serving replica counts them).
+_WEIGHT_STORAGE: Final = {"fp4": "nvfp4"}
 KV_DTYPES: Final = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
 
@@ -54,7 +57,7 @@ class MemoryInferRequest(Request):
 
     model: ModelRef = Field(description="model id, alias or config.json path")
     hw: Id | None = Field(default=None, description="device to check the fit against")
-    dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
+    dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "nvfp4", "mxfp4"] = "bf16"
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     batch: Batch = 1
     context: SeqLen = Field(default=4096, description="tokens per sequence (prompt + output)")
@@ -210,7 +213,7 @@ def memory_infer(req: MemoryInferRequest, ctx: RunContext | None = None) -> Memo
             tp = fit[0].tp
         else:
             fit = _replica_fit(m, dev, req, tp, assumptions)
-    mem = inference_memory(m, weight_dtype=req.dtype, kv_dtype=req.kv_dtype, batch=req.batch, context=req.context,
+    mem = inference_memory(m, weight_dtype=_WEIGHT_STORAGE.get(req.dtype, req.dtype), kv_dtype=req.kv_dtype, batch=req.batch, context=req.context,
                            tp=tp, pp=req.pp)
     out: dict[str, Any] = {
         "model": m.id, "weight_dtype": req.dtype, "kv_dtype": req.kv_dtype, "batch": req.batch, "context": req.context,

@@ -135,7 +135,7 @@ def figures_used(device: Device, paths: Iterable[str]) -> list[FigureUsed]:
 
 def peak_path(device: Device, precision: str) -> str:
     """Catalog path of the dense peak a precision runs at (bf16 falls back to fp16)."""
-    key = {"int8-wo": "bf16", "int4-wo": "bf16", "fp32": "fp32"}.get(precision, precision)
+    key = {"int8-wo": "bf16", "int4-wo": "bf16", "fp32": "fp32", "nvfp4": "fp4", "mxfp4": "fp4"}.get(precision, precision)
     path = f"dense_tflops.{key}"
     if device.figure(path) is None and key == "bf16":
         return "dense_tflops.fp16"

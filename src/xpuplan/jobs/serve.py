@@ -46,7 +46,9 @@ EMITTERS: Final = ("vllm", "vllm-ascend", "sglang", "trtllm", "mindie", "lmdeplo
 
 
 class _ServeCommon(Request):
-    FLAGS: ClassVar = {"input_len": "--in", "output_len": "--out", "emit_": "--emit"}
+    FLAGS: ClassVar = {"input_len": "--in", "output_len": "--out", "emit_": "--emit", "spec_tokens": "--spec-tokens",
+                       "spec_accept": "--spec-accept", "spec_draft_cost": "--spec-draft-cost",
+                       "prefix_hit_rate": "--prefix-hit-rate"}
 
     model: ModelRef | None = Field(default=None, description="model id, alias or config.json path")
     hw: str | None = Field(default=None, max_length=4096, description="device ids or aliases, comma-separated")
@@ -62,6 +64,14 @@ class _ServeCommon(Request):
     percentile: Percentile | None = Field(default=None, description="percentile of the TTFT limit")
     scenario: str | None = Field(default=None, max_length=4096, description="serving scenario YAML")
     emit_: str | None = Field(default=None, description="print the serve command: " + ", ".join(EMITTERS))
+    spec_tokens: int | None = Field(default=None, ge=0, le=64,
+                                    description="speculative decoding: draft tokens proposed per step (MTP/EAGLE/draft model)")
+    spec_accept: float | None = Field(default=None, ge=1, le=65,
+                                      description="speculative decoding: tokens accepted per step, bonus token included")
+    spec_draft_cost: float | None = Field(default=None, ge=0, le=10,
+                                          description="draft cost per proposed token, as a fraction of one decode step")
+    prefix_hit_rate: float | None = Field(default=None, ge=0, lt=1,
+                                          description="fraction of each prompt served from the prefix cache")
 
     @model_validator(mode="after")
     def _check_hw(self) -> _ServeCommon:
@@ -182,6 +192,26 @@ class CapacityResult(Result, Detail):
 # =================================================================================================
 # Resolution
 # =================================================================================================
+def serving_inputs(req: _ServeCommon) -> dict[str, Any]:
+    """Speculative decoding and prefix caching of a request, as ``make_replica`` keywords."""
+    from xpuplan.serve.plan import Speculation
+
+    out: dict[str, Any] = {}
+    if req.spec_tokens:
+        if req.spec_accept is None:
+            raise flag_error(type(req), "spec_accept", "--spec-tokens needs --spec-accept: the mean tokens accepted per "
+                             "step, bonus token included (e.g. 2.4 for EAGLE-3 or MTP with 3 draft tokens)")
+        try:
+            out["speculation"] = Speculation(req.spec_tokens, req.spec_accept, req.spec_draft_cost or 0.0)
+        except UserInputError as exc:
+            raise flag_error(type(req), exc.field or "spec_accept", str(exc)) from None
+    elif req.spec_accept is not None or req.spec_draft_cost is not None:
+        raise flag_error(type(req), "spec_tokens", "--spec-accept/--spec-draft-cost need --spec-tokens (draft tokens per step)")
+    if req.prefix_hit_rate:
+        out["prefix_hit_rate"] = req.prefix_hit_rate
+    return out
+
+
 def _pick(flag: Any, scenario_value: Any, default: Any = None) -> Any:
     if flag is not None:
         return flag
@@ -286,11 +316,12 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     launches: list[dict[str, Any]] = []
     single = len(devices) * len(tps) == 1
     assumptions = ctx.assumptions(devices)
+    extra = serving_inputs(req)
     for dev in devices:
         for t in tps:
             try:
                 rep = make_replica(m, dev, tp=t, pp=pp, ep=ep, dtype=dt, kv_dtype=kv, engine=eng, memory_fraction=frac,
-                                   assumptions=assumptions)
+                                   assumptions=assumptions, **extra)
                 batches: list[int] = []
                 for p in batch_parts:
                     batches += ([rep.max_num_seqs if is_encoder else max_batch(rep, in_len, out_len, mode=req.mode)]
@@ -383,9 +414,11 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
     plan = size_for_qps(m, devices, target, in_len, out_len, slo, dtypes=dtypes,
                         engine=_pick(req.engine, rs.engine if rs else None),
                         kv_dtype=_pick(req.kv_dtype, rs.kv_dtype if rs else None), tps=tps,
-                        pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs else None, 1),
+                        pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs and rs.ep > 1 else None),
                         memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
-                        ttft_input_len=tail_len, disagg=req.disagg, **_assumptions_kw(size_for_qps, ctx, devices))
+                        ttft_input_len=tail_len, disagg=req.disagg, **serving_inputs(req),
+                        input_lengths=traffic.input.nodes() if traffic and req.input_len is None else None,
+                        **_assumptions_kw(size_for_qps, ctx, devices))
     commands: list[str] = []
     launches: list[dict[str, Any]] = []
     if req.emit_:

@@ -277,9 +277,10 @@ class Network(Protocol):
     def topology(self) -> str: ...
 
 
-def single_hop(topology: str) -> bool:
-    """Every device reaches every other in one hop inside the domain (switch or torus slice)."""
-    return topology in ("switch", "torus")
+def single_hop(topology: str, full_mesh: bool = False) -> bool:
+    """Every device reaches every other in one hop inside the domain (switch, torus slice, or a
+    ``mesh`` that is a full mesh: every device wired directly to every other)."""
+    return topology in ("switch", "torus") or (topology == "mesh" and full_mesh)
 
 
 def scale_up_share(local: ArrayLike, domain_size: int, topology: str) -> ArrayLike:
@@ -336,7 +337,9 @@ def time_group_s(
     nodes_f = np.asarray(nodes, dtype=float)
     ib = net.scale_up.bus_bw * np.asarray(scale_up_share(local_f, net.domain_size, net.topology))
     il, ob, ol = net.scale_up.latency_s, net.scale_out.bus_bw, net.scale_out.latency_s
-    inside_hop = (nodes_f <= 1.0) & single_hop(net.topology)
+    # A full mesh (``perf.links.DeviceLinks.full_mesh``; a training Cluster has none) is single-hop:
+    # HCCL's intra-server Mesh algorithm and the engines' custom all-reduce on xGMI run one step per phase.
+    inside_hop = (nodes_f <= 1.0) & single_hop(net.topology, bool(getattr(net, "full_mesh", False)))
     if kind == "p2p":
         t = np.where(nodes_f > 1.0, time_p2p_s(n_bytes, ob, ol), time_p2p_s(n_bytes, ib, il))
     elif kind == "all_to_all":

@@ -76,6 +76,9 @@ class DeviceLinks:
     scale_out: Link
     domain_size: int
     topology: Topology
+    full_mesh: bool = False
+    """a ``mesh`` in which every device has a direct link to every other of its domain (910B HCCS,
+    MI300X xGMI, Gaudi RoCE): one hop between any two, so single-hop collective algorithms apply"""
 
     def scale_up_bus_bw(self, group_local: int) -> float:
         """Bus bandwidth (bytes/s) one device gets for a group with ``group_local`` members in its
@@ -87,8 +90,9 @@ class DeviceLinks:
 
     @property
     def single_hop(self) -> bool:
-        """Every device reaches every other in one hop inside the domain (switch or torus slice)."""
-        return self.topology in ("switch", "torus")
+        """Every device reaches every other in one hop inside the domain (switch, torus slice or
+        full mesh)."""
+        return self.topology in ("switch", "torus") or (self.topology == "mesh" and self.full_mesh)
 
 
 def scale_up_kind(dev: Device) -> str:
@@ -141,6 +145,21 @@ def topology_of(dev: Device, kind: str) -> Topology:
     return "mesh" if kind in ("hccs", "xgmi", "ethernet-scaleup", "mlu-link") else "switch"
 
 
+#: Catalog topology words that say every device of the domain links directly to every other, and
+#: words that deny it (DGX-1's hybrid cube-mesh, MI250X's GCD mesh).
+_FULL_MESH_WORDS = ("full mesh", "fully connected", "all-to-all")
+_PARTIAL_MESH_WORDS = ("not all-to-all", "cube-mesh", "not fully", "partial")
+
+
+def is_full_mesh(dev: Device, topology: str) -> bool:
+    """A point-to-point ``mesh`` domain whose devices are all directly connected (from the catalog's
+    topology text: "8-NPU full mesh", "8 OAMs fully connected", "all-to-all ... no switch")."""
+    if topology != "mesh":
+        return False
+    topo = (dev.scale_up_topology or "").casefold()
+    return any(w in topo for w in _FULL_MESH_WORDS) and not any(w in topo for w in _PARTIAL_MESH_WORDS)
+
+
 def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, out_kind: str | None = None,
                  assumptions: Assumptions | None = None) -> DeviceLinks:
     """The device's links with achievable fractions and latencies (the link types of
@@ -168,4 +187,5 @@ def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, ou
         scale_out=Link(out_kind, dev.scale_out_bandwidth or DEFAULT_SCALE_OUT_BYTES_PER_S, out_frac, out_lat),
         domain_size=domain,
         topology=topo,
+        full_mesh=is_full_mesh(dev, topo),
     )

@@ -1,8 +1,8 @@
 """Sizing: how many devices of each kind serve a target request rate within a latency SLO.
 
 For every hardware option: enumerate replica configurations (tp over the powers of two the model's
-heads allow, up to the scale-up domain; pp only when nothing fits one domain; the precision schemes
-asked for), prune those that do not fit or cannot meet the SLO, evaluate the largest rate per replica
+heads allow, up to the scale-up domain; for MoE models TP-only and attention-DP + EP layouts,
+:func:`candidate_eps`; pp only when nothing fits one domain; the precision schemes asked for), prune those that do not fit or cannot meet the SLO, evaluate the largest rate per replica
 at the SLO (:func:`xpuplan.serve.slo.throughput_at_slo`), and keep the configuration that needs the
 fewest devices (ties: more headroom, then lower TTFT). Devices = replicas × devices per replica,
 replicas = ceil(target / rate per replica). Cost-free: the cost planner prices the answer.
@@ -98,11 +98,29 @@ def candidate_tps(model: ModelArch, device: Device, tps: list[int] | None = None
     return out or [1]
 
 
+def candidate_eps(model: ModelArch, device: Device, tp: int, ep: int | None = None) -> list[int]:
+    """MoE serving layouts to try at ``tp``: the given ``ep``; else for MoE models TP only (ep = 1:
+    experts split over TP, attention over TP) and attention-DP + EP (ep groups of tp devices:
+    attention and dense weights replicated per group, experts split over ep·tp) for every power of
+    two ep that divides the routed experts with tp·ep inside the scale-up domain. Dense models: 1."""
+    if ep is not None:
+        return [ep]
+    if model.moe is None:
+        return [1]
+    limit = device.scale_up_domain if device.scale_up_bandwidth else PCIE_SERVER_DEVICES
+    out, e = [1], 2
+    while tp * e <= limit and model.moe.n_routed_experts % e == 0:
+        out.append(e)
+        e *= 2
+    return out
+
+
 def best_on_device(model: ModelArch, device: Device, qps: float, input_len: float, output_len: float, slo: SLO, *,
                    dtypes: list[str], engine: str | None = None, kv_dtype: str | None = None,
-                   tps: list[int] | None = None, pp: int | None = None, ep: int = 1,
+                   tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                    memory_fraction: float | None = None, ttft_input_len: float | None = None,
-                   ) -> tuple[tuple[Replica, SLOResult] | None, list[str]]:
+                   input_lengths: list[tuple[float, float]] | None = None,
+                   **serving: Any) -> tuple[tuple[Replica, SLOResult] | None, list[str]]:
     """(best replica and its SLO result, or None; reasons the rejected candidates failed)."""
     reasons: list[str] = []
     best: tuple[Replica, SLOResult] | None = None
@@ -112,16 +130,19 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
     while True:
         for p in pps:
             for dt in dtypes:
-                for t in candidate_tps(model, device, tps):
+                layouts = [(t_, e_) for t_ in candidate_tps(model, device, tps) for e_ in candidate_eps(model, device, t_, ep)]
+                for t, e in layouts:
+                    where = f"tp={t} pp={p}" + (f" ep={e}" if e > 1 else "")
                     try:
-                        rep = make_replica(model, device, tp=t, pp=p, ep=ep, dtype=dt, kv_dtype=kv_dtype, engine=engine,
-                                           memory_fraction=memory_fraction)
-                        res = throughput_at_slo(rep, input_len, output_len, slo, ttft_input_len=ttft_input_len)
+                        rep = make_replica(model, device, tp=t, pp=p, ep=e, dtype=dt, kv_dtype=kv_dtype, engine=engine,
+                                           memory_fraction=memory_fraction, **serving)
+                        res = throughput_at_slo(rep, input_len, output_len, slo, ttft_input_len=ttft_input_len,
+                                                input_lengths=input_lengths)
                     except InfeasibleError as exc:
-                        reasons.append(f"tp={t} pp={p} {dt}: {'; '.join(exc.reasons) or exc}")
+                        reasons.append(f"{where} {dt}: {'; '.join(exc.reasons) or exc}")
                         continue
                     except UserInputError as exc:
-                        reasons.append(f"tp={t} pp={p} {dt}: {exc.render()}")
+                        reasons.append(f"{where} {dt}: {exc.render()}")
                         continue
                     replicas = math.ceil(qps / res.max_rate)
                     key = (replicas * rep.n_devices, -res.max_rate / rep.n_devices, res.point.ttft_p_s)
@@ -137,10 +158,13 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
 
 def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len: float, output_len: float,
                  slo: SLO, *, dtypes: list[str] | None = None, engine: str | None = None, kv_dtype: str | None = None,
-                 tps: list[int] | None = None, pp: int | None = None, ep: int = 1,
+                 tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                  memory_fraction: float | None = None, ttft_input_len: float | None = None,
-                 disagg: bool | None = None) -> CapacityPlan:
-    """Devices needed per hardware option to serve ``qps`` requests/s (module doc)."""
+                 disagg: bool | None = None, input_lengths: list[tuple[float, float]] | None = None,
+                 **serving: Any) -> CapacityPlan:
+    """Devices needed per hardware option to serve ``qps`` requests/s (module doc). ``serving``:
+    ``speculation`` and ``prefix_hit_rate`` for every replica (``make_replica``). ``input_lengths``:
+    (length, probability) nodes of the prompt-length distribution for the prompt queue (M/G/1)."""
     validity.positive_rate("qps", qps)
     validity.positive_length("input_len", input_len)
     validity.positive_length("output_len", output_len)
@@ -155,14 +179,14 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
     for dev in devices:
         found, reasons = best_on_device(model, dev, qps, input_len, output_len, slo, dtypes=dtypes, engine=engine,
                                         kv_dtype=kv_dtype, tps=tps, pp=pp, ep=ep, memory_fraction=memory_fraction,
-                                        ttft_input_len=ttft_input_len)
+                                        ttft_input_len=ttft_input_len, input_lengths=input_lengths, **serving)
         if found is None:
             infeasible[dev.id] = reasons or ["no configuration to try"]
             continue
         rep, res = found
         replicas = math.ceil(qps / res.max_rate)
         at = load_point(rep, input_len, output_len, qps / replicas, percentile=slo.percentile,
-                        ttft_input_len=ttft_input_len)
+                        ttft_input_len=ttft_input_len, input_lengths=input_lengths)
         dis = None
         dis_err = None
         if want_disagg:

@@ -53,6 +53,9 @@ def _checkpoint_note(rep: Replica) -> str | None:
         "int8": "expects an INT8 W8A8 (SmoothQuant) checkpoint; the engine reads the scheme from it",
         "int8-wo": "expects an INT8 weight-only (W8A16) checkpoint; the engine reads the scheme from it",
         "int4-wo": "expects an AWQ or GPTQ INT4 (W4A16, group 128) checkpoint; the engine reads the scheme from it",
+        "nvfp4": "expects an NVFP4 (W4A4, an FP8 scale per 16 weights) checkpoint, e.g. from NVIDIA ModelOpt; the engine "
+                 "reads the scheme from it",
+        "mxfp4": "expects an MXFP4 (W4A4, an E8M0 scale per 32 weights) checkpoint; the engine reads the scheme from it",
     }.get(rep.precision.scheme)
 
 

@@ -23,10 +23,11 @@ TTFT under continuous batching at this closed-loop concurrency is the step that 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
-from xpuplan.errors import UserInputError
+from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.serve import validity
 from xpuplan.serve.kv import MemoryPlan, max_concurrent_sequences, memory_plan, require_fit
 from xpuplan.serve.replica import Replica, StepTime, step_time
@@ -113,23 +114,51 @@ def time_prefill_s(rep: Replica, n_prompts: int, prompt_len: int) -> tuple[float
     and the largest step's breakdown."""
     budget = max(rep.engine.prefill_chunk_tokens, 1)
     per_micro = max(1, math.ceil(n_prompts / rep.pp))  # pipeline stages work on different prompts
-    if prompt_len <= budget:
-        per_fwd = max(1, min(per_micro, budget // prompt_len))
+    cached = cached_prefix_tokens(rep, prompt_len)
+    new = prompt_len - cached
+    if new <= budget:
+        per_fwd = max(1, min(per_micro, budget // new))
         full, rest = divmod(per_micro, per_fwd)
-        st = step_time(rep, prefill_tokens=per_fwd * prompt_len, prefill_len=prompt_len)
+        st = step_time(rep, prefill_tokens=per_fwd * new, prefill_len=new, prefill_kv_len=prompt_len)
         t = full * st.total_s
         if rest:
-            t += step_time(rep, prefill_tokens=rest * prompt_len, prefill_len=prompt_len).total_s
+            t += step_time(rep, prefill_tokens=rest * new, prefill_len=new, prefill_kv_len=prompt_len).total_s
         return t + _pp_fill(rep, st), st
-    # chunked long prompt: chunk i attends to all earlier chunks
+    # chunked long prompt: chunk i attends to all earlier chunks (and the cached prefix)
     t = 0.0
-    done = 0
+    done = cached
     largest = step_time(rep, prefill_tokens=budget, prefill_len=budget, prefill_kv_len=prompt_len, sampled_rows=1)
     while done < prompt_len:
         c = min(budget, prompt_len - done)
         t += step_time(rep, prefill_tokens=c, prefill_len=c, prefill_kv_len=done + c, sampled_rows=1).total_s
         done += c
     return per_micro * t + _pp_fill(rep, largest), largest
+
+
+def cached_prefix_tokens(rep: Replica, prompt_len: float) -> int:
+    """Prompt tokens served from the prefix cache (``rep.prefix_hit_rate`` of the prompt, at least one
+    token left to prefill): their keys are read by attention, their forward is not run again."""
+    if not rep.prefix_hit_rate:
+        return 0
+    return min(int(prompt_len) - 1, int(round(prompt_len * rep.prefix_hit_rate)))
+
+
+def draft_s(rep: Replica, seqs: int, context: float) -> float:
+    """Seconds of proposing ``draft_tokens`` per sequence per step (speculative decoding): draft_cost
+    of a plain (one-token) decode step of ``seqs`` sequences at ``context`` per draft token."""
+    sp = rep.speculation
+    if not sp.active or sp.draft_cost == 0:
+        return 0.0
+    plain = _without_speculation(rep)
+    return sp.draft_tokens * sp.draft_cost * step_time(plain, decode_seqs=seqs, decode_context=context).total_s
+
+
+@lru_cache(maxsize=1024)
+def _without_speculation(rep: Replica) -> Replica:
+    """The plain (non-speculative) twin of a replica (one object per replica, so step_time's cache hits)."""
+    from xpuplan.serve.plan import NO_SPECULATION
+
+    return replace(rep, speculation=NO_SPECULATION)
 
 
 def _pp_fill(rep: Replica, st: StepTime) -> float:
@@ -152,6 +181,23 @@ def mean_decode_step(rep: Replica, seqs: int, ctx_start: float, ctx_end: float, 
     return mean, mid
 
 
+def static_misfit_note(rep: Replica, plan: MemoryPlan, batch: int, seq_tokens: int) -> str:
+    """What a static batch that does not fit the memory model says (a published batch that ran but
+    does not fit means the memory model, not the batch, is wrong for that run)."""
+    kv_seqs = plan.max_sequences(seq_tokens) * rep.ep if plan.kv_bytes_per_token else batch
+    fixed = plan.weights_bytes + plan.workspace_bytes + plan.activation_bytes
+    if fixed > plan.usable_bytes:
+        why = "the weights and workspace alone exceed the usable memory"
+    elif kv_seqs >= batch:
+        why = f"the engine's sequence limit (max_num_seqs {rep.max_num_seqs}) is below the batch"
+    else:
+        need = batch * plan.blocks_per_sequence(seq_tokens) * plan.block_size_tokens * plan.kv_bytes_per_token / rep.ep
+        why = (f"its KV cache needs {need / 1e9:.1f} GB per device, {max(0.0, plan.kv_budget_bytes) / 1e9:.1f} GB "
+               f"modelled ({kv_seqs} such sequences)")
+    return (f"memory check: batch {batch} x {seq_tokens} tokens does not fit the memory model ({why}); "
+            "if the batch ran as published, the memory model is wrong for this run")
+
+
 def estimate_static(rep: Replica, input_len: int, output_len: int, batch: int, *, check_memory: bool = True) -> ServingEstimate:
     """Static batch: prefill all ``batch`` prompts, then decode them together (see module doc)."""
     _check_lengths(input_len, output_len, batch)
@@ -161,16 +207,18 @@ def estimate_static(rep: Replica, input_len: int, output_len: int, batch: int, *
     notes = list(rep.notes)
     try:
         require_fit(rep, plan, seq_tokens, batch)
-    except Exception:
+    except InfeasibleError:
         if check_memory:
             raise
         fits = False
-        notes.append(f"batch {batch} x {seq_tokens} tokens exceeds the modelled KV capacity "
-                     f"({max_concurrent_sequences(rep, plan, seq_tokens)} sequences)")
+        notes.append(static_misfit_note(rep, plan, batch, seq_tokens))
     t_prefill, st_prefill = time_prefill_s(rep, batch, input_len)
     micro = max(1, math.ceil(batch / rep.pp))
     if output_len > 1:
         tpot, st_decode = mean_decode_step(rep, micro, input_len + 1, input_len + output_len - 1)
+        sp = rep.speculation
+        if sp.active:  # one verification step (+ drafting) emits accepted_tokens tokens per sequence
+            tpot = (tpot + draft_s(rep, micro, input_len + output_len / 2.0)) / sp.accepted_tokens
     else:
         tpot, st_decode = 0.0, step_time(rep, decode_seqs=micro, decode_context=input_len + 1)
     e2e = t_prefill + (output_len - 1) * tpot
@@ -193,8 +241,8 @@ def kv_tokens_per_sequence(rep: Replica, input_len: float, output_len: float) ->
 def prompt_in_mixed_steps_s(rep: Replica, prompt_len: int, decode_seqs: int, decode_context: float) -> float:
     """Seconds until a prompt of ``prompt_len`` tokens is prefilled when its chunks (at most the engine's
     token budget each) ride in steps that also decode ``decode_seqs`` running sequences."""
-    budget = max(1, rep.engine.prefill_chunk_tokens)
-    t, done = 0.0, 0
+    budget = split_budget(rep, prompt_len)
+    t, done = 0.0, cached_prefix_tokens(rep, prompt_len)
     while done < prompt_len:
         k = min(budget, prompt_len - done)
         t += step_time(rep, decode_seqs=decode_seqs, decode_context=decode_context, prefill_tokens=k, prefill_len=k,
@@ -207,7 +255,8 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
     """(TPOT, TTFT, decode-step breakdown) of the steady state at ``concurrency`` running sequences."""
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
     ctx = input_len + output_len / 2.0
-    new_per_step = c / output_len
+    sp = rep.speculation
+    new_per_step = c / steps_per_request(rep, output_len)
     plen = int(round(input_len))
     if rep.engine.chunked_prefill:
         tpot, st = continuous_tpot(rep, input_len, output_len, concurrency)
@@ -219,7 +268,37 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
         per_step_prefill = t_pref * new_per_step / max(1, math.ceil(new_per_step))
         tpot = st.total_s + per_step_prefill
         ttft = t_pref + st.total_s / 2.0  # a prompt waits on average half a decode step
+        if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence
+            tpot = (tpot + draft_s(rep, c, ctx)) / sp.accepted_tokens
     return tpot, ttft, st
+
+
+def mean_chunk_keys(start: int, end: int, piece: int) -> float:
+    """Keys a prompt token attends on average, token-weighted, when tokens ``start``..``end`` are
+    prefilled in chunks of ``piece`` (chunk i attends all keys up to its end): closed form for
+    start = 0, Σ piece·(i·piece) + rest·end over end tokens."""
+    n_tok = max(1, end - start)
+    if start == 0:
+        n, rest = divmod(end, piece)
+        return (piece * piece * n * (n + 1) / 2.0 + rest * end) / n_tok
+    total, done = 0.0, start
+    while done < end:
+        c = min(piece, end - done)
+        total += c * (done + c)
+        done += c
+    return total / n_tok
+
+
+def split_budget(rep: Replica, prompt_len: float) -> int:
+    """Largest piece of one prompt a mixed step carries: the engine's token budget when it splits
+    prompts (chunked prefill), else the whole prompt (TensorRT-LLM in-flight batching by default)."""
+    budget = max(1, rep.engine.prefill_chunk_tokens)
+    return budget if rep.engine.split_prompts else max(budget, int(math.ceil(prompt_len)))
+
+
+def steps_per_request(rep: Replica, output_len: float) -> float:
+    """Engine steps a request decodes for: its output, over the tokens accepted per step."""
+    return output_len / rep.speculation.accepted_tokens
 
 
 def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurrency: int) -> tuple[float, StepTime]:
@@ -230,12 +309,19 @@ def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurren
         return tpot, st
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
     ctx = input_len + output_len / 2.0
-    prefill_tokens = max(1, round(c / output_len * input_len))
     plen = int(round(input_len))
+    new = plen - cached_prefix_tokens(rep, plen)  # prompt tokens each new request still prefills
+    prefill_tokens = max(1, round(c / steps_per_request(rep, output_len) * new))
     budget = rep.engine.prefill_chunk_tokens
     pt = min(prefill_tokens, budget)
-    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=min(plen, budget))
+    piece = min(new, split_budget(rep, new))
+    # a prompt split into chunks (or after a cached prefix): each chunk attends every key before it
+    kv = {"prefill_kv_len": max(piece, round(mean_chunk_keys(plen - new, plen, piece)))} if (piece < new or new < plen) else {}
+    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=piece, **kv)
     tpot = st.total_s * max(1.0, prefill_tokens / budget) if prefill_tokens > budget else st.total_s
+    sp = rep.speculation
+    if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence
+        tpot = (tpot + draft_s(rep, c, ctx)) / sp.accepted_tokens
     return tpot, st
 
 
@@ -247,18 +333,30 @@ def estimate_continuous(rep: Replica, input_len: int, output_len: int, concurren
     kv_tokens = kv_tokens_per_sequence(rep, input_len, output_len)
     notes = list(rep.notes)
     fits = True
+    limit = max_concurrent_sequences(rep, plan, kv_tokens)
+    running = concurrency
     try:
-        require_fit(rep, plan, kv_tokens, concurrency)
-    except Exception:
+        require_fit(rep, plan, kv_tokens, 1)
+        if concurrency > limit:
+            running = limit
+    except InfeasibleError:
         if check_memory:
             raise
         fits = False
         notes.append(f"concurrency {concurrency} exceeds the modelled KV capacity")
-    tpot, ttft, st = continuous_step(rep, input_len, output_len, concurrency)
-    e2e = ttft + (output_len - 1) * tpot
-    # every running sequence emits one token per TPOT; requests complete at concurrency / (out · TPOT)
-    out_tps = concurrency / tpot
+    tpot, ttft, st = continuous_step(rep, input_len, output_len, running)
+    # every running sequence emits one token per TPOT; requests complete at running / (out · TPOT)
+    out_tps = running / tpot
     rps = out_tps / output_len
+    if running < concurrency:
+        # Closed loop above the running-sequence limit (KV capacity or max_num_seqs): the engine runs
+        # `limit` sequences, so TPOT stops growing; the other clients wait for a slot, freed at the
+        # completion rate, so by Little's law each waits (concurrency - limit) / rps more for its first token.
+        wait = (concurrency - running) / rps
+        ttft += wait
+        notes.append(f"concurrency {concurrency} is above the running-sequence limit {running} (KV capacity / "
+                     f"max_num_seqs): {running} run, the rest wait {wait * 1e3:,.0f} ms for a slot (added to TTFT)")
+    e2e = ttft + (output_len - 1) * tpot
     pre = time_prefill_s(rep, 1, input_len)[1]
     return ServingEstimate(
         replica=rep.to_dict(), mode="continuous", input_len=input_len, output_len=output_len, batch=concurrency,

@@ -1,7 +1,17 @@
 """Memory of a serving replica: weights, workspace, and the paged KV cache that is left.
 
-Budget per device (the vLLM ``gpu_memory_utilization`` convention; TensorRT-LLM's "fraction of free
-memory" gives nearly the same number): ``memory · fraction − weights − workspace − activations``.
+Each engine sizes its KV pool by its own convention (``memory_fraction_of`` in ``engines.yaml``), with
+``M`` the device memory, ``f`` the engine's fraction and ``fixed = weights + workspace + activations``:
+
+* ``total`` (vLLM ``gpu_memory_utilization``, MindIE): the engine may hold ``f·M`` in all, so
+  KV = ``f·M − fixed``;
+* ``free`` (TensorRT-LLM ``free_gpu_memory_fraction``, LMDeploy ``cache_max_entry_count``): the
+  fraction of what is free once the model is loaded, so KV = ``f·(M − fixed)``;
+* ``static`` (SGLang ``mem_fraction_static``): weights and the KV pool share ``f·M``; activations and
+  workspace come from the rest, so KV = ``min(f·M − weights, M − fixed)``.
+
+At the max-throughput point the batch is the number of sequences this pool holds, so an error in it
+is an error in throughput one-for-one.
 The KV budget is cut into blocks (pages) of ``block_size`` tokens; a sequence of ``n`` tokens holds
 ``ceil(n / block_size)`` blocks, so the last block of every sequence is partly wasted. KV heads split
 over TP (replicated when TP exceeds the KV heads; MLA's latent is replicated over TP), layers over PP.
@@ -66,15 +76,27 @@ def kv_bytes_per_token_per_device(rep: Replica) -> float:
     return _kv_per_device(rep.model, rep.precision.kv_dtype, tp=rep.tp, pp=rep.pp)
 
 
+def kv_budget(convention: str, device_bytes: float, fraction: float, weights: float, other: float) -> tuple[float, float]:
+    """(memory the engine may use, KV-cache budget) per device under an engine's convention (module
+    docstring); ``other`` = workspace + activations."""
+    fixed = weights + other
+    if convention == "free":
+        return device_bytes, fraction * (device_bytes - fixed)
+    if convention == "static":
+        return device_bytes, min(fraction * device_bytes - weights, device_bytes - fixed)
+    usable = device_bytes * fraction
+    return usable, usable - fixed
+
+
 def memory_plan(rep: Replica, *, tokens_per_forward: int | None = None) -> MemoryPlan:
     """Memory per device of ``rep``; ``tokens_per_forward`` (default: the engine's prefill chunk)
     sizes the activation workspace."""
     dev_bytes = rep.device.memory_bytes
-    usable = dev_bytes * rep.memory_fraction
     w = weight_bytes_per_device(rep)
     tok = tokens_per_forward or rep.engine.prefill_chunk_tokens
     acts = inference_activation_bytes_per_device(rep.model, tok, tp=rep.tp, ep=rep.ep)
-    budget = usable - w - SERVING_WORKSPACE_BYTES - acts
+    usable, budget = kv_budget(rep.engine.memory_fraction_of, dev_bytes, rep.memory_fraction, w,
+                               SERVING_WORKSPACE_BYTES + acts)
     kv_tok = kv_bytes_per_token_per_device(rep)
     if kv_tok > 0:
         blocks = max(0, int(budget // (kv_tok * rep.block_size_tokens)))
@@ -99,6 +121,12 @@ def _gb(x: float) -> str:
     return f"{x / GB:.1f} GB"
 
 
+def _usable_text(rep: Replica, plan: MemoryPlan) -> str:
+    if rep.engine.memory_fraction_of == "total":
+        return f"{rep.memory_fraction:.0%} of {_gb(plan.device_bytes)}"
+    return f"all of {_gb(plan.device_bytes)}; the {rep.memory_fraction:.0%} fraction applies to the KV cache"
+
+
 def require_fit(rep: Replica, plan: MemoryPlan, tokens_per_sequence: float, sequences: int = 1) -> None:
     """InfeasibleError with the reasons and a suggestion when ``sequences`` of ``tokens_per_sequence``
     tokens do not fit the replica."""
@@ -118,8 +146,7 @@ def require_fit(rep: Replica, plan: MemoryPlan, tokens_per_sequence: float, sequ
         raise InfeasibleError(
             f"{rep.model.id} does not fit on {where}",
             reasons=[f"weights {_gb(plan.weights_bytes)} + workspace {_gb(plan.workspace_bytes + plan.activation_bytes)} "
-                     f"> {_gb(plan.usable_bytes)} usable ({rep.memory_fraction:.0%} of {_gb(plan.device_bytes)}) "
-                     f"on {where}; {hint}"],
+                     f"> {_gb(plan.usable_bytes)} usable ({_usable_text(rep, plan)}) on {where}; {hint}"],
         )
     if plan.kv_bytes_per_token == 0:
         return

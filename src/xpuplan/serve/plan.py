@@ -24,6 +24,34 @@ if TYPE_CHECKING:
     from xpuplan.serve.replica import Replica
 
 
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding (MTP, EAGLE, a draft model): per target step each decoding sequence
+    verifies ``draft_tokens + 1`` positions and emits ``accepted_tokens`` on average (1 to
+    draft_tokens + 1, the bonus token included); proposing costs ``draft_cost`` of one plain decode
+    step per draft token (MTP/EAGLE heads: about their layers / the model's layers; a draft model:
+    its step time over the target's). Default: no speculation."""
+
+    draft_tokens: int = 0
+    accepted_tokens: float = 1.0
+    draft_cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        validity.check_speculation(self.draft_tokens, self.accepted_tokens, self.draft_cost)
+
+    @property
+    def active(self) -> bool:
+        return self.draft_tokens > 0
+
+    @property
+    def verify_tokens(self) -> int:
+        """Positions each decoding sequence runs through the target model per step."""
+        return self.draft_tokens + 1
+
+
+NO_SPECULATION = Speculation()
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServingPlan:
     """The execution choices of one serving replica (``tp·pp·ep`` devices)."""
@@ -48,8 +76,13 @@ class ServingPlan:
     """most sequences the engine schedules at once (None: the engine's default)"""
     batching: BatchingMode | None = None
     """continuous or static batching (None: the engine's mode)"""
+    speculation: Speculation = NO_SPECULATION
+    """speculative decoding: draft tokens per step, accepted tokens per step, draft cost"""
+    prefix_hit_rate: float = 0.0
+    """fraction of each prompt found in the prefix cache (not prefilled again; its keys still attended)"""
 
     def __post_init__(self) -> None:
+        validity.check_prefix_hit_rate(self.prefix_hit_rate)
         for name in ("tp", "pp", "ep"):
             validity.positive_int(name, getattr(self, name))
         if self.memory_fraction is not None:
@@ -77,7 +110,8 @@ class ServingPlan:
         return make_replica(model, device, tp=self.tp, pp=self.pp, ep=self.ep, dtype=self.dtype,
                             kv_dtype=self.kv_dtype, engine=self.engine, memory_fraction=self.memory_fraction,
                             block_size_tokens=self.block_size_tokens, max_num_seqs=self.max_num_seqs, eff=eff,
-                            assumptions=assumptions)
+                            assumptions=assumptions, speculation=self.speculation,
+                            prefix_hit_rate=self.prefix_hit_rate)
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)

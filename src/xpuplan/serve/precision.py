@@ -9,9 +9,16 @@ fp8            fp8              fp8          W8A8 (TensorRT-LLM / vLLM FP8); on 
 int8           int8             int8         W8A8 (SmoothQuant-style)
 int8-wo        int8             bf16         weight-only int8 (W8A16), dequantised in the GEMM
 int4-wo        int4 + scales    bf16         AWQ/GPTQ-style weight-only int4 (W4A16), group 128
+nvfp4          fp4 + fp8 / 16   fp4          NVIDIA block-scaled FP4 (W4A4): E2M1 values, one FP8
+                                             E4M3 scale per 16 elements (4.5 bits per weight)
+mxfp4          fp4 + e8m0 / 32  fp4          OCP MX FP4 (W4A4): E2M1 values, one E8M0 scale per 32
+                                             elements (4.25 bits per weight)
 =============  ===============  ===========  ==================================================
 
-Aliases: ``w8a8`` -> int8, ``w8a16`` -> int8-wo, ``int4``/``w4a16``/``awq``/``gptq`` -> int4-wo.
+Aliases: ``w8a8`` -> int8, ``w8a16`` -> int8-wo, ``int4``/``w4a16``/``awq``/``gptq`` -> int4-wo,
+``fp4``/``w4a4``/``nvfp4-w4a4`` -> nvfp4 (what TensorRT-LLM and NVIDIA ModelOpt call FP4). The FP4 schemes
+need FP4 tensor cores (``dense_tflops.fp4`` in the catalog: Blackwell, MI355X); a device without
+them is refused with the reason (no silent fallback).
 The KV cache dtype is independent (bf16, fp16, fp8, int8).
 """
 
@@ -22,7 +29,10 @@ from dataclasses import asdict, dataclass
 from xpuplan.catalog.device import Device
 from xpuplan.errors import UserInputError
 
-SCHEMES = ("bf16", "fp16", "fp8", "int8", "int8-wo", "int4-wo")
+SCHEMES = ("bf16", "fp16", "fp8", "int8", "int8-wo", "int4-wo", "nvfp4", "mxfp4")
+
+#: Block-scaled FP4 schemes -> their storage format (``units.BYTES_PER_ELEMENT``, scales included).
+FP4_SCHEMES = {"nvfp4": "nvfp4", "mxfp4": "mxfp4"}
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
 
 _ALIASES = {
@@ -32,6 +42,7 @@ _ALIASES = {
     "w8a16": "int8-wo", "int8-weight-only": "int8-wo", "int8wo": "int8-wo",
     "int4": "int4-wo", "w4a16": "int4-wo", "awq": "int4-wo", "gptq": "int4-wo", "int4-weight-only": "int4-wo",
     "int4wo": "int4-wo",
+    "fp4": "nvfp4", "w4a4": "nvfp4", "nvfp4-w4a4": "nvfp4", "fp4-e2m1": "nvfp4", "mxfp4-w4a4": "mxfp4",
 }
 
 
@@ -55,7 +66,7 @@ def normalise_scheme(name: str, *, field: str = "dtype") -> str:
     key = _ALIASES.get(key, key)
     if key not in SCHEMES:
         raise UserInputError(
-            f"unknown precision {name!r}; choose one of {', '.join(SCHEMES)} (aliases: w8a8, w8a16, w4a16, awq, gptq)",
+            f"unknown precision {name!r}; choose one of {', '.join(SCHEMES)} (aliases: w8a8, w8a16, w4a16, awq, gptq, fp4)",
             field=field,
         )
     return key
@@ -64,8 +75,8 @@ def normalise_scheme(name: str, *, field: str = "dtype") -> str:
 def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) -> Precision:
     """The precision a replica of ``scheme`` really runs on ``device``.
 
-    ``kv_dtype`` None: fp8 for the fp8 scheme on a device with fp8 tensor cores (the TensorRT-LLM
-    and vLLM FP8 recipes quantise the KV cache too), else the 16-bit activation dtype.
+    ``kv_dtype`` None: fp8 for the fp8 and FP4 schemes on a device with fp8 tensor cores (the
+    TensorRT-LLM and vLLM FP8/NVFP4 recipes quantise the KV cache too), else the 16-bit activation dtype.
     A device without the figure a scheme needs gets one error naming that figure (and a scheme that
     works with the figures it has, if any); an fp16-only device runs bf16 at its fp16 rate, with a note.
     """
@@ -96,6 +107,12 @@ def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) 
                     field="dtype", also=int8_ok)
             note = f"{device.id} has no fp8 tensor cores: fp8 weights are dequantised to {act16} (weight-only)"
             p = Precision(s, "fp8", act16, "", True)
+    elif s in FP4_SCHEMES:
+        if not device.supports("fp4"):
+            raise UserInputError(
+                f"{device.id} has no FP4 tensor cores in the catalog (dense_tflops.fp4), so {s} (block-scaled FP4, "
+                "W4A4) cannot run on it; use fp8 or int4-wo", field="dtype")
+        p = Precision(s, FP4_SCHEMES[s], "fp4", "", False)
     elif s == "int8":
         if not has8:
             raise device.missing_figure("dense_tflops.int8", "int8 peak (W8A8 runs int8 GEMMs)", field="dtype",
@@ -109,7 +126,9 @@ def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) 
         p = Precision(s, "int8" if s == "int8-wo" else "int4", act16, "", True)
         note = device.sixteen_bit_note("bf16")
     if kv_dtype is None:
-        kv = "fp8" if (s == "fp8" and device.supports("fp8")) else act16
+        # FP8 KV with the fp8 and FP4 recipes (TensorRT-LLM / ModelOpt NVFP4 checkpoints quantise the
+        # KV cache to FP8 too), on devices with fp8 tensor cores
+        kv = "fp8" if (s in ("fp8", *FP4_SCHEMES) and device.supports("fp8")) else act16
     else:
         kv = kv_dtype.strip().casefold()
         if kv in ("auto", "bfloat16"):

@@ -35,7 +35,7 @@ from xpuplan.serve.constants import (
     default_engine,
     engine_profile,
 )
-from xpuplan.serve.plan import ServingPlan
+from xpuplan.serve.plan import NO_SPECULATION, ServingPlan, Speculation
 from xpuplan.serve.precision import Precision, resolve_precision
 from xpuplan.serve.step import step_arrays
 from xpuplan.serve.validity import check_parallelism
@@ -59,6 +59,10 @@ class Replica:
     notes: tuple[str, ...] = field(default=())
     links: DeviceLinks | None = None
     """the device's links under the assumptions the replica was built with (None: built-in link types)"""
+    speculation: Speculation = NO_SPECULATION
+    """speculative decoding (draft tokens, accepted tokens per step, draft cost); none by default"""
+    prefix_hit_rate: float = 0.0
+    """fraction of each prompt served from the prefix cache (not prefilled again)"""
 
     @property
     def device_links(self) -> DeviceLinks:
@@ -75,7 +79,8 @@ class Replica:
         return ServingPlan(tp=self.tp, pp=self.pp, ep=self.ep, dtype=self.precision.scheme,
                            kv_dtype=self.precision.kv_dtype, engine=self.engine.id,
                            memory_fraction=self.memory_fraction, block_size_tokens=self.block_size_tokens,
-                           max_num_seqs=self.max_num_seqs, batching=self.engine.batching)
+                           max_num_seqs=self.max_num_seqs, batching=self.engine.batching,
+                           speculation=self.speculation, prefix_hit_rate=self.prefix_hit_rate)
 
     @property
     def key(self) -> str:
@@ -91,6 +96,10 @@ class Replica:
             "engine": self.engine.id, "memory_fraction": self.memory_fraction,
             "block_size_tokens": self.block_size_tokens, "max_num_seqs": self.max_num_seqs,
             "efficiency_source": self.eff.source, "notes": list(self.notes),
+            **({"speculation": {"draft_tokens": self.speculation.draft_tokens,
+                                "accepted_tokens": self.speculation.accepted_tokens,
+                                "draft_cost": self.speculation.draft_cost}} if self.speculation.active else {}),
+            **({"prefix_hit_rate": self.prefix_hit_rate} if self.prefix_hit_rate else {}),
         }
 
 
@@ -113,12 +122,16 @@ def make_replica(
     max_num_seqs: int | None = None,
     eff: Efficiency | None = None,
     assumptions: Assumptions | None = None,
+    speculation: Speculation | None = None,
+    prefix_hit_rate: float = 0.0,
 ) -> Replica:
     """Validated :class:`Replica`. ``dtype`` is a precision scheme (bf16, fp16, fp8, int8, int8-wo,
     int4-wo or an alias); ``engine`` an engine family or name (vLLM, SGLang, TensorRT-LLM, LMDeploy,
     MindIE, PyTorch, TensorRT; None: the first the device's ecosystem lists); engine defaults fill the
     memory fraction, block size and sequence limit. Engine profiles and efficiencies (``eff``, else
-    ``assumptions.efficiency(device)``) come from ``assumptions`` (None: the built-in defaults)."""
+    ``assumptions.efficiency(device)``) come from ``assumptions`` (None: the built-in defaults).
+    ``speculation`` (speculative decoding) and ``prefix_hit_rate`` (prefix caching) are serving
+    inputs of current deployments; None / 0 model neither."""
     a = assumptions or default_assumptions()
     check_parallelism(model, tp, pp, ep)
     if engine is None or not engine.strip():
@@ -135,10 +148,12 @@ def make_replica(
     if tp * ep > max(device.scale_up_domain, 1):
         notes.append(f"tp·ep = {tp * ep} exceeds the {device.id} scale-up domain ({device.scale_up_domain}); "
                      "its collectives cross the scale-out network")
+    validity.check_prefix_hit_rate(prefix_hit_rate)
     e = eff or a.efficiency(device)
     return Replica(model=model, device=device, precision=prec, engine=prof, eff=e,
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
-                   notes=tuple(notes), links=device_links(device, e, assumptions=a))
+                   notes=tuple(notes), links=device_links(device, e, assumptions=a),
+                   speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
 
 
 # ---------------------------------------------------------------------------------------------

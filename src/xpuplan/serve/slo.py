@@ -22,13 +22,20 @@ TTFT_p <= x and TPOT <= y.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.serve import validity
 from xpuplan.serve.constants import DEFAULT_SLO_PERCENTILE, MAX_STABLE_UTILISATION, SLO_SEARCH_REL_TOL
-from xpuplan.serve.estimate import continuous_step, continuous_tpot, kv_tokens_per_sequence, time_prefill_s
+from xpuplan.serve.estimate import (
+    cached_prefix_tokens,
+    continuous_step,
+    continuous_tpot,
+    kv_tokens_per_sequence,
+    time_prefill_s,
+)
 from xpuplan.serve.kv import max_concurrent_sequences, memory_plan, require_fit
 from xpuplan.serve.replica import Replica, step_time
 
@@ -88,6 +95,23 @@ def wait_mean_s(rho: float, service_s: float) -> float:
     return rho * service_s / (2.0 * (1.0 - rho))
 
 
+def prefill_service_moments(rep: Replica, input_len: float, concurrency: int,
+                            input_lengths: Sequence[tuple[float, float]] | None = None) -> tuple[float, float]:
+    """(E[s], E[s²]/E[s]) of the prefill service time s over the prompt-length distribution given as
+    (length, probability) nodes; one length when None (then both are s at ``input_len``). Prefill is
+    superlinear in the length (attention), so E[s(L)] > s(E[L]) and the spread lengthens the queue."""
+    if not input_lengths or len(input_lengths) == 1:
+        s = prefill_service_s(rep, input_len, concurrency)
+        return s, s
+    total_p = sum(p for _, p in input_lengths)
+    m1 = m2 = 0.0
+    for length, p in input_lengths:
+        x = prefill_service_s(rep, length, concurrency)
+        m1 += p / total_p * x
+        m2 += p / total_p * x * x
+    return m1, (m2 / m1 if m1 > 0 else 0.0)
+
+
 def prefill_service_s(rep: Replica, input_len: float, concurrency: int) -> float:
     """Seconds of replica time one prompt of ``input_len`` tokens costs at ``concurrency`` running
     sequences: the time its tokens add to the mixed steps (chunked prefill), or its prefill step."""
@@ -97,7 +121,7 @@ def prefill_service_s(rep: Replica, input_len: float, concurrency: int) -> float
         budget = rep.engine.prefill_chunk_tokens
         ctx = input_len
         total = 0.0
-        done = 0
+        done = cached_prefix_tokens(rep, plen)  # a prefix-cache hit is not prefilled again
         without = step_time(rep, decode_seqs=c, decode_context=ctx).total_s  # the same for every chunk
         while done < plen:
             k = min(budget, plen - done)
@@ -180,11 +204,14 @@ def concurrency_table(rep: Replica, input_len: float, output_len: float, tail_le
 
 def load_point(rep: Replica, input_len: float, output_len: float, arrival_rate: float, *,
                percentile: float = DEFAULT_SLO_PERCENTILE, ttft_input_len: float | None = None,
-               max_concurrency: int | None = None, table: ConcurrencyTable | None = None) -> LoadPoint | None:
+               max_concurrency: int | None = None, table: ConcurrencyTable | None = None,
+               input_lengths: Sequence[tuple[float, float]] | None = None) -> LoadPoint | None:
     """Latency of ``rep`` at Poisson arrivals of ``arrival_rate`` requests/s; None when the load is
     over capacity (prefill utilisation >= MAX_STABLE_UTILISATION or more sequences than the KV cache
     holds). ``ttft_input_len``: prompt length whose prefill sets the TTFT percentile (default the
-    mean length; a length distribution passes its percentile)."""
+    mean length; a length distribution passes its percentile). ``input_lengths``: (length,
+    probability) nodes of the prompt-length distribution (``LengthDist.nodes``); the prompt queue
+    then uses the mean and second moment of the prefill service time over it (M/G/1)."""
     validity.positive_rate("qps", arrival_rate)
     if max_concurrency is None:
         plan = memory_plan(rep)
@@ -192,20 +219,24 @@ def load_point(rep: Replica, input_len: float, output_len: float, arrival_rate: 
     if max_concurrency < 1:
         return None
     tail_len = ttft_input_len or input_len
+    if input_lengths is not None and len(input_lengths) > 1:
+        table = None  # the table tabulates one prompt length
 
     def evaluate(c: int) -> tuple[float, float, float, float, float, float]:
         if table is not None:
             tpot, s, s_tail, step_s = table.at(c)
+            s_eff = s
         else:
             tpot, st = continuous_tpot(rep, input_len, output_len, c)
             step_s = st.total_s
-            s = prefill_service_s(rep, input_len, c)
+            s, s_eff = prefill_service_moments(rep, input_len, c, input_lengths)
             s_tail = prefill_service_s(rep, tail_len, c) if tail_len != input_len else s
         rho = arrival_rate * s
         own = s if not rep.engine.chunked_prefill else s + step_s  # carrying steps end after its chunk
-        ttft_mean = wait_mean_s(rho, s) + step_s / 2.0 + own
+        # M/G/1 (Pollaczek-Khinchine): the wait scales with E[s²]/E[s] (= s for one prompt length)
+        ttft_mean = wait_mean_s(rho, s_eff) + step_s / 2.0 + own
         own_tail = s_tail if not rep.engine.chunked_prefill else s_tail + step_s
-        ttft_p = wait_quantile_s(rho, s, percentile) + step_s / 2.0 + own_tail
+        ttft_p = wait_quantile_s(rho, s_eff, percentile) + step_s / 2.0 + own_tail
         e2e = ttft_mean + (output_len - 1) * tpot
         return tpot, ttft_mean, ttft_p, e2e, rho, step_s
 
@@ -277,7 +308,8 @@ def _limit(point: LoadPoint, slo: SLO, max_concurrency: int) -> str:
 
 
 def throughput_at_slo(rep: Replica, input_len: float, output_len: float, slo: SLO, *,
-                      ttft_input_len: float | None = None) -> SLOResult:
+                      ttft_input_len: float | None = None,
+                      input_lengths: Sequence[tuple[float, float]] | None = None) -> SLOResult:
     """Largest Poisson arrival rate (requests/s) one replica serves with TTFT_p <= ``slo.ttft_s`` and
     TPOT <= ``slo.tpot_s``. InfeasibleError (with reasons) when even a trickle misses the SLO."""
     validity.positive_length("input_len", input_len)
@@ -302,10 +334,12 @@ def throughput_at_slo(rep: Replica, input_len: float, output_len: float, slo: SL
     tpot_max, _, _ = continuous_step(rep, input_len, output_len, cmax)
     hi = cmax / (output_len * tpot_max) * 1.05
     lo = hi * 1e-6
+    # the table is the array form of the scalar path; speculation and prefix caching are scalar-only
+    scalar_only = rep.speculation.active or bool(rep.prefix_hit_rate) or bool(input_lengths and len(input_lengths) > 1)
     table = (concurrency_table(rep, input_len, output_len, ttft_input_len or input_len, cmax)
-             if cmax <= TABLE_MAX_CONCURRENCY else None)
+             if cmax <= TABLE_MAX_CONCURRENCY and not scalar_only else None)
     p_lo = load_point(rep, input_len, output_len, lo, percentile=slo.percentile, ttft_input_len=ttft_input_len,
-                      max_concurrency=cmax, table=table)
+                      max_concurrency=cmax, table=table, input_lengths=input_lengths)
     if not meets(p_lo, slo):
         raise InfeasibleError("the SLO cannot be met even at minimal load",
                               reasons=[f"TTFT/TPOT at {lo:.3g} req/s exceed the SLO on {rep.key}"])
@@ -314,7 +348,7 @@ def throughput_at_slo(rep: Replica, input_len: float, output_len: float, slo: SL
     while hi / lo - 1.0 > SLO_SEARCH_REL_TOL:
         mid = math.sqrt(lo * hi)
         p = load_point(rep, input_len, output_len, mid, percentile=slo.percentile, ttft_input_len=ttft_input_len,
-                       max_concurrency=cmax, table=table)
+                       max_concurrency=cmax, table=table, input_lengths=input_lengths)
         if meets(p, slo):
             lo, best = mid, p  # type: ignore[assignment]
         else:

@@ -150,12 +150,21 @@ def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tu
     if m.moe is not None and moe_layer:
         ops += [(o, every) for o in lops(sh.tokens, 1, 1) if o.name in EXPERT_OPS]
     dseq = _ceil_div(sh.decode_seqs, rep.ep)
-    if not rep.engine.gqa_shared_kv_load and m.mla is None and m.kv_heads < m.n_heads:
-        heads = max(1, m.n_heads // rep.tp)  # no GQA sharing (TRT-LLM < 0.8): each query head loads its KV
-        att = [cost_attention(dseq, heads, 1, sh.decode_context, m.qk_head_dim, causal=False, dtype=p.kv_dtype,  # type: ignore[arg-type]
-                              kv_heads=heads, v_head_dim=m.v_head_dim)]
+    # speculative decoding: each decoding sequence verifies q = draft tokens + 1 positions per step,
+    # all attending its cached keys (read once per sequence)
+    q = rep.speculation.verify_tokens
+    reuse = decode_kv_reuse(rep)
+    if reuse < 1.0 and m.mla is None and m.kv_heads < m.n_heads:
+        # Decode attention reads each KV head once per group of query heads sharing it (XQA, FlashInfer,
+        # FlashAttention GQA), or once per query head (TRT-LLM < 0.8's masked MHA): KV heads loaded per
+        # step = kv_heads + (1 - reuse)·(heads - kv_heads), reuse the engine's continuous gqa_kv_reuse.
+        heads = max(1, m.n_heads // rep.tp)
+        kvh = max(1, m.kv_heads // rep.tp)
+        loaded = kvh + (1.0 - reuse) * (heads - kvh)
+        att = [cost_attention(dseq, heads, q, sh.decode_context, m.qk_head_dim, causal=False, dtype=p.kv_dtype,  # type: ignore[arg-type]
+                              kv_heads=loaded, v_head_dim=m.v_head_dim)]  # type: ignore[arg-type]
     else:
-        att = [o for o in lops(dseq, 1, sh.decode_context) if o.op_class == "attention"]
+        att = [o for o in lops(dseq, q, sh.decode_context) if o.op_class == "attention"]
     ops += [(o, sh.has_decode) for o in att]
     if m.type == "encoder":  # bidirectional: every token attends to all (layer_ops assumes causal)
         att = [cost_attention(1, max(1, m.n_heads // rep.tp), sh.prefill_len, sh.prefill_kv_len, m.qk_head_dim,  # type: ignore[arg-type]
@@ -222,6 +231,12 @@ def _comm_s(rep: Replica, group_tokens: np.ndarray) -> np.ndarray:
     return comm
 
 
+def decode_kv_reuse(rep: Replica) -> float:
+    """Fraction of a GQA group's query heads served by one KV load in decode attention: the engine's
+    ``gqa_kv_reuse`` (calibratable, 0-1), 0 for a printed version before its shared-KV kernels."""
+    return rep.engine.gqa_kv_reuse if rep.engine.gqa_shared_kv_load else 0.0
+
+
 def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tokens: Any, prefill_len: Any,
                 prefill_kv_len: Any, sampled_rows: Any, eff: Any = None) -> StepArrays:
     """Seconds of engine steps on ``rep`` from normalised inputs (integers >= 0 broadcast together;
@@ -240,7 +255,13 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
         ds, ctx, pt, plen, pkv, rows = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in inputs))
     else:  # one step: plain floats keep the scalar path fast (same arithmetic)
         ds, ctx, pt, plen, pkv, rows = (float(v) for v in inputs)
-    tokens = ds + pt
+    q = rep.speculation.verify_tokens
+    if q > 1:  # speculative decoding: q positions per decoding sequence go through the layers and the head
+        rows = rows + ds * (q - 1)
+        ds_tokens = ds * q
+    else:
+        ds_tokens = ds
+    tokens = ds_tokens + pt
     sh = _Shape(tokens=tokens, group_tokens=_ceil_div(tokens, rep.ep), decode_seqs=ds, decode_context=ctx,
                 prefill_tokens=pt, prefill_len=plen, prefill_kv_len=pkv, sampled_rows=rows,
                 has_decode=np.asarray(ds > 0), has_prefill=np.asarray(pt > 0))

@@ -137,3 +137,22 @@ def layout_issues(model: ModelArch, tp: int, pp: int, ep: int) -> list[ServingIs
 def check_parallelism(model: ModelArch, tp: int, pp: int, ep: int) -> None:
     """UserInputError naming the field when the split is impossible for this model."""
     raise_first(layout_issues(model, tp, pp, ep))
+
+
+def check_speculation(draft_tokens: int, accepted_tokens: float, draft_cost: float) -> None:
+    """Speculative decoding inputs: draft tokens >= 0; accepted tokens per step between 1 and
+    draft tokens + 1 (the bonus token included); draft cost finite and >= 0."""
+    if isinstance(draft_tokens, bool) or not isinstance(draft_tokens, int) or draft_tokens < 0:
+        raise UserInputError(f"spec_tokens must be a whole number >= 0 (got {draft_tokens!r})", field="spec_tokens")
+    if not (math.isfinite(accepted_tokens) and 1.0 <= accepted_tokens <= draft_tokens + 1):
+        raise UserInputError(f"spec_accept ({accepted_tokens}) must be between 1 and spec_tokens + 1 "
+                             f"({draft_tokens + 1}): tokens emitted per verification step, the bonus token included",
+                             field="spec_accept")
+    if not (math.isfinite(draft_cost) and draft_cost >= 0):
+        raise UserInputError(f"spec_draft_cost must be finite and >= 0 (got {draft_cost})", field="spec_draft_cost")
+
+
+def check_prefix_hit_rate(rate: float) -> None:
+    """Prefix-cache hit rate: a fraction of the prompt in [0, 1)."""
+    if not (math.isfinite(rate) and 0.0 <= rate < 1.0):
+        raise UserInputError(f"prefix_hit_rate must be in [0, 1) (got {rate})", field="prefix_hit_rate")

@@ -58,6 +58,7 @@ def time_prefill_arrays(rep: Replica, n_prompts: Any, prompt_len: Any, eff: Effi
     """Seconds to prefill ``n_prompts`` prompts of ``prompt_len`` tokens (``serve.estimate.time_prefill_s``):
     whole prompts per forward up to the engine's token budget, longer prompts in chunks that attend
     to all earlier chunks, plus the pipeline fill."""
+    _scalar_only(rep)
     n = np.asarray(n_prompts, dtype=float)
     plen = np.asarray(prompt_len, dtype=float)
     budget = float(max(rep.engine.prefill_chunk_tokens, 1))
@@ -113,6 +114,15 @@ class ServingArrays:
         return self.output_tokens_per_s / self.n_devices
 
 
+def _scalar_only(rep: Replica) -> None:
+    """Speculative decoding and prefix caching are modelled by the scalar estimators only."""
+    if rep.speculation.active or rep.prefix_hit_rate:
+        from xpuplan.errors import UserInputError
+
+        raise UserInputError("the array estimators do not model speculative decoding or prefix caching; "
+                             "use serve.estimate", field="speculation")
+
+
 def _lengths(input_len: Any, output_len: Any, batch: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The request arrays, each finite and >= 1 (``UserInputError`` naming the field otherwise)."""
     out = tuple(np.asarray(v, dtype=float) for v in (input_len, output_len, batch))
@@ -126,6 +136,7 @@ def _lengths(input_len: Any, output_len: Any, batch: Any) -> tuple[np.ndarray, n
 def estimate_static_arrays(rep: Replica, input_len: Any, output_len: Any, batch: Any,
                            eff: EfficiencyArrays | None = None) -> ServingArrays:
     """``serve.estimate.estimate_static`` over arrays: prefill every prompt, then decode together."""
+    _scalar_only(rep)
     i, o, b = _lengths(input_len, output_len, batch)
     t_prefill = time_prefill_arrays(rep, b, i, eff)
     micro = np.maximum(1.0, np.ceil(b / rep.pp))
@@ -138,6 +149,8 @@ def estimate_static_arrays(rep: Replica, input_len: Any, output_len: Any, batch:
 def _mixed_prompt_arrays(rep: Replica, prompt_len: np.ndarray, decode_seqs: Any, ctx: Any, eff: Any) -> np.ndarray:
     """``serve.estimate.prompt_in_mixed_steps_s``: a prompt's chunks ride in steps that also decode."""
     budget = float(max(1, rep.engine.prefill_chunk_tokens))
+    if not rep.engine.split_prompts:  # whole prompts only (serve.estimate.split_budget)
+        budget = max(budget, float(np.ceil(np.max(prompt_len))))
     t: Any = 0.0
     for k in range(int(np.ceil(np.max(prompt_len) / budget))):
         done = k * budget
@@ -153,6 +166,7 @@ def continuous_arrays(rep: Replica, input_len: Any, output_len: Any, concurrency
                       eff: EfficiencyArrays | None = None) -> ServingArrays:
     """``serve.estimate.estimate_continuous`` over arrays: the steady state at ``concurrency`` running
     sequences (new prompts chunked beside the decode tokens, or prefilled in their own steps)."""
+    _scalar_only(rep)
     i, o, conc = _lengths(input_len, output_len, concurrency)
     c = np.maximum(1.0, np.ceil(conc / rep.pp))  # sequences per pipeline micro-batch
     ctx = i + o / 2.0
@@ -161,8 +175,12 @@ def continuous_arrays(rep: Replica, input_len: Any, output_len: Any, concurrency
     plen = np.round(i)
     if rep.engine.chunked_prefill:
         budget = float(rep.engine.prefill_chunk_tokens)
+        piece = np.minimum(plen, budget) if rep.engine.split_prompts else plen
+        # chunks of a split prompt attend every key before them (serve.estimate.mean_chunk_keys, start 0)
+        n, rest = np.floor(plen / piece), plen - np.floor(plen / piece) * piece
+        keys = np.where(piece < plen, np.round((piece * piece * n * (n + 1) / 2.0 + rest * plen) / plen), piece)
         st = _total(rep, eff, decode_seqs=c, decode_context=ctx, prefill_tokens=np.minimum(prefill_tokens, budget),
-                    prefill_len=np.minimum(plen, budget))
+                    prefill_len=piece, prefill_kv_len=np.maximum(piece, keys))
         tpot = np.where(prefill_tokens > budget, st * np.maximum(1.0, prefill_tokens / budget), st)
         ttft = _mixed_prompt_arrays(rep, plen, c, ctx, eff)
     else:

@@ -140,6 +140,10 @@ def _predict_at(row: ValidationRow, tp: int, assumptions: Assumptions | None) ->
                    kv_dtype=rep.precision.kv_dtype)
     if est.notes:
         details["notes"] = est.notes
+    if not est.fits:
+        # The published run held this batch: a misfit is the memory model's error, reported with the row.
+        details["memory_check"] = next((n for n in est.notes if n.startswith("memory check")),
+                                       "the published batch does not fit the memory model")
     return value, details
 
 

@@ -20,8 +20,10 @@ A scenario is a YAML (or JSON) file, validated at load with errors naming file, 
       percentile: 99
 
 Length distributions: ``fixed`` (``mean``), ``uniform`` (``min``, ``max``), ``normal`` (``mean``,
-``std``, clipped at 1), ``exponential`` (``mean``, optional ``max``). The planner uses the mean for
-throughput and KV sizing and the SLO percentile of the input length for the TTFT tail.
+``std``, clipped at 1), ``exponential`` (``mean``, optional ``max``), ``empirical`` (``values``: measured
+lengths, e.g. a dataset's prompt lengths). The planner uses the mean for throughput and KV sizing, the SLO
+percentile of the input length for the TTFT tail, and integrates the prefill service time over the input
+distribution (:meth:`LengthDist.nodes`) for the prompt queue (M/G/1: its mean and second moment).
 """
 
 from __future__ import annotations
@@ -48,14 +50,20 @@ class _Strict(BaseModel):
 class LengthDist(_Strict):
     """Token-length distribution of prompts or outputs."""
 
-    dist: Literal["fixed", "uniform", "normal", "exponential"] = "fixed"
+    dist: Literal["fixed", "uniform", "normal", "exponential", "empirical"] = "fixed"
     mean: float | None = Field(default=None, gt=0, description="mean tokens (fixed, normal, exponential)")
     min: float | None = Field(default=None, gt=0, description="smallest length (uniform)")
     max: float | None = Field(default=None, gt=0, description="largest length (uniform; cap for exponential)")
     std: float | None = Field(default=None, ge=0, description="standard deviation (normal)")
+    values: list[float] | None = Field(default=None, min_length=1, max_length=100_000,
+                                       description="measured lengths, each equally likely (empirical)")
 
     @model_validator(mode="after")
     def _check(self) -> LengthDist:
+        if self.dist == "empirical":
+            if not self.values or any(not (v > 0 and math.isfinite(v)) for v in self.values):
+                raise ValueError("empirical needs values: a list of positive lengths")
+            return self
         if self.dist == "uniform":
             if self.min is None or self.max is None or self.max < self.min:
                 raise ValueError("uniform needs min <= max")
@@ -68,6 +76,9 @@ class LengthDist(_Strict):
     @property
     def average(self) -> float:
         """Mean tokens."""
+        if self.dist == "empirical":
+            assert self.values is not None
+            return sum(self.values) / len(self.values)
         if self.dist == "uniform":
             assert self.min is not None and self.max is not None
             return (self.min + self.max) / 2.0
@@ -80,6 +91,10 @@ class LengthDist(_Strict):
     def quantile(self, percentile: float) -> float:
         """Length at ``percentile`` (0-100)."""
         q = percentile / 100.0
+        if self.dist == "empirical":
+            assert self.values is not None
+            xs = sorted(self.values)
+            return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
         if self.dist == "fixed":
             assert self.mean is not None
             return self.mean
@@ -94,6 +109,32 @@ class LengthDist(_Strict):
         return min(value, self.max) if self.max is not None else value
 
 
+    @property
+    def is_fixed(self) -> bool:
+        return self.dist == "fixed" or (self.dist == "empirical" and len(set(self.values or ())) == 1)
+
+    def nodes(self, n: int = 8) -> list[tuple[float, float]]:
+        """(length, probability) pairs that integrate a function of the length over the distribution:
+        the mean of each of ``n`` equal-probability bins (an empirical list: its values, grouped into
+        at most ``n`` bins of sorted values). A fixed length is one node."""
+        if self.is_fixed:
+            return [(self.average, 1.0)]
+        if self.dist == "empirical":
+            assert self.values is not None
+            xs = sorted(self.values)
+            k = min(n, len(xs))
+            out = []
+            for i in range(k):
+                part = xs[i * len(xs) // k:(i + 1) * len(xs) // k]
+                out.append((sum(part) / len(part), len(part) / len(xs)))
+            return out
+        # bin i's representative: its conditional mean, from SUB quantiles at the midpoints of equal
+        # sub-bins (so the nodes keep the distribution's mean, tail included)
+        sub = 32
+        return [(sum(max(1.0, self.quantile(100.0 * (i + (j + 0.5) / sub) / n)) for j in range(sub)) / sub, 1.0 / n)
+                for i in range(n)]
+
+
 def as_length(value: int | float | LengthDist) -> LengthDist:
     return value if isinstance(value, LengthDist) else LengthDist(dist="fixed", mean=float(value))
 
@@ -102,7 +143,7 @@ class ReplicaSpec(_Strict):
     tp: int | None = Field(default=None, ge=1, description="tensor-parallel devices (capacity searches when absent)")
     pp: int = Field(default=1, ge=1, description="pipeline stages")
     ep: int = Field(default=1, ge=1, description="expert-parallel groups (MoE)")
-    dtype: str = Field(default="bf16", description="precision scheme: bf16, fp16, fp8, int8, int8-wo, int4-wo")
+    dtype: str = Field(default="bf16", description="precision scheme: bf16, fp16, fp8, int8, int8-wo, int4-wo, nvfp4, mxfp4")
     kv_dtype: str | None = Field(default=None, description="KV-cache dtype (default: the scheme's)")
     engine: str | None = Field(default=None, description="serving engine (default: the device's first)")
     memory_fraction: float | None = Field(default=None, gt=0, le=1, description="device memory the engine may use")

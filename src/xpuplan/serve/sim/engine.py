@@ -111,7 +111,7 @@ class Simulation:
                                   budget_tokens=max(1, rep.engine.prefill_chunk_tokens), max_seqs=rep.max_num_seqs,
                                   chunked=rep.engine.chunked_prefill, reserve_full=rep.engine.reserve_full_output,
                                   prefill_only=pool.decode_target >= 0, static_batch=pc.static_batch_size,
-                                  static_wait_s=pc.static_wait_ms / 1e3)
+                                  static_wait_s=pc.static_wait_ms / 1e3, split=rep.engine.split_prompts)
                 pool.replicas.append(SimReplica(pool=i, index=j, scheduler=sched))
             self.pools.append(pool)
         self.table_of = {id(p): p.replicas[0].scheduler.table for p in self.pools}

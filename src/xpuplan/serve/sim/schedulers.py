@@ -6,7 +6,9 @@
   (``max_batched_tokens``, the engine's prefill chunk) is filled with decode tokens first, then with
   prompt tokens of admitted requests (FCFS), at most ``max_num_seqs`` running requests.
 * With chunked prefill the prompt tokens ride in the same step as the decode tokens (Sarathi /
-  vLLM V1 style); a long prompt is split over several steps. Without it (vLLM V0 default, MindIE,
+  vLLM V1 style); a long prompt is split over several steps, unless the engine packs whole prompts
+  only (``split_prompts: false``: TensorRT-LLM in-flight batching without chunked context, its
+  default), where a prompt that does not fit the step's remaining budget waits. Without it (vLLM V0 default, MindIE,
   LMDeploy) a step is either prefill-only (prompts waiting are served first, as vLLM V0 does) or
   decode-only.
 * KV cache: paged blocks of ``block_size`` tokens. A request is admitted when its prompt's blocks are
@@ -53,7 +55,7 @@ class Scheduler:
 
     def __init__(self, table: StepTable, *, pool: int, index: int, total_blocks: int, block_size: int,
                  budget_tokens: int, max_seqs: int, chunked: bool, reserve_full: bool, prefill_only: bool,
-                 static_batch: int, static_wait_s: float) -> None:
+                 static_batch: int, static_wait_s: float, split: bool = True) -> None:
         self.table = table
         self.pool = pool
         self.index = index
@@ -63,6 +65,9 @@ class Scheduler:
         self.budget = budget_tokens
         self.max_seqs = max_seqs
         self.chunked = chunked
+        # whether a prompt may be split across mixed steps (chunked context) or only packed whole
+        # (TensorRT-LLM in-flight batching by default); prefill-only steps always split long prompts
+        self.split = split or not chunked
         self.reserve_full = reserve_full
         self.prefill_only = prefill_only
         self.static_batch = static_batch
@@ -223,7 +228,10 @@ class ContinuousScheduler(Scheduler):
             for r in self.prefilling:
                 if left <= 0:
                     break
-                c = min(r.prompt_len - r.prompt_done, left)
+                rest = r.prompt_len - r.prompt_done
+                if not self.split and rest > left and chunks:
+                    break  # whole prompts only: it waits for the next step
+                c = rest if not self.split else min(rest, left)
                 chunks.append((r, c))
                 left -= c
         if do_decode and not self.reserve_full:
