@@ -175,9 +175,12 @@ def test_default_location_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_db_cli(db_url: str) -> None:
     res = runner.invoke(app, ["db", "info", "--json"])
     assert res.exit_code == 0, res.output
-    assert '"revision": "0001"' in res.stdout
+    from xpuplan.store.engine import head_revision
+
+    head = head_revision()
+    assert head is not None and f'"revision": "{head}"' in res.stdout
     res = runner.invoke(app, ["db", "upgrade"])
-    assert res.exit_code == 0 and "0001" in res.stdout
+    assert res.exit_code == 0 and head in res.stdout
 
 
 def test_bad_db_url_is_a_user_error(tmp_path: Path) -> None:
@@ -210,3 +213,24 @@ def test_tests_never_touch_the_users_store() -> None:
     home = os.environ["XPUPLAN_TEST_DATA_HOME"]
     assert str(paths.data_dir()).startswith(home)
     assert paths.default_db_url().startswith(f"sqlite:///{home}")
+
+
+def test_a_0001_database_migrates_in_place_to_the_jobs_table(db_url: str) -> None:
+    from xpuplan.store.engine import make_engine, upgrade
+    from xpuplan.store.jobs import create_job, finish_job, get_job, interrupt_unfinished
+
+    engine = make_engine(db_url)
+    upgrade(engine, "0001")
+    assert current_revision(engine) == "0001"
+    engine.dispose()
+    store = open_store(db_url)  # migrates to head: scenarios kept, jobs table added
+    assert current_revision(store.engine) == head_revision() != "0001"
+    save_scenario(store, "kept", "train", {"model": "llama3-8b"})
+    create_job(store, "a" * 32, "recommend", {"preset": "pretraining"})
+    create_job(store, "b" * 32, "simulate", {})
+    assert finish_job(store, "a" * 32, "succeeded", result={"x": 1})
+    assert not finish_job(store, "a" * 32, "failed")  # a finished job never changes
+    assert interrupt_unfinished(store) == 1
+    assert get_job(store, "a" * 32).result == {"x": 1}
+    assert get_job(store, "b" * 32).status == "interrupted"
+    store.dispose()

@@ -19,7 +19,7 @@ from xpuplan import __version__
 
 #: Front-end modules of ``xpuplan.cli``, in the order of ``xpuplan --help``.
 FRONTENDS: tuple[str, ...] = ("hw", "model", "analyze", "validate", "overview", "train", "infer", "bench", "cost",
-                              "schema", "recommend", "fleet", "simulate", "claims")
+                              "schema", "recommend", "fleet", "simulate", "claims", "serve")
 #: First command word -> the front end that registers it (the fast path of :func:`run`; a word not
 #: here makes ``run`` build every front end, so a missing entry costs time, never correctness).
 COMMANDS: dict[str, str] = {
@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate", "overview": "overview", "train": "train", "infer": "infer", "bench": "bench",
     "calibrate": "bench", "import": "bench", "db": "bench", "cost": "cost", "schema": "schema",
     "recommend": "recommend", "fleet": "fleet", "simulate": "simulate", "audit-claims": "claims",
+    "serve": "serve",
 }
 
 HELP = ("Which accelerators, how many, in what configuration: plan LLM training and inference on GPUs, TPUs "

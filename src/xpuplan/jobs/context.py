@@ -18,8 +18,9 @@ any of these themselves. Scenario files are read here too (``training_scenario``
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from xpuplan.errors import UserInputError
 
@@ -108,20 +109,31 @@ class RunContext:
 
     # -- scenarios ---------------------------------------------------------------------------
     @staticmethod
-    def training_scenario(path: str | None) -> TrainingScenario | None:
-        if not path:
+    def training_scenario(source: str | Mapping[str, Any] | None) -> TrainingScenario | None:
+        """A training scenario from a file path, or from a mapping of the same shape (the HTTP API's
+        JSON body: no file is read)."""
+        if source is None or (isinstance(source, str) and not source):
             return None
-        from xpuplan.workload.training import load_training_scenario
+        from xpuplan.workload.training import TrainingScenario, load_training_scenario
 
-        return load_training_scenario(path)
+        if isinstance(source, Mapping):
+            from xpuplan.datafile import load_model
+
+            return load_model(TrainingScenario, dict(source), "<scenario>", {})
+        return load_training_scenario(source)
 
     @staticmethod
-    def serving_scenario(path: str | None) -> ServingScenario | None:
-        if not path:
+    def serving_scenario(source: str | Mapping[str, Any] | None) -> ServingScenario | None:
+        """A serving scenario from a file path, or from a mapping of the same shape (no file read)."""
+        if source is None or (isinstance(source, str) and not source):
             return None
-        from xpuplan.workload.serving import load_serving_scenario
+        from xpuplan.workload.serving import ServingScenario, load_serving_scenario
 
-        return load_serving_scenario(path)
+        if isinstance(source, Mapping):
+            from xpuplan.datafile import load_model
+
+            return load_model(ServingScenario, dict(source), "<scenario>", {})
+        return load_serving_scenario(source)
 
 
 def resolve_context(*, use_calibration: bool | None = None, db_url: str | None = None,

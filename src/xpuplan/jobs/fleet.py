@@ -452,7 +452,8 @@ class FleetRequest(Request):
 
     FLAGS = {"scenario": "SCENARIO"}
 
-    scenario: Annotated[str, Field(min_length=1, max_length=4096)]
+    scenario: Annotated[str, Field(min_length=1, max_length=4096)] | dict[str, Any] = Field(
+        description="scenario file, or its content as a mapping (no file is read then)")
     verify: bool = False
     repair: bool = False
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)

@@ -8,6 +8,7 @@ name the file, the line and the field; no traceback.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -70,14 +71,15 @@ def write_report(res: SimulationResult, path: str | Path) -> Path:
 class SimulateRequest(Request):
     """Inputs of ``xpuplan simulate``: the scenario file and the overrides."""
 
-    scenario: Annotated[str, Field(min_length=1, max_length=4096)]
+    scenario: Annotated[str, Field(min_length=1, max_length=4096)] | dict[str, Any] = Field(
+        description="scenario file, or its content as a mapping (no file is read then)")
     duration: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] | None = None
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
     drain: Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)] | None = None
     price_per_device_hour: PositiveFloat | None = None
 
 
-def _resolve_files(data: dict[str, Any], base: Path, file: str, lines: dict[Any, int]) -> None:
+def _resolve_files(data: dict[str, Any], base: Path | None, file: str, lines: dict[Any, int]) -> None:
     classes = data.get("classes")
     if not isinstance(classes, list):
         return
@@ -91,6 +93,9 @@ def _resolve_files(data: dict[str, Any], base: Path, file: str, lines: dict[Any,
             if not isinstance(value, str):
                 raise UserInputError("expected a file path", field=f"classes[{i}].{key}", file=file,
                                      line=line_for(("classes", i, key), lines))
+            if base is None:  # a scenario given as data reads no file
+                raise UserInputError("give the content inline (an object), not a file name", field=f"classes[{i}].{key}",
+                                     file=file)
             p = Path(value)
             if not p.is_absolute():
                 p = base / p
@@ -99,18 +104,26 @@ def _resolve_files(data: dict[str, Any], base: Path, file: str, lines: dict[Any,
                 c["arrival"] = "trace"
 
 
-def load_scenario(path: str | Path) -> tuple[SimConfig, int | None]:
-    """The scenario file as a :class:`SimConfig` (trace and length files loaded) and its ``seed``."""
+def load_scenario(path: str | Path | Mapping[str, Any]) -> tuple[SimConfig, int | None]:
+    """The scenario file as a :class:`SimConfig` (trace and length files loaded) and its ``seed``.
+
+    A mapping (the HTTP API's JSON body) is the file's content: no file is read, so its traces and
+    length distributions must be given inline (objects), not as file names."""
+    if isinstance(path, Mapping):
+        return _config(dict(path), "<scenario>", {}, None)
     file = str(path)
     data, lines = parse_text(read_text(path), file)
     if not isinstance(data, dict):
         raise UserInputError("expected a mapping with pools, classes and routing", file=file, line=1)
-    data = dict(data)
+    return _config(dict(data), file, lines, Path(path).parent)
+
+
+def _config(data: dict[str, Any], file: str, lines: dict[Any, int], base: Path | None) -> tuple[SimConfig, int | None]:
     seed = data.pop("seed", None)
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise UserInputError(f"seed must be a non-negative integer (got {seed!r})", field="seed", file=file,
                              line=line_for(("seed",), lines))
-    _resolve_files(data, Path(path).parent, file, lines)
+    _resolve_files(data, base, file, lines)
     return validate_config(data, file, lines), seed
 
 

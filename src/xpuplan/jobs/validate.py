@@ -127,3 +127,38 @@ def validate(req: ValidateRequest, ctx: RunContext | None = None) -> ValidateRes
     report = validate_rows(rows, a)
     shown = files if req.files else ["packaged public files: " + ", ".join(p.name for p in public_files())]
     return _result(report, f"validation: {', '.join(shown)}", files, a)
+
+
+#: Largest uploaded validation CSV accepted (bytes).
+MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+
+
+@names_flags
+def validate_upload(data: bytes, name: str, req: ValidateRequest, ctx: RunContext | None = None) -> ValidateResult:
+    """Validate an uploaded CSV (its bytes; ``name`` is how errors and the result call it).
+
+    Nothing is read from disk on the uploader's behalf: a row's ``model`` must be a preset id or
+    alias of the model catalog, never a path to a config file (the row says so, naming its line).
+    ``req``'s ``kind`` and ``trust`` filter the rows; ``files``, ``public`` and ``local`` are refused."""
+    ctx = ctx or default_context()
+    if req.files or req.public or req.local is not None:
+        raise UserInputError("an upload is validated alone (no files, public or local)", field="file")
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise UserInputError(f"{len(data):,} bytes; at most {MAX_UPLOAD_BYTES:,} per upload", field="file")
+    from xpuplan.models.presets import load_model_catalog
+    from xpuplan.validate import validate_rows
+    from xpuplan.validate.rows import _decode, parse_rows
+
+    rows = parse_rows(_decode(data, name), name)
+    models = load_model_catalog()
+    for r in rows:
+        m = r.get("model")
+        if m is not None and str(m) not in models:
+            raise UserInputError(f"model {str(m)[:80]!r} is not a model id or alias of the catalog (an upload "
+                                 "reads no config file)", file=name, line=r.line, field="model")
+    rows = _filter(rows, req)
+    if not rows:
+        raise UserInputError("no row matches kind/trust" if (req.kind or req.trust) else "no rows",
+                             field="--trust" if req.trust else "--kind" if req.kind else "file")
+    a = _assumptions(ctx, rows)
+    return _result(validate_rows(rows, a), f"validation: {name}", [name], a)

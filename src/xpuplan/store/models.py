@@ -5,6 +5,8 @@
   a collective at one message size, a serving metric, an imported validation row).
 - :class:`Calibration`: efficiency parameters fitted for one catalog device, with the fit report.
 - :class:`Scenario`: a saved planner input and its result.
+- :class:`JobRecord`: a background job of the HTTP API (its request, status, and result or error),
+  so a restarted server loses no finished result.
 
 Every change to these tables needs an Alembic revision in ``store/migrations/versions``; a test
 checks that the migrated schema matches these models.
@@ -164,3 +166,50 @@ class Scenario(Base):
     note: Mapped[str | None] = mapped_column(Text, default=None)
 
     __table_args__ = (Index("ix_scenarios_name", "name"),)
+
+
+#: Statuses of a background job. ``interrupted``: the server stopped while it was queued or running.
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
+#: Statuses after which a job never changes.
+JOB_FINAL = ("succeeded", "failed", "cancelled", "interrupted")
+
+
+class JobRecord(Base):
+    __tablename__ = "jobs"
+
+    #: Random hex id (uuid4), as in the job's URL.
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    #: What ran: a job kind of the API (``recommend``, ``train.search``, ``simulate`` ...).
+    kind: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    #: Fraction done, 0..1 (as last stored).
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    #: The request body as received (validated).
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: The result document (``--json``) of a succeeded job.
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    #: ``{"status": HTTP status, "body": {"error", "field", "hint", ...}}`` of a failed job.
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+
+    __table_args__ = (Index("ix_jobs_status_created", "status", "created_at"),)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "status": self.status,
+            "progress": self.progress,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+        }
+
+
+def _iso(t: datetime | None) -> str | None:
+    """ISO 8601 in UTC (SQLite returns naive datetimes for the UTC values written)."""
+    if t is None:
+        return None
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).isoformat()
