@@ -188,3 +188,18 @@ def test_every_example_file_is_a_valid_scenario():
     assert domestic.constraints.domestic_only and domestic.region == "cn"
     hybrid = load_scenario(files[0].parent / "online-hybrid.yaml")
     assert hybrid.workload.routing is not None
+
+
+def test_a_complete_mapping_is_still_merged_over_its_preset():
+    # A mapping with every required key (as the HTTP API and the web page send) must keep the preset's
+    # other keys (here the edge preset's int8 dtype, without which the Ascend 310P cannot serve).
+    from xpuplan.jobs.recommend import RecommendRequest
+
+    body = {"scenario": "edge-inference", "model": "llama3-8b",
+            "hardware": ["huawei-ascend-310p", "nvidia-rtx-4090-24gb"],
+            "workload": {"kind": "serving", "serving": {"qps": 2}}}
+    assert isinstance(RecommendRequest(scenario=body).scenario, dict)
+    rec = recommend(body, samples=0)
+    assert rec.workload["serving"]["dtypes"] == preset("edge-inference").workload.serving.dtypes
+    assert [o.key for o in rec.options] == [o.key for o in recommend(
+        {"scenario": "edge-inference", "hardware": body["hardware"]}, samples=0).options]

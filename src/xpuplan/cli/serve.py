@@ -1,4 +1,4 @@
-"""``xpuplan serve``: the HTTP API (and the web page, where installed) with uvicorn.
+"""``xpuplan serve``: the web page and the HTTP API with uvicorn.
 
 Binds to 127.0.0.1 by default. Bound to any other address it requires a bearer token in
 ``XPUPLAN_TOKEN`` and refuses to start without one (exit 2). FastAPI and uvicorn are the ``api``
@@ -37,12 +37,8 @@ def is_loopback(host: str) -> bool:
 
 
 def build_app(*, store_url: str | None, token: str | None) -> Any:
-    """The web app when ``xpuplan.web`` is installed, else the API alone."""
-    if importlib.util.find_spec("xpuplan.web") is not None and importlib.util.find_spec("xpuplan.web.app") is not None:
-        from xpuplan.web.app import create_app as create_web_app
-
-        return create_web_app(store_url=store_url, token=token)
-    from xpuplan.api.app import create_app
+    """The web app: the HTTP API plus the pages (``xpuplan.web.app.create_app``)."""
+    from xpuplan.web.app import create_app
 
     return create_app(store_url=store_url, token=token)
 
@@ -55,7 +51,7 @@ def serve(
                                                 "in the user's data directory)")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug")] = "info",
 ) -> None:
-    """Serve the HTTP API (docs/api.md) and, where installed, the web page."""
+    """Serve the web page (docs/web.md) and the HTTP API (docs/api.md)."""
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
         raise UserInputError(f"{' and '.join(missing)} not installed", field="serve",
@@ -76,7 +72,8 @@ def serve(
 
     app = build_app(store_url=db, token=token)
     auth = "bearer token required" if token else "no token (loopback only)"
-    err_console.print(f"xpuplan API on http://{host}:{port}/api/v1 ({auth}); docs at /api/v1/docs", highlight=False)
+    err_console.print(f"xpuplan web page on http://{host}:{port}/ and API on http://{host}:{port}/api/v1 ({auth}); "
+                      "API docs at /api/v1/docs", highlight=False)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S)
 
 

@@ -40,7 +40,10 @@ class RecommendRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
-    scenario: Scenario | dict[str, Any] | str | None = Field(default=None, description="file, preset, mapping")
+    # left_to_right: a mapping stays a mapping (merged over its preset by ``scenario_from``); in pydantic's
+    # smart mode a complete mapping validated as a Scenario directly and silently lost the preset's keys.
+    scenario: dict[str, Any] | Scenario | str | None = Field(default=None, description="file, preset, mapping",
+                                                             union_mode="left_to_right")
     preset: str | None = Field(default=None, description="a built-in preset (when no scenario is given)")
     lang: str = Field(default="en", pattern="^(en|zh)$")
     samples: int | None = Field(default=None, ge=0, le=100_000, description="Monte Carlo samples (None: scenario)")

@@ -8,6 +8,7 @@ Words come from the translation catalogue (:mod:`xpuplan.i18n`).
 from __future__ import annotations
 
 from html import escape
+from importlib import resources
 from pathlib import Path
 
 from xpuplan.decide.result import OptionOut, Recommendation
@@ -21,28 +22,8 @@ from xpuplan.report.svg import LEAF_COLOURS, LINE_COLOURS, pareto_scatter, range
 #: Options shown in charts (the table lists all).
 CHART_OPTIONS = 10
 
-CSS = """
-:root{--ink:#1f2328;--muted:#57606a;--line:#d0d7de;--accent:#1f4e79;--bg:#ffffff;--soft:#f6f8fa}
-*{box-sizing:border-box}body{margin:0;background:var(--soft);color:var(--ink);
-font:14px/1.5 Inter,"Segoe UI","PingFang SC","Noto Sans CJK SC",Helvetica,Arial,sans-serif}
-main{max-width:980px;margin:24px auto;padding:0 16px}
-header{background:var(--accent);color:#fff;padding:22px 28px;border-radius:10px 10px 0 0}
-header h1{margin:0;font-size:22px}header p{margin:4px 0 0;opacity:.9}
-section{background:var(--bg);border:1px solid var(--line);border-top:none;padding:18px 28px}
-section:last-child{border-radius:0 0 10px 10px}
-h2{font-size:16px;margin:0 0 10px;color:var(--accent)}
-table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{padding:6px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:top}
-th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}
-th{background:var(--soft);font-weight:600}
-tr.win td{background:#eef5fc;font-weight:600}
-.summary{font-size:15px;font-weight:600;margin:0 0 8px}
-ul{margin:4px 0 12px 18px;padding:0}li{margin:3px 0}
-.muted{color:var(--muted);font-size:12px}.tag{display:inline-block;padding:0 6px;border-radius:4px;
-background:#eaeef2;font-size:12px}.grid{display:grid;grid-template-columns:1fr 1fr;gap:18px}
-code{background:var(--soft);padding:1px 4px;border-radius:4px;font-size:12px}
-svg{max-width:100%;height:auto}
-"""
+#: The stylesheet of the report, shared with the web page (``xpuplan.web`` serves the same file).
+CSS = (resources.files("xpuplan.report") / "style.css").read_text(encoding="utf-8")
 
 
 def _pfirst(o: OptionOut) -> str:
