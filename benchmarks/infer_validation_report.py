@@ -2,6 +2,8 @@
 
     python benchmarks/infer_validation_report.py [FILE.csv ...]   # default: the packaged inference_public.csv
     python benchmarks/infer_validation_report.py --public-2       # the second public set (TPU, Gaudi, MI300X, Ascend)
+    python benchmarks/infer_validation_report.py --write-doc      # rewrite every file's tables and the Summary
+                                                                  # numbers in docs/validation.md (between markers)
 
 The same predictions as ``xpuplan validate FILE``, under the built-in assumptions (no calibration
 profile, no override file), so the numbers depend only on the repository. Inference rows print the
@@ -10,7 +12,11 @@ replica; training rows print the plan (and, for rows without a layout, the conve
 
 from __future__ import annotations
 
+import io
+import re
 import sys
+from contextlib import redirect_stdout
+from pathlib import Path
 
 from xpuplan.validate import public_file
 from xpuplan.validate.core import RowResult, ValidationReport, error_stats, read_rows, validate_rows
@@ -86,8 +92,63 @@ def main(path: str) -> None:
         print()
 
 
+DOC = Path(__file__).resolve().parents[1] / "docs" / "validation.md"
+#: The Summary table of docs/validation.md: label -> (file, kind, trust grades, metric or None).
+SUMMARY_ROWS = {
+    "training, trust A/B, `tokens_per_s_per_device`": ("training_public.csv", "train", "AB", "tokens_per_s_per_device"),
+    "training, all rows": ("training_public.csv", "train", "ABCD", None),
+    "inference, trust A/B": ("inference_public.csv", "infer", "AB", None),
+    "inference, all rows": ("inference_public.csv", "infer", "ABCD", None),
+    "second set, training, all rows": ("training_public_2.csv", "train", "ABCD", None),
+    "second set, inference, all rows": ("inference_public_2.csv", "infer", "ABCD", None),
+}
+ALL_FILES = ("training_public.csv", "inference_public.csv", *PUBLIC_2)
+
+
+def _begin(name: str) -> str:
+    return f"<!-- rows of {name}: begin (python benchmarks/infer_validation_report.py --write-doc) -->"
+
+
+def _end(name: str) -> str:
+    return f"<!-- rows of {name}: end -->"
+
+
+def write_doc(doc: Path = DOC) -> list[str]:
+    """Regenerate, in ``doc``, every public file's per-row tables (between its markers) and the numbers of the
+    Summary table (labels and targets kept). Returns what was rewritten."""
+    text = doc.read_text(encoding="utf-8")
+    done = []
+    for name in ALL_FILES:
+        b, e = _begin(name), _end(name)
+        if b not in text or e not in text:
+            continue
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            main(str(public_file(name)))
+        text = text[: text.index(b) + len(b)] + "\n" + buf.getvalue() + text[text.index(e):]
+        done.append(name)
+    for label, (name, kind, grades, metric) in SUMMARY_ROWS.items():
+        rows = [r for r in read_rows(public_file(name))
+                if r.kind == kind and r.trust in grades and (metric is None or r.metric == metric)]
+        st = error_stats(validate_rows(rows).rows)
+        pattern = re.compile(rf"^\| {re.escape(label)} \| [^|]*\| [^|]*\| [^|]*\|(.*)$", re.M)
+        share = f" ({st.n / len(rows):.0%})" if grades == "AB" else ""
+        med = "-" if st.median_abs_pct is None else f"{st.median_abs_pct:.1f}%"
+        p90 = "-" if st.p90_abs_pct is None else f"{st.p90_abs_pct:.1f}%"
+        head = f"| {label} | {st.n} / {len(rows)}{share} | {med} | {p90} |"
+        text, n = pattern.subn(lambda m, head=head: head + m.group(1), text)
+        if n:
+            done.append(f"summary: {label}")
+    doc.write_text(text, encoding="utf-8")
+    return done
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args == ["--write-doc"]:
+        for what in write_doc():
+            print(f"rewrote {what}")
+        sys.exit(0)
     if args == ["--public-2"]:
         args = [str(public_file(n)) for n in PUBLIC_2]
     for p in args or [str(DEFAULT_CSV)]:

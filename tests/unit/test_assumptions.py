@@ -63,11 +63,12 @@ def test_default_assumptions_ignore_the_environment(monkeypatch: pytest.MonkeyPa
 def test_every_efficiency_value_says_where_it_came_from() -> None:
     a = default_assumptions()
     h100 = a.efficiency_provenance(dev("H100"))
-    assert h100["gemm_peak_fraction"] == f"device:{H100}" and h100["gemm_half_dim"] == "defaults"
+    assert h100["gemm_peak_fraction"] == "family:nvidia-hopper" and h100["gemm_half_dim"] == "defaults"
     assert h100["scale_up_bw_fraction"] == "link type"  # decided by the link type
-    assert a.efficiency(dev("H100")).source == f"device:{H100}"
+    assert a.efficiency(dev("H100")).source == "family:nvidia-hopper"
     npu = a.efficiency_provenance(dev("910B"))
-    assert npu["gemm_peak_fraction"] == "family:npu-cn" and npu["low_precision_factor"] == "defaults"
+    assert npu["gemm_peak_fraction"] == "family:huawei-ascend" and npu["low_precision_factor"] == "defaults"
+    assert npu["memory_bw_fraction"] == "family:npu-cn"  # the broad family the specific one refines
     assert a.efficiency_provenance(dev("A100"))["gemm_peak_fraction"] == "defaults"
 
     fitted = a.efficiency(dev("H100")).merged({"gemm_peak_fraction": 0.5}, "calibration:#7 for test")
@@ -112,7 +113,8 @@ def test_link_types_engines_and_recipes_carry_their_source() -> None:
                                  "state_recipes.my-adam.description", "comparison_set"}
     used = a.used(devices=[dev("H100")], link_types=["nvlink"], engines=["vllm"], state_recipes=["my-adam"])
     assert used["link_types"]["nvlink"]["source"] == "user override"
-    assert used["efficiency"][H100]["gemm_peak_fraction"] == {"value": 0.62, "source": f"device:{H100}"}
+    hopper = default_assumptions().efficiency_layers.families["nvidia-hopper"].gemm_peak_fraction
+    assert used["efficiency"][H100]["gemm_peak_fraction"] == {"value": hopper, "source": "family:nvidia-hopper"}
     json.dumps(used)
     json.dumps(a.to_dict())
     assert a.fingerprint != default_assumptions().fingerprint

@@ -166,7 +166,7 @@ def test_calibrate_from_store_and_cli(db_url: str) -> None:
     assert set(a.efficiency_provenance(dev).values()) <= {eff.source, "link type"}
     # planners see the profile only when it is handed to them; by default they never read the store
     assert Cluster.from_catalog(H100, 8, assumptions=a).efficiency.source == eff.source
-    assert Cluster.from_catalog(H100, 8).efficiency.source == "device:nvidia-h100-sxm-80gb"
+    assert Cluster.from_catalog(H100, 8).efficiency.source == "family:nvidia-hopper"
     assert assumptions_with_profiles(None, ["generic-cpu"]) is default_assumptions()  # nothing stored for it
     table = runner.invoke(app, ["calibrate", "--from", str(rid), "--dry-run"])
     assert table.exit_code == 0 and "dry run" in table.stdout
@@ -195,7 +195,8 @@ def test_stored_values_are_laid_over_the_assumptions_defaults() -> None:
     prof = profile_from_values(dev, stored, "calibration:#9 for x")
     assert prof.memory_bw_fraction == 0.5 and prof.source == "calibration:#9 for x"
     # fields the profile does not have come from the device's values under the given assumptions
-    assert prof.gemm_peak_fraction == default_assumptions().efficiency(dev).gemm_peak_fraction == 0.62
+    hopper = default_assumptions().efficiency_layers.families["nvidia-hopper"].gemm_peak_fraction
+    assert prof.gemm_peak_fraction == default_assumptions().efficiency(dev).gemm_peak_fraction == hopper
     bumped = default_assumptions().with_overrides({"efficiency": {"defaults": {"gemm_half_dim": 99.0}}})
     assert profile_from_values(dev, stored, "cal", bumped).gemm_half_dim == 99.0
     with pytest.raises(UserInputError, match="invalid") as err:

@@ -374,7 +374,7 @@ class Assumptions(BaseModel):
 
     # -- efficiency ----------------------------------------------------------------------------
     @cached_property
-    def _eff_cache(self) -> dict[tuple[str, str, str], tuple[Efficiency, dict[str, str]]]:
+    def _eff_cache(self) -> dict[tuple[str, str, str, str | None], tuple[Efficiency, dict[str, str]]]:
         return {}
 
     def _label(self, path: str, default: str) -> str:
@@ -387,7 +387,7 @@ class Assumptions(BaseModel):
         return exact or [(k, v) for k, v in entries.items() if normalise_alias(k) in keys]
 
     def _resolve(self, device: Device) -> tuple[Efficiency, dict[str, str]]:
-        key = (device.id, device.vendor, device.kind)
+        key = (device.id, device.vendor, device.kind, device.architecture)
         hit = self._eff_cache.get(key)
         if hit is not None:
             return hit
@@ -395,7 +395,7 @@ class Assumptions(BaseModel):
         eff = f.defaults
         prov = {k: self._label(f"efficiency.defaults.{k}", "defaults") for k in EFFICIENCY_FIELDS}
         for name, rule in f.families.items():
-            if rule.matches(device.vendor, device.kind):
+            if rule.matches(device.vendor, device.kind, device.architecture):
                 vals = rule.values()
                 eff = eff.merged(vals, f"family:{name}")
                 prov.update({k: self._label(f"efficiency.families.{name}.{k}", f"family:{name}") for k in vals})
@@ -418,6 +418,17 @@ class Assumptions(BaseModel):
             eff = eff.merged({}, f"{eff.source} + {USER_OVERRIDE}")
         self._eff_cache[key] = (eff, prov)
         return eff, prov
+
+    def efficiency_families(self, device: Device) -> list[str]:
+        """The family rules of ``efficiency.yaml`` that apply to ``device``, in the order they are
+        applied (broad first: the last one is the device's own family)."""
+        return [name for name, rule in self.efficiency_layers.families.items()
+                if rule.matches(device.vendor, device.kind, device.architecture)]
+
+    def efficiency_family(self, device: Device) -> str | None:
+        """The most specific family rule for ``device`` (the last that applies), or None."""
+        fams = self.efficiency_families(device)
+        return fams[-1] if fams else None
 
     def efficiency(self, device: Device) -> Efficiency:
         """Efficiency parameters for ``device``; ``.source`` names the most specific layer used."""

@@ -92,20 +92,41 @@ class EfficiencyOverrides(BaseModel):
         return {k: v for k in EFFICIENCY_FIELDS if (v := getattr(self, k)) is not None}
 
 
+def architecture_name(architecture: str | None) -> str:
+    """A catalog ``architecture`` as family rules and validation bands name it: the part before any
+    parenthesis (``"Da Vinci (AI Core v220, ...)"`` -> ``"Da Vinci"``), stripped."""
+    return (architecture or "").split("(")[0].strip()
+
+
+def _names(value: str | list[str] | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    return frozenset(v.strip().casefold() for v in items)
+
+
 class FamilyRule(EfficiencyOverrides):
-    """Overrides applied to every device of a vendor and/or kind."""
+    """Overrides applied to every device of a hardware family: a vendor (or several), a kind, and
+    optionally an architecture (or several) as the catalog names it (before any parenthesis).
 
-    vendor: str | None = None
+    A rule that gives no value at all but a ``note`` is a documented prior: its devices keep the
+    values of the rules before it (e.g. NVIDIA Ampere keeps the defaults, which were fitted on A100).
+    """
+
+    vendor: str | list[str] | None = None
     kind: str | None = None
+    architecture: str | list[str] | None = None
 
-    def matches(self, vendor: str, kind: str) -> bool:
-        return (self.vendor is None or self.vendor.casefold() == vendor.casefold()) and (
-            self.kind is None or self.kind.casefold() == kind.casefold()
-        )
+    def matches(self, vendor: str, kind: str, architecture: str | None = None) -> bool:
+        vendors, archs = _names(self.vendor), _names(self.architecture)
+        return ((vendors is None or vendor.casefold() in vendors)
+                and (self.kind is None or self.kind.casefold() == kind.casefold())
+                and (archs is None or architecture_name(architecture).casefold() in archs))
 
 
 class EfficiencyFile(BaseModel):
-    """``efficiency.yaml``: defaults, family rules (applied in file order), per-device entries."""
+    """``efficiency.yaml``: defaults, family rules (every matching rule applied, in file order, so a
+    specific family listed after a broad one refines it), per-device entries."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 

@@ -8,8 +8,6 @@ scales, single-hardware fleets and seeds on local processes or a Ray cluster (``
 
 from __future__ import annotations
 
-from html import escape
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -35,109 +33,6 @@ def _usd(x: float | None) -> str:
     if abs(x) >= 1e3:
         return f"${x:,.0f}"
     return f"${x:,.2f}"
-
-
-# -- report -------------------------------------------------------------------------------------
-def _mix_svg(plan: Any) -> str:
-    from xpuplan.report.svg import LINE_COLOURS, stacked_bars
-
-    hws = list(dict.fromkeys(r.hardware for r in plan.mix))
-    if plan.best_single is not None:
-        hws += [h for h in dict.fromkeys(r.hardware for r in plan.best_single.mix) if h not in hws]
-    colours = {h: LINE_COLOURS[i % len(LINE_COLOURS)] for i, h in enumerate(hws)}
-    rows: list[tuple[str, dict[str, float]]] = []
-    for label, mix in [("mix", plan.mix), *([(f"best single: {plan.best_single.hardware}", plan.best_single.mix)]
-                                            if plan.best_single is not None else [])]:
-        seg: dict[str, float] = {}
-        for r in mix:
-            seg[r.hardware] = seg.get(r.hardware, 0.0) + r.usd_per_hour
-        rows.append((label, seg))
-    return stacked_bars(rows, colours, {h: h for h in hws}, "Cost per hour by hardware", unit="USD/h")
-
-
-def render_markdown(plan: Any) -> str:
-    out = ["# Fleet plan", "", f"Total cost: {_usd(plan.total_cost)} over {plan.horizon_s / HOUR:g} h "
-           f"({_usd(plan.usd_per_hour)}/h), {plan.devices} devices.", ""]
-    if plan.best_single is not None:
-        out.append(f"Best single hardware: {plan.best_single.hardware}, {_usd(plan.best_single.total_cost)} "
-                   f"(mix saves {100 * (plan.savings_vs_best_single or 0):.1f}%).")
-    else:
-        out.append(f"Best single hardware: none ({plan.best_single_reason}).")
-    out += ["", "| class | hardware | tp | dtype | replicas | devices | req/s per replica | USD/h |",
-            "|---|---|---|---|---|---|---|---|"]
-    for r in plan.mix:
-        out.append(f"| {r.request_class} | {r.hardware} | {r.tp} | {r.dtype} | {r.replicas} | {r.devices} | "
-                   f"{r.max_requests_per_s_per_replica:.3g} | {r.usd_per_hour:,.2f} |")
-    out += ["", "| constraint | limit | used | slack | binding |", "|---|---|---|---|---|"]
-    for c in plan.constraints:
-        out.append(f"| {c.label} | {c.limit:,.4g} {c.unit} | {c.used:,.4g} | {c.slack:,.4g} | {'yes' if c.binding else 'no'} |")
-    out += ["", "| class | demand req/s | capacity req/s | headroom |", "|---|---|---|---|"]
-    for c in plan.classes:
-        out.append(f"| {c.request_class} | {c.rate_per_s:g} | {c.capacity_per_s:.3g} | {c.headroom_per_s:.3g} |")
-    if plan.verification:
-        out += ["", "## Simulated SLO attainment", "", "| class | attainment | target |", "|---|---|---|"]
-        for v in plan.verification["classes"]:
-            att = v.get("slo_attainment")
-            out.append(f"| {v['request_class']} | {'-' if att is None else f'{100 * att:.2f}%'} | "
-                       f"{v['target_percentile']:g}% |")
-    if plan.training:
-        t = plan.training
-        out += ["", f"Training: {t['model']} on {t['devices']} x {t['hardware']}, {_usd(t['total_cost'])}; "
-                f"training + serving: {_usd(plan.combined_total_cost)}."]
-    out += ["", "Prices per device-hour:", ""] + [f"- {p['option']}: ${p['usd_per_device_hour']:.4g} ({p['source']})"
-                                                 for p in plan.prices]
-    return "\n".join(out) + "\n"
-
-
-def render_html(plan: Any) -> str:
-    from xpuplan.report import CSS
-
-    md_rows = render_markdown(plan).splitlines()
-    body: list[str] = []
-    in_table = False
-    for line in md_rows:
-        if line.startswith("|"):
-            cells = [escape(c.strip()) for c in line.strip("|").split("|")]
-            if set("".join(cells)) <= set("-"):
-                continue
-            if not in_table:
-                body.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in cells) + "</tr>")
-                in_table = True
-            else:
-                body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-            continue
-        if in_table:
-            body.append("</table>")
-            in_table = False
-        if line.startswith("# "):
-            continue
-        if line.startswith("## "):
-            body.append(f"<h2>{escape(line[3:])}</h2>")
-        elif line.startswith("- "):
-            body.append(f"<li>{escape(line[2:])}</li>")
-        elif line.strip():
-            body.append(f"<p>{escape(line)}</p>")
-    if in_table:
-        body.append("</table>")
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Fleet plan</title>"
-            f"<style>{CSS}</style></head><body><main><header><h1>Fleet plan</h1><p>{_usd(plan.total_cost)} over "
-            f"{plan.horizon_s / HOUR:g} h</p></header><section>{_mix_svg(plan)}</section><section>{''.join(body)}"
-            "</section></main></body></html>\n")
-
-
-def write_report(plan: Any, path: str) -> Path:
-    p = Path(path)
-    if p.suffix.lower() in (".html", ".htm"):
-        text = render_html(plan)
-    elif p.suffix.lower() == ".md":
-        text = render_markdown(plan)
-    else:
-        raise UserInputError(f"unknown report format {p.suffix or '(none)'!r}; use .html or .md", field="--report")
-    try:
-        p.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UserInputError(f"cannot write the report: {exc.strerror}", field="--report") from None
-    return p
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -200,7 +95,10 @@ def optimize(
 ) -> None:
     """Cheapest replicas of each hardware/TP/dtype per request class within the SLOs and constraints."""
     from xpuplan.jobs.fleet import FleetRequest, run_fleet_optimize
+    from xpuplan.report import report_format, write_report
 
+    if report:
+        report_format(report)
     req = request(FleetRequest, scenario=scenario, verify=verify, repair=repair, seed=seed, duration_s=duration_s)
     plan = run_fleet_optimize(req)
     if report:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from xpuplan.cli.common import cli_command, console, print_caveats, print_json, request, table
+from xpuplan.errors import InfeasibleError
 from xpuplan.units import GB
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
@@ -158,13 +159,25 @@ def capacity_cmd(
     prefix_hit_rate: Annotated[float | None, typer.Option(help="fraction of each prompt served from the prefix cache [0, 1)")] = None,
     scenario: ScenarioOpt = None,
     emit_: EmitOpt = None,
+    report: Annotated[str | None, typer.Option(help="write a report: out.html (self-contained) or out.md")] = None,
     json_: Json = False,
 ) -> None:
     """Devices of each hardware option needed to serve --qps within the TTFT/TPOT SLO."""
     args = dict(locals())
-    from xpuplan.jobs.serve import CapacityRequest, infer_capacity
+    args.pop("report")
+    from xpuplan.jobs.serve import CapacityRequest, CapacityResult, infer_capacity
+    from xpuplan.report import report_format, write_report
 
-    plan = infer_capacity(request(CapacityRequest, **args))
+    if report:
+        report_format(report)
+    try:
+        plan = infer_capacity(request(CapacityRequest, **args))
+    except InfeasibleError as exc:
+        if report and isinstance(exc.result, CapacityResult):
+            write_report(exc.result, report)  # every option infeasible: the report says why
+        raise
+    if report:
+        write_report(plan, report)
     if plan.assumed_lengths and not json_:
         console.print(f"[dim]assuming {plan.input_len:g} prompt and {plan.output_len:g} output tokens per request "
                       "(--in/--out or --scenario to change)[/]")
@@ -193,3 +206,5 @@ def capacity_cmd(
     print_caveats(plan.used)
     for text in plan.commands:
         typer.echo(text)
+    if report:
+        console.print(f"report: {report}", highlight=False)

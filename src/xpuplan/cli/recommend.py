@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -43,8 +42,10 @@ def recommend_cmd(
 
         err = UnknownIdError("preset", preset, list_presets(), field="--preset")
         raise UserInputError(f"{err.message} (presets: {', '.join(list_presets())})", field="--preset")
-    if report is not None and Path(report).suffix.lower() not in (".html", ".htm", ".md"):
-        raise UserInputError("the report file must end in .html or .md", field="--report")
+    if report is not None:
+        from xpuplan.report import report_format
+
+        report_format(report)
     if samples is not None and samples < 0:
         raise UserInputError("must be >= 0", field="--samples")
     if seed is not None and seed < 0:

@@ -32,7 +32,11 @@ def simulate(
 ) -> None:
     """Simulate a serving fleet request by request: latency percentiles per class and pool, SLO
     attainment, goodput, utilisation, KV use, energy and cost."""
-    from xpuplan.jobs.simulate import SimulateRequest, run_simulate, write_report
+    from xpuplan.jobs.simulate import SimulateRequest, run_simulate
+    from xpuplan.report import report_format, write_report
+
+    if report:
+        report_format(report)
 
     req = request(SimulateRequest, scenario=scenario, duration=duration, seed=seed, drain=drain,
                   price_per_device_hour=price_per_device_hour)

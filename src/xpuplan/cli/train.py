@@ -177,12 +177,18 @@ def search_cmd(
                                                    "megatron-lm-legacy, mindspeed, torchtitan, fsdp, deepspeed, maxtext, "
                                                    "meta-4d, deepseek-dualpipe (catalog/data/training_stacks.yaml)")] = None,
     emit: Annotated[str | None, typer.Option(help=f"launch arguments of the best plan: {FRAMEWORKS_HELP}")] = None,
+    report: Annotated[str | None, typer.Option(help="write a report: out.html (self-contained) or out.md")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Enumerate every valid plan, evaluate them all, rank by throughput; Pareto front over device counts.
     Progress is shown over device counts; Ctrl-C stops and prints what was found."""
     args = dict(locals())
+    args.pop("report")
     from xpuplan.jobs.train import TrainSearchRequest, TrainSearchResult, train_search
+    from xpuplan.report import report_format, write_report
+
+    if report:
+        report_format(report)
 
     req = request(TrainSearchRequest, **args)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -198,16 +204,22 @@ def search_cmd(
         try:
             res = train_search(req, progress=progress)
         except InfeasibleError as exc:
+            if report and isinstance(exc.result, TrainSearchResult):
+                write_report(exc.result, report)  # what was tried and why nothing fits
             if json_ or not isinstance(exc.result, TrainSearchResult):
                 raise
             bar.stop()
             _render_search(exc.result)
             render_infeasible(exc)
             raise typer.Exit(3) from None
+    if report:
+        write_report(res, report)
     if json_:
         print_json(res.to_dict())
         return
     _render_search(res)
+    if report:
+        console.print(f"report: {report}", highlight=False)
 
 
 def _render_search(res: TrainSearchResult) -> None:

@@ -20,7 +20,6 @@ from xpuplan.jobs.requests import PositiveFloat, Request
 from xpuplan.serve.sim import SimConfig, SimulationResult, simulate
 from xpuplan.serve.sim.config import EmpiricalLengths, TraceData
 from xpuplan.serve.sim.engine import Progress
-from xpuplan.serve.sim.report import render_html, render_markdown
 from xpuplan.serve.sim.traces import parse_lengths, parse_trace
 
 #: Longest simulated duration accepted from the command line (s): one week.
@@ -49,23 +48,6 @@ def load_trace(path: str | Path, *, field: str = "trace") -> TraceData:
 def load_lengths(path: str | Path, *, field: str = "lengths") -> EmpiricalLengths:
     """Read an empirical length file (``serve.sim.traces.parse_lengths``)."""
     return parse_lengths(_read_text(path, field), str(path))
-
-
-def write_report(res: SimulationResult, path: str | Path) -> Path:
-    """Write the report of ``res`` to ``path``: HTML (``.html``/``.htm``) or Markdown (``.md``)."""
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix in (".html", ".htm"):
-        text = render_html(res)
-    elif suffix in (".md", ".markdown"):
-        text = render_markdown(res)
-    else:
-        raise UserInputError(f"report must end in .html or .md (got {p.name!r})", field="--report")
-    try:
-        p.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UserInputError(f"cannot write {p}: {exc.strerror}", field="--report") from None
-    return p
 
 
 class SimulateRequest(Request):

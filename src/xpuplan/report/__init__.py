@@ -1,203 +1,99 @@
-"""Reports of a :class:`~xpuplan.decide.result.Recommendation`: a self-contained HTML page and Markdown.
+"""Reports of typed job results: a self-contained HTML page or Markdown, chosen by the file suffix.
 
-The HTML has no external resources (inline CSS, charts as inline SVG from :mod:`xpuplan.report.svg`).
-Both formats print the same numbers as ``xpuplan recommend --json`` (they read the same object).
-Words come from the translation catalogue (:mod:`xpuplan.i18n`).
+One module per result, each with ``render_html(result) -> str`` and ``render_markdown(result) -> str``
+over the same object ``--json`` prints (so the numbers are the same):
+
+=====================  ======================================  ===========================
+command                result                                  renderer
+=====================  ======================================  ===========================
+``recommend``          ``decide.result.Recommendation``        :mod:`.recommend`
+``train search``       ``jobs.train.TrainSearchResult``        :mod:`.train`
+``infer capacity``     ``jobs.serve.CapacityResult``           :mod:`.capacity`
+``simulate``           ``serve.sim.result.SimulationResult``   :mod:`.simulate`
+``fleet optimize``     ``fleet.optimize.FleetPlan``            :mod:`.fleet`
+=====================  ======================================  ===========================
+
+All share :mod:`.page` (CSS, header with version/schema/date, the "figures used, with trust"
+footer), :mod:`.svg` (inline charts) and :mod:`.format` (display units). :func:`write_report`
+writes atomically: a temporary file in the target directory, then a rename.
 """
 
 from __future__ import annotations
 
-from html import escape
-from importlib import resources
+import importlib
+import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
-from xpuplan.decide.result import OptionOut, Recommendation
 from xpuplan.errors import UserInputError
-from xpuplan.i18n import t
-from xpuplan.report.format import fmt_energy_j as _mwh
-from xpuplan.report.format import fmt_time as _time
-from xpuplan.report.format import fmt_usd as _usd
-from xpuplan.report.svg import LEAF_COLOURS, LINE_COLOURS, pareto_scatter, range_bars, stacked_bars
+from xpuplan.report.page import CSS
 
-#: Options shown in charts (the table lists all).
-CHART_OPTIONS = 10
-
-#: The stylesheet of the report, shared with the web page (``xpuplan.web`` serves the same file).
-CSS = (resources.files("xpuplan.report") / "style.css").read_text(encoding="utf-8")
-
-
-def _pfirst(o: OptionOut) -> str:
-    return "-" if o.uncertainty is None else f"{o.uncertainty.p_rank_first:.0%}"
+#: Result class name -> renderer module.
+RENDERERS = {
+    "Recommendation": "xpuplan.report.recommend",
+    "TrainSearchResult": "xpuplan.report.train",
+    "CapacityResult": "xpuplan.report.capacity",
+    "SimulationResult": "xpuplan.report.simulate",
+    "FleetPlan": "xpuplan.report.fleet",
+}
+#: File suffix -> format.
+FORMATS = {".html": "html", ".htm": "html", ".md": "markdown"}
 
 
-def short_label(o: OptionOut) -> str:
-    """Chart label: the device ids (a mix joins its pools' devices with '+')."""
-    if o.mix:
-        return " + ".join(dict.fromkeys(o.mix.values()))
-    return o.hardware or o.key
+def _renderer(result: Any) -> Any:
+    name = type(result).__name__
+    if name not in RENDERERS:
+        raise TypeError(f"no report renderer for {name}")
+    return importlib.import_module(RENDERERS[name])
 
 
-def _lines(rec: Recommendation, lang: str) -> list[tuple[str, list[str]]]:
-    e = rec.explanation
-    return [(t("report.why", lang), e.why), (t("report.what_would_change", lang), e.what_would_change),
-            (t("report.benchmark_first", lang), e.benchmark_first), (t("report.caveats", lang), e.caveats)]
+def render_html(result: Any) -> str:
+    """The self-contained HTML report of ``result``."""
+    return str(_renderer(result).render_html(result))
 
 
-def render_html(rec: Recommendation) -> str:
-    lang = rec.explanation.lang
-    leaf_names = {k: t(f"criterion.{k}", lang) for k in LEAF_COLOURS}
-    shown = rec.options[:CHART_OPTIONS]
-    h: list[str] = [f"<!DOCTYPE html><html lang='{lang}'><head><meta charset='utf-8'>",
-                    "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-                    f"<title>{escape(t('report.title', lang))}: {escape(rec.title or rec.scenario)}</title>",
-                    f"<style>{CSS}</style></head><body><main>"]
-    h.append(f"<header><h1>{escape(t('report.title', lang))}</h1><p>{escape(rec.title or rec.scenario)}</p>"
-             f"<p class='muted' style='color:#dbe7f3'>{escape(t('report.scenario', lang))}: {escape(rec.scenario)} · "
-             f"{escape(t('report.model', lang))}: {escape(rec.model)} · {escape(t('report.samples', lang))}: "
-             f"{rec.monte_carlo.get('samples', 0)}</p></header>")
-    # summary and explanation
-    h.append(f"<section><p class='summary'>{escape(rec.explanation.summary)}</p>")
-    for head, lines in _lines(rec, lang):
-        if lines:
-            h.append(f"<h2>{escape(head)}</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ul>")
-    h.append("</section>")
-    # ranking table
-    cols = ["report.rank", "report.option", "report.score", "report.devices", "report.time", "report.cost",
-            "report.energy", "report.p_first", "report.trust"]
-    h.append(f"<section><h2>{escape(t('report.ranking', lang))}</h2><table><tr>"
-             + "".join(f"<th>{escape(t(c, lang))}</th>" for c in cols) + "</tr>")
-    for o in rec.options:
-        h.append(f"<tr class='{'win' if o.rank == 1 else ''}'><td>{o.rank}</td><td>{escape(o.label)}</td>"
-                 f"<td>{o.score:.1f}</td><td>{o.devices:,}</td><td>{_time(o.time_s)}</td><td>{_usd(o.cost_usd)}</td>"
-                 f"<td>{_mwh(o.energy_j)}</td><td>{_pfirst(o)}</td><td><span class='tag'>{o.min_trust}</span></td></tr>")
-    h.append("</table></section>")
-    # charts
-    contrib = [(short_label(o), {k: c.points for k, c in o.criteria.items()}) for o in shown]
-    h.append(f"<section><h2>{escape(t('report.contributions', lang))}</h2>"
-             + stacked_bars(contrib, LEAF_COLOURS, leaf_names, t("report.contributions", lang), max_value=100.0)
-             + "</section>")
-    pts = [(short_label(o), o.time_s or 0.0, o.cost_usd or 0.0, o.rank == 1) for o in shown]
-    h.append(f"<section><h2>{escape(t('report.pareto', lang))}</h2>"
-             + pareto_scatter(pts, t("report.pareto", lang), t("report.time", lang), t("report.cost", lang) + " (USD)")
-             + "</section>")
-    line_keys = list(dict.fromkeys(k for o in shown for k in o.cost_lines_usd))
-    line_colours = {k: LINE_COLOURS[i % len(LINE_COLOURS)] for i, k in enumerate(line_keys)}
-    tco_rows = [(short_label(o) + ("" if o.cost_usd is not None else " " + t("report.hw_unknown", lang)),
-                 dict(o.cost_lines_usd)) for o in shown]
-    h.append(f"<section><h2>{escape(t('report.tco', lang))}</h2>"
-             + stacked_bars(tco_rows, line_colours, {k: k.removesuffix("_usd") for k in line_keys},
-                            t("report.tco", lang), unit="USD") + "</section>")
-    unc = [o for o in shown if o.uncertainty is not None]
-    h.append(f"<section><h2>{escape(t('report.uncertainty', lang))}</h2>")
-    if unc:
-        crow = [(short_label(o), o.uncertainty.cost_usd.p10, o.uncertainty.cost_usd.p50, o.uncertainty.cost_usd.p90)
-                for o in unc if o.uncertainty and o.uncertainty.cost_usd]
-        trow = [(short_label(o), o.uncertainty.time_s.p10, o.uncertainty.time_s.p50, o.uncertainty.time_s.p90)
-                for o in unc if o.uncertainty and o.uncertainty.time_s]
-        h.append(f"<p class='muted'>{escape(t('report.cost', lang))}</p>" + range_bars(crow, "cost", "usd"))
-        h.append(f"<p class='muted'>{escape(t('report.time', lang))}</p>" + range_bars(trow, "time", "time"))
-    else:
-        h.append(f"<p class='muted'>{escape(t('report.no_mc', lang))}</p>")
-    h.append("</section>")
-    # sensitivity
-    h.append(f"<section><h2>{escape(t('report.sensitivity', lang))}</h2><table><tr>"
-             f"<th>{escape(t('report.criterion', lang))}</th><th>{escape(t('report.weight', lang))}</th>"
-             f"<th>{escape(t('report.change', lang))}</th><th>{escape(t('report.new_winner', lang))}</th></tr>")
-    for x in rec.sensitivity:
-        ch = "-" if x.change_points is None else f"{x.change_points:+.1f}"
-        h.append(f"<tr><td>{escape(leaf_names.get(x.criterion, x.criterion))}</td><td>{x.weight:.1f}</td>"
-                 f"<td>{ch}</td><td>{escape(x.new_winner or '-')}</td></tr>")
-    h.append("</table></section>")
-    # rejected
-    h.append(f"<section><h2>{escape(t('report.rejected', lang))}</h2>")
-    if rec.rejected:
-        h.append(f"<table><tr><th>{escape(t('report.option', lang))}</th><th>{escape(t('report.constraint', lang))}</th>"
-                 f"<th>{escape(t('report.reasons', lang))}</th></tr>")
-        for r in rec.rejected:
-            h.append(f"<tr><td>{escape(r.key)}</td><td>{escape(r.constraint)}</td>"
-                     f"<td style='text-align:left'>{escape('; '.join(r.reasons))}</td></tr>")
-        h.append("</table>")
-    else:
-        h.append(f"<p class='muted'>{escape(t('report.none', lang))}</p>")
-    h.append("</section>")
-    # figures of the winner
-    w = rec.options[0]
-    h.append(f"<section><h2>{escape(t('report.figures', lang))}</h2><table><tr><th>device</th><th>figure</th>"
-             "<th>value</th><th>trust</th><th style='text-align:left'>source</th></tr>")
-    for f in w.figures:
-        h.append(f"<tr><td>{escape(f.device)}</td><td>{escape(f.path)}</td><td>{f.value:,.4g} {escape(f.unit)}</td>"
-                 f"<td><span class='tag'>{f.trust}</span></td><td style='text-align:left' class='muted'>"
-                 f"{escape(f.source)}</td></tr>")
-    h.append("</table>")
-    h.append(f"<h2 style='margin-top:14px'>{escape(t('report.plan', lang))}</h2><ul>")
-    for p in w.parts:
-        h.append(f"<li><b>{escape(t('role.' + p.role, lang))}</b>: {escape(p.hardware)} × {p.devices} — "
-                 f"<code>{escape(str(p.plan.get('key') or p.plan.get('replica') or ''))}</code></li>")
-    h.append(f"</ul><p class='muted'>{escape(t('report.generated', lang))}</p></section></main></body></html>")
-    return "".join(h)
+def render_markdown(result: Any) -> str:
+    """The Markdown report of ``result``."""
+    return str(_renderer(result).render_markdown(result))
 
 
-def render_markdown(rec: Recommendation) -> str:
-    lang = rec.explanation.lang
-    out = [f"# {t('report.title', lang)}: {rec.title or rec.scenario}", "",
-           f"{t('report.scenario', lang)}: `{rec.scenario}` · {t('report.model', lang)}: `{rec.model}` · "
-           f"{t('report.samples', lang)}: {rec.monte_carlo.get('samples', 0)}", "",
-           f"**{rec.explanation.summary}**", ""]
-    cols = ["report.rank", "report.option", "report.score", "report.devices", "report.time", "report.cost",
-            "report.energy", "report.p_first", "report.trust"]
-    out.append("| " + " | ".join(t(c, lang) for c in cols) + " |")
-    out.append("|" + "---|" * len(cols))
-    for o in rec.options:
-        out.append(f"| {o.rank} | {o.label} | {o.score:.1f} | {o.devices:,} | {_time(o.time_s)} | {_usd(o.cost_usd)} | "
-                   f"{_mwh(o.energy_j)} | {_pfirst(o)} | {o.min_trust} |")
-    out.append("")
-    for head, lines in _lines(rec, lang):
-        if lines:
-            out += [f"## {head}", ""] + [f"- {x}" for x in lines] + [""]
-    out += [f"## {t('report.contributions', lang)}", ""]
-    leaves = list(rec.weights)
-    out.append("| " + t("report.option", lang) + " | " + " | ".join(t(f"criterion.{k}", lang) for k in leaves) + " |")
-    out.append("|" + "---|" * (len(leaves) + 1))
-    for o in rec.options[:CHART_OPTIONS]:
-        out.append(f"| {o.label} | " + " | ".join(f"{o.criteria[k].points:.1f}" for k in leaves) + " |")
-    out.append(f"| {t('report.weight', lang)} | " + " | ".join(f"{rec.weights[k]:g}" for k in leaves) + " |")
-    out.append("")
-    if any(o.uncertainty for o in rec.options):
-        out += [f"## {t('report.uncertainty', lang)}", "",
-                f"| {t('report.option', lang)} | {t('report.time', lang)} P10 / P50 / P90 | "
-                f"{t('report.cost', lang)} P10 / P50 / P90 | {t('report.p_first', lang)} |", "|---|---|---|---|"]
-        for o in rec.options:
-            u = o.uncertainty
-            if u is None:
-                continue
-            ts = "-" if u.time_s is None else f"{_time(u.time_s.p10)} / {_time(u.time_s.p50)} / {_time(u.time_s.p90)}"
-            cs = "-" if u.cost_usd is None else f"{_usd(u.cost_usd.p10)} / {_usd(u.cost_usd.p50)} / {_usd(u.cost_usd.p90)}"
-            out.append(f"| {o.label} | {ts} | {cs} | {u.p_rank_first:.0%} |")
-        out.append("")
-    if rec.rejected:
-        out += [f"## {t('report.rejected', lang)}", "", f"| {t('report.option', lang)} | "
-                f"{t('report.constraint', lang)} | {t('report.reasons', lang)} |", "|---|---|---|"]
-        out += [f"| {r.key} | {r.constraint} | {'; '.join(r.reasons).replace('|', '/')} |" for r in rec.rejected]
-        out.append("")
-    out += [f"_{t('report.generated', lang)}_", ""]
-    return "\n".join(out)
-
-
-def write_report(rec: Recommendation, path: str | Path) -> Path:
-    """Write ``rec`` as HTML (``.html``/``.htm``) or Markdown (``.md``) to ``path``."""
+def report_format(path: str | Path) -> str:
+    """'html' or 'markdown' from the suffix of ``path``; any other suffix is a user error naming ``--report``.
+    Front ends call it before the job runs, so a bad name fails fast."""
     p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix in (".html", ".htm"):
-        text = render_html(rec)
-    elif suffix == ".md":
-        text = render_markdown(rec)
-    else:
-        raise UserInputError("the report file must end in .html or .md", field="--report")
+    fmt = FORMATS.get(p.suffix.lower())
+    if fmt is None:
+        raise UserInputError(f"the report file must end in .html, .htm or .md (got {p.name!r})", field="--report")
+    if not p.parent.is_dir():
+        raise UserInputError(f"the report's directory {str(p.parent)!r} does not exist", field="--report")
+    return fmt
+
+
+def write_report(result: Any, path: str | Path) -> Path:
+    """Write the report of ``result`` to ``path`` (HTML for ``.html``/``.htm``, Markdown for ``.md``).
+
+    Written to a temporary file beside ``path`` and renamed over it, so an interrupted run never
+    leaves half a report."""
+    p = Path(path)
+    fmt = report_format(p)
+    text = render_html(result) if fmt == "html" else render_markdown(result)
+    tmp = None
     try:
-        p.write_text(text, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; a report is an ordinary file
+        os.replace(tmp, p)
+        tmp = None
     except OSError as exc:
-        raise UserInputError(f"cannot write the report: {exc.strerror}", field="--report") from None
+        raise UserInputError(f"cannot write the report {str(p)!r}: {exc.strerror}", field="--report") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
     return p
 
 
-__all__ = ["render_html", "render_markdown", "write_report"]
+__all__ = ["CSS", "FORMATS", "RENDERERS", "render_html", "render_markdown", "report_format", "write_report"]

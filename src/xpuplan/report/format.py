@@ -30,4 +30,25 @@ def fmt_energy_j(joules: float | None) -> str:
     if joules is None:
         return "-"
     kwh = joules / units.KWH
+    if 0 < kwh < 1:
+        return f"{joules / units.HOUR:,.0f} Wh"
     return f"{kwh / 1e3:,.1f} MWh" if kwh >= 1e3 else f"{kwh:,.1f} kWh"
+
+
+#: SI unit of a catalog figure -> (display unit, divisor).
+_DISPLAY = {"FLOP/s": ("TFLOP/s", 1e12), "OP/s": ("TOP/s", 1e12), "B": ("GB", units.GB), "B/s": ("GB/s", units.GB),
+            "W": ("W", 1.0)}
+
+
+def fmt_figure(value: float, unit: str, path: str = "") -> str:
+    """A catalog figure given in SI units, in the unit a datasheet uses (TFLOP/s, GB, GB/s; Gbit/s for a
+    figure the catalog keeps in Gbit/s, named by its ``path``)."""
+    shown, div = _DISPLAY.get(unit, (unit, 1.0))
+    if unit == "B/s" and "gbit" in path:
+        shown, div = "Gbit/s", units.GBIT
+    return f"{value / div:,.4g} {shown}".rstrip()
+
+
+def fmt_number(x: float) -> str:
+    """A plain quantity: thousands separators from 1,000, else four significant digits."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"

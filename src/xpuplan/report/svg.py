@@ -101,8 +101,9 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
 
 
 def pareto_scatter(points: Sequence[tuple[str, float, float, bool]], title: str, x_label: str, y_label: str,
-                   x_fmt: str = "time", width: int = 860, height: int = 380) -> str:
-    """Scatter of (label, x, y, is_winner) on log axes; the Pareto front (min x, min y) joined."""
+                   x_fmt: str = "time", width: int = 860, height: int = 380, y_fmt: str = "usd") -> str:
+    """Scatter of (label, x, y, is_winner) on log axes; the Pareto front (min x, min y) joined.
+    ``y_fmt``: 'usd' (ticks in dollars) or 'count'."""
     pts = [p for p in points if p[1] > 0 and p[2] > 0 and math.isfinite(p[1]) and math.isfinite(p[2])]
     left, right, top, bottom = 80, 30, 16, 50
     body: list[str] = []
@@ -127,7 +128,8 @@ def pareto_scatter(points: Sequence[tuple[str, float, float, bool]], title: str,
         body.append(_text(sx(v), top + ph + 16, _fmt_x(v, x_fmt), size=10, anchor="middle", colour="#555"))
     for v in _log_ticks(y0, y1):
         body.append(f"<line x1='{left}' x2='{left + pw}' y1='{sy(v):.1f}' y2='{sy(v):.1f}' stroke='#eaeef2'/>")
-        body.append(_text(left - 6, sy(v) + 4, "$" + _short(v), size=10, anchor="end", colour="#555"))
+        body.append(_text(left - 6, sy(v) + 4, ("$" if y_fmt == "usd" else "") + _short(v), size=10, anchor="end",
+                          colour="#555"))
     body.append(_text(left + pw / 2, height - 10, x_label, anchor="middle", colour="#333"))
     body.append(f"<text transform='translate(16,{top + ph / 2:.0f}) rotate(-90)' font-size='11' text-anchor='middle' "
                 f"fill='#333' {FONT}>{escape(y_label)}</text>")
@@ -189,3 +191,65 @@ def range_bars(rows: Sequence[tuple[str, float, float, float]], title: str, fmt:
         body.append(_text(sx(v), y + 12, ("$" + _short(v)) if fmt == "usd" else _fmt_x(v, "time"), size=10,
                           anchor="middle", colour="#555"))
     return _svg(width, int(height), body, title)
+
+
+def value_bars(rows: Sequence[tuple[str, float, str]], title: str, *, highlight: int | None = None,
+               width: int = 860) -> str:
+    """Horizontal bars, one per (label, value, shown text) on a linear axis from 0; row ``highlight`` in red."""
+    label_w, bar_h, gap, top = 300, 20, 8, 10
+    mx = max((r[1] for r in rows if math.isfinite(r[1])), default=1.0) or 1.0
+    plot_w = width - label_w - 140
+    body: list[str] = []
+    y = top
+    for i, (lab, v, shown) in enumerate(rows):
+        colour = "#c00000" if i == highlight else "#2e75b6"
+        w = max(1.0, v / mx * plot_w) if v > 0 else 0.0
+        body.append(_text(label_w - 8, y + bar_h * 0.72, lab[:50], size=10, anchor="end"))
+        body.append(f"<rect x='{label_w}' y='{y}' width='{w:.1f}' height='{bar_h}' rx='2' fill='{colour}'>"
+                    f"<title>{escape(lab)}: {escape(shown)}</title></rect>")
+        body.append(_text(label_w + w + 6, y + bar_h * 0.72, shown, size=10, colour="#333"))
+        y += bar_h + gap
+    return _svg(width, int(y + 6), body, title)
+
+
+def _tick(v: float) -> str:
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.0f}"
+    if a >= 1:
+        return f"{v:.1f}"
+    return f"{v:.2g}"
+
+
+def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], title: str, x_label: str,
+               y_label: str, *, width: int = 440, height: int = 260) -> str:
+    """Lines of (name, xs, ys) on linear axes from 0, a legend at the right; the title above."""
+    pts = [(n, list(xs), list(ys)) for n, xs, ys in series if len(xs) and len(xs) == len(ys)]
+    left, right, top, bottom = 52, 110, 26, 40
+    w, h = width - left - right, height - top - bottom
+    x_max = max((max(xs) for _, xs, _ in pts), default=1.0) or 1.0
+    y_max = max((max(ys) for _, _, ys in pts), default=1.0) or 1.0
+    body = [_text(left, 15, title, size=12, weight="600", colour="#1f4e79"),
+            f"<rect x='{left}' y='{top}' width='{w}' height='{h}' fill='#fafbfc' stroke='#d0d7de'/>"]
+    for k in range(5):
+        f = k / 4
+        x = left + f * w
+        y = top + h - f * h
+        body.append(f"<line x1='{left}' y1='{y:.1f}' x2='{left + w}' y2='{y:.1f}' stroke='#eaeef2'/>")
+        body.append(_text(x, top + h + 14, _tick(f * x_max), size=10, anchor="middle", colour="#555"))
+        body.append(_text(left - 4, y + 3, _tick(f * y_max), size=10, anchor="end", colour="#555"))
+    body.append(_text(left + w / 2, height - 6, x_label, anchor="middle"))
+    body.append(f"<text transform='translate(12,{top + h / 2:.0f}) rotate(-90)' font-size='11' text-anchor='middle' "
+                f"fill='#333' {FONT}>{escape(y_label)}</text>")
+    for i, (name, xs, ys) in enumerate(pts):
+        c = LINE_COLOURS[i % len(LINE_COLOURS)]
+        d = " ".join(f"{left + x / x_max * w:.1f},{top + h - y / y_max * h:.1f}" for x, y in zip(xs, ys, strict=True))
+        body.append(f"<polyline fill='none' stroke='{c}' stroke-width='1.6' points='{d}'/>")
+        ly = top + 10 + 16 * i
+        body.append(f"<line x1='{left + w + 8}' y1='{ly}' x2='{left + w + 24}' y2='{ly}' stroke='{c}' stroke-width='2'/>")
+        body.append(_text(left + w + 28, ly + 4, name[:14], size=10))
+    return _svg(width, height, body, title)

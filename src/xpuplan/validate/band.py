@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
+from xpuplan.catalog.efficiency import architecture_name
 from xpuplan.errors import UnknownIdError
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def hardware_family(device: str | Device) -> str:
             return device
     else:
         dev = device
-    arch = (dev.architecture or "").split("(")[0].strip()
+    arch = architecture_name(dev.architecture)
     return f"{dev.vendor} {arch}" if arch else dev.id
 
 

@@ -1,0 +1,87 @@
+"""Every catalog device resolves to an efficiency family with its own entry or a documented prior."""
+
+from __future__ import annotations
+
+import pytest
+
+from xpuplan.catalog import load_catalog
+from xpuplan.catalog.assumptions import default_assumptions
+from xpuplan.catalog.efficiency import FamilyRule, architecture_name
+
+
+def _devices():
+    return list(load_catalog().devices.values())
+
+
+@pytest.mark.parametrize("dev", _devices(), ids=lambda d: d.id)
+def test_every_device_has_a_family_with_values_or_a_documented_prior(dev):
+    a = default_assumptions()
+    fam = a.efficiency_family(dev)
+    assert fam is not None, f"{dev.id} ({dev.vendor} {dev.architecture}) matches no family of efficiency.yaml"
+    rule = a.efficiency_layers.families[fam]
+    assert rule.values() or (rule.note and rule.note.strip()), f"{fam}: neither values nor a documented note"
+    assert rule.note, f"{fam}: every family says where its values come from (note)"
+
+
+def test_gaudi_is_its_own_family_not_a_chinese_npu():
+    a = default_assumptions()
+    cat = load_catalog()
+    for dev_id in ("intel-gaudi2", "intel-gaudi3"):
+        dev = cat.get(dev_id)
+        assert "npu-cn" not in a.efficiency_families(dev)
+        assert a.efficiency_family(dev) == "intel-gaudi"
+        prov = a.efficiency_provenance(dev)
+        assert prov["gemm_peak_fraction"] == "family:intel-gaudi"
+
+
+def test_blackwell_has_its_own_entry_not_ampere_defaults():
+    a = default_assumptions()
+    cat = load_catalog()
+    hopper = a.efficiency(cat.get("nvidia-h100-sxm-80gb"))
+    for dev_id in ("nvidia-b200-180gb", "nvidia-gb200-186gb", "nvidia-gb300"):
+        dev = cat.get(dev_id)
+        assert a.efficiency_family(dev) == "nvidia-blackwell"
+        prov = a.efficiency_provenance(dev)
+        assert prov["gemm_peak_fraction"] == "family:nvidia-blackwell"
+        eff = a.efficiency(dev)
+        # the documented prior: Hopper's fitted fractions, not the (Ampere-fitted) defaults
+        assert eff.gemm_peak_fraction == hopper.gemm_peak_fraction
+        assert eff.attention_peak_fraction == hopper.attention_peak_fraction
+    rule = a.efficiency_layers.families["nvidia-blackwell"]
+    assert "prior" in (rule.note or "") and "nvidia-hopper" in (rule.note or "")
+
+
+def test_fitted_families_say_how_they_were_fitted():
+    fams = default_assumptions().efficiency_layers.families
+    for name in ("google-tpu-v5e", "google-tpu-v5p", "google-tpu-v6e", "intel-gaudi", "amd-cdna3", "huawei-ascend",
+                 "nvidia-hopper"):
+        note = fams[name].note or ""
+        assert note.startswith("fitted: benchmarks/fit_families.py on "), (name, note)
+        assert " rows), " in note
+
+
+def test_specific_family_refines_the_broad_one():
+    a = default_assumptions()
+    cat = load_catalog()
+    v4, v6e = cat.get("google-tpu-v4"), cat.get("google-tpu-v6e")
+    assert a.efficiency_families(v4) == ["tpu"]
+    assert a.efficiency_families(v6e) == ["tpu", "google-tpu-v6e"]
+    assert a.efficiency(v6e).gemm_peak_fraction != a.efficiency(v4).gemm_peak_fraction
+    ascend = cat.get("huawei-ascend-910b")
+    assert a.efficiency_families(ascend) == ["npu-cn", "huawei-ascend"]
+
+
+def test_family_rule_matching():
+    rule = FamilyRule.model_validate({"vendor": ["Huawei", "Hygon"], "architecture": ["Gaudi 2", "Da Vinci"]})
+    assert rule.matches("huawei", "NPU", "Da Vinci (AI Core v220, split cube/vector cores)")
+    assert not rule.matches("Intel", "NPU", "Gaudi 2")
+    assert not rule.matches("Hygon", "GPU", "gfx936 'BOWEN'")
+    assert FamilyRule(kind="TPU").matches("Google", "TPU", None)
+    assert architecture_name("Da Vinci (32 AI cores)") == "Da Vinci" and architecture_name(None) == ""
+
+
+def test_user_override_of_a_family_keeps_its_match():
+    a = default_assumptions().with_overrides({"efficiency": {"families": {"google-tpu-v6e": {"gemm_peak_fraction": 0.3}}}})
+    cat = load_catalog()
+    assert a.efficiency(cat.get("google-tpu-v6e")).gemm_peak_fraction == 0.3
+    assert a.efficiency(cat.get("google-tpu-v5e")).gemm_peak_fraction != 0.3
