@@ -49,9 +49,26 @@ def test_tp_must_divide_heads_message():
     assert "tp (3) must divide n_heads (64)" in str(exc.value)
 
 
-def test_tp_must_divide_kv_heads():
-    issues = plan_issues(ParallelPlan(tp=8), _dense(), seq_len=1024)
+def test_tp_must_divide_kv_heads_or_replicate_them():
+    # tp 6 neither divides nor is a multiple of 4 KV heads (heads 12 so the head rule passes)
+    issues = plan_issues(ParallelPlan(tp=6), _dense(n_heads=12, d_model=768), seq_len=1024)
     assert [i.field for i in issues] == ["tp"] and "n_kv_heads (4)" in issues[0].message
+    # tp 8 > 4 KV heads: each KV head is copied on two ranks, a valid plan
+    assert plan_issues(ParallelPlan(tp=8), _dense(), seq_len=1024) == []
+
+
+def test_kv_heads_replicated_when_tp_exceeds_them():
+    from xpuplan.perf.memory import params_per_device
+    from xpuplan.perf.params import kv_replication, params_kv_per_layer, params_norms_per_layer
+
+    m = _dense()  # 8 heads, 4 KV heads, head dim 64
+    assert kv_replication(m, 2) == 1.0 and kv_replication(m, 4) == 1.0 and kv_replication(m, 8) == 2.0
+    kv = params_kv_per_layer(m)
+    assert kv == 2 * 512 * 4 * 64
+    # tp 4 -> 8 halves everything TP splits except K and V, which stay at one KV head per device:
+    # 2·dense(tp 8) - dense(tp 4) = layers · (kv/4 + norms) (norms are replicated)
+    d8, d4 = params_per_device(m, tp=8).dense, params_per_device(m, tp=4).dense
+    assert 2 * d8 - d4 == pytest.approx(m.n_layers * (kv / 4 + params_norms_per_layer(m)))
 
 
 def test_layers_by_pp_times_vpp():

@@ -29,6 +29,25 @@ def test_model_from_architecture_columns():
     assert model_from_row(row(model="llama2-7b")).id == "llama2-7b"
 
 
+def test_all_moe_model_needs_no_dense_ffn_width():
+    cols = dict(GPT, gated_mlp="1", moe_experts="64", moe_top_k="8", moe_ffn="1024")
+    cols.pop("ffn")
+    m = model_from_row(row(**cols))
+    assert m.moe is not None and m.n_moe_layers == m.n_layers
+    # with leading dense layers the dense width is needed
+    with pytest.raises(UserInputError, match="ffn"):
+        model_from_row(row(**dict(cols, moe_dense_layers="1")))
+
+
+def test_framework_column_selects_the_training_stack():
+    p = predict(row(**dict(GPT, tp="2", framework="Megatron-LM", source="Test 2024")))
+    assert p.details["inferred"]["stack"] == "megatron-core" and p.details["inferred"]["sp"] is True
+    p = predict(row(**dict(GPT, tp="2", framework="Megatron-LM", source="Narayanan et al. 2021")))
+    assert p.details["inferred"]["stack"] == "megatron-lm-legacy" and p.details["inferred"]["sp"] is False
+    p = predict(row(**GPT))
+    assert p.details["inferred"]["stack"].endswith("(default)")
+
+
 def test_prediction_with_inferred_fields():
     p = predict(row(**GPT))
     assert p.value is not None and p.value > 0
@@ -81,6 +100,7 @@ def test_missing_plan_is_searched_and_a_conventional_layout_reported():
 
 
 def test_conventional_layout_deepens_the_pipeline_until_it_fits():
-    tp, pp = conventional_layout(row(model="llama2-70b", seq_len="4096", n_devices="64",
+    # without sequence parallelism (a 2021 Megatron-LM run) 70B does not fit on one TP8 stage
+    tp, pp = conventional_layout(row(model="llama2-70b", seq_len="4096", n_devices="64", sp="0",
                                      global_batch_tokens="4194304", zero_stage="1", recompute="selective"))
     assert tp == 8 and pp > 1

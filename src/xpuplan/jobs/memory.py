@@ -119,7 +119,7 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any) -> None:
     issues = validity.model_issues(model, tp=req.tp, pp=req.pp, vpp=req.vpp, ep=req.ep)
     issues += [i for i in (validity.rule_vpp_needs_pp(req.pp, req.vpp), validity.rule_cp_divides_seq(req.cp, req.seq),
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
-                           validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp)) if i is not None]
+                           validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp)) if i is not None]
     if issues:
         first = issues[0]
         field = {"seq_len": "--seq", "micro_batch": "--micro-batch", "zero_stage": "--zero"}.get(

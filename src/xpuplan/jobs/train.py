@@ -84,6 +84,9 @@ class _TrainCommon(Request):
     domain_size: DeviceCount | None = Field(default=None, description="devices per scale-up domain")
     scenario: str | None = Field(default=None, max_length=4096, description="training scenario YAML")
     emit: str | None = Field(default=None, description="launch arguments: " + " | ".join(FRAMEWORKS))
+    stack: str | None = Field(default=None, max_length=100,
+                              description="training stack profile (catalog/data/training_stacks.yaml): what the "
+                                          "framework overlaps and how it shards; default megatron-core")
 
     @model_validator(mode="after")
     def _check_common(self) -> _TrainCommon:
@@ -317,22 +320,32 @@ def _launch_dict(launch: Any) -> dict[str, Any] | None:
     return None if launch is None else clean(launch.to_dict())
 
 
+def _stack(req: _TrainCommon) -> Any:
+    """The request's training-stack profile (UserInputError naming --stack when unknown)."""
+    from xpuplan.catalog.stacks import training_stack
+
+    try:
+        return training_stack(req.stack)
+    except UserInputError as exc:
+        raise UserInputError(exc.message, field="--stack") from None
+
+
 def what_it_would_take(model: ModelArch, cluster: Cluster, job: TrainingJob, precision: str,
-                       same_count: bool = True) -> list[Advice]:
+                       same_count: bool = True, stack: Any = None) -> list[Advice]:
     """Advice for a request that does not fit: another plan on the same devices, else the
     smallest device count on which some plan fits."""
     from xpuplan.train import SearchSpace, devices_to_fit, search_plans
 
     space = SearchSpace(precision=[precision], uneven_pipeline=True)  # type: ignore[list-item]
     if same_count:
-        here = search_plans(model, cluster, job, space=space, top=1).best
+        here = search_plans(model, cluster, job, space=space, top=1, stack=stack).best
         if here is not None:
             return [Advice(kind="fits_on_same_devices", plan_key=here.key, n_devices=here.n_devices,
                            tokens_per_s=here.tokens_per_s, memory_bytes_per_device=here.memory.total_bytes,
                            message=f"another plan fits on the same {cluster.n_devices} devices: {here.key} "
                                    f"({here.tokens_per_s:,.0f} tokens/s, {here.memory.total_bytes / 1e9:.1f} GB per "
                                    "device; `xpuplan train search` ranks them all)")]
-    best = devices_to_fit(model, cluster, job, space=space)
+    best = devices_to_fit(model, cluster, job, space=space, stack=stack)
     if best is None:
         return [Advice(kind="nothing_fits",
                        message=f"no plan fits on any count of {cluster.device.id} up to the search limit")]
@@ -360,6 +373,7 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
         raise UserInputError("give --devices (or 'devices' in the scenario)", field="--devices")
     job = _job(req, sc, dp_compression=req.dp_compression, tp_overlap=req.tp_overlap, ep_overlap=req.ep_overlap)
     cluster = _cluster(ctx, req, n, sc)
+    st = _stack(req)
     pin = (sc.plan if sc and sc.plan else PlanIn()).model_dump()
     pin.update({k: v for k, v in dict(tp=req.tp, pp=req.pp, vpp=req.vpp, cp=req.cp, ep=req.ep, dp=req.dp, sp=req.sp,
                                       zero_stage=req.zero, recompute=req.recompute, micro_batch=req.micro_batch,
@@ -371,13 +385,14 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
             raise UserInputError(f"{name} ({v}) is larger than --devices ({n})", field=f"--{name}")
     plan = make_plan(
         n_devices=n, global_batch_seqs=job.global_batch_seqs, tp=pl.tp or 1, pp=pl.pp or 1, cp=pl.cp or 1, dp=pl.dp,
-        vpp=pl.vpp or 1, ep=pl.ep or 1, sp=pl.sp, zero_stage=1 if pl.zero_stage is None else pl.zero_stage,
+        vpp=pl.vpp or 1, ep=pl.ep or 1, sp=pl.sp if pl.sp is not None else st.sequence_parallel and (pl.tp or 1) > 1,
+        zero_stage=1 if pl.zero_stage is None else pl.zero_stage,
         recompute=pl.recompute or "selective", micro_batch=pl.micro_batch or 1, precision=pl.precision or "bf16",
         model=m, uneven_pipeline=req.uneven_pipeline,
     )
-    e = estimate(m, cluster, plan, job, uneven_pipeline=req.uneven_pipeline)
+    e = estimate(m, cluster, plan, job, uneven_pipeline=req.uneven_pipeline, stack=st)
     launch = _launch(req.emit, e, m, cluster, job)
-    advice = [] if e.feasible else what_it_would_take(m, cluster, job, plan.precision)
+    advice = [] if e.feasible else what_it_would_take(m, cluster, job, plan.precision, stack=st)
     res = TrainEstimateResult(**clean(e.to_dict()), cluster=clean(cluster.to_dict()),
                               launch=_launch_dict(launch), advice=advice,
                               used=_used(ctx, cluster, [plan.precision]))
@@ -480,7 +495,8 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
     cluster = _cluster(ctx, req, counts[0], sc)
     space = _space(req, sc)
     k = req.top or (sc.top if sc else 10)
-    sm = StepModel(m, cluster.device, cluster.efficiency, job)
+    st = _stack(req)
+    sm = StepModel(m, cluster.device, cluster.efficiency, job, stack=st)
     parts: list[SearchResult] = []
     interrupted = False
     t0 = time.perf_counter()
@@ -501,7 +517,7 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
         advice += uneven_pipeline_advice(m, cluster, job, counts, space, sm, best)
     if best is None and evaluated and not interrupted:
         advice += what_it_would_take(m, cluster.with_devices(max(counts)), job, space.precision[0],
-                                     same_count=space.uneven_pipeline is False)
+                                     same_count=space.uneven_pipeline is False, stack=st)
     if interrupted:
         reasons.append(f"interrupted after {len(parts)} of {len(counts)} device counts: results so far")
     launch = _launch(req.emit, best, m, cluster, job) if best is not None else None

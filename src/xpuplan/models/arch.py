@@ -35,6 +35,10 @@ class MoEConfig(_Strict):
     )
     n_dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP of ffn_dim")
     router_bias: bool = Field(default=False, description="per-expert bias in the router (DeepSeek-V3)")
+    node_limit: int | None = Field(
+        default=None, ge=1,
+        description="node-limited routing: each token's experts lie on at most this many expert-parallel nodes "
+                    "(DeepSeek-V3: 4; HF config topk_group); None = unrestricted")
     layer_step: int = Field(
         default=1, ge=1,
         description="after the leading dense layers, layer i (0-based) is MoE when (i + 1) % layer_step == 0, "

@@ -167,6 +167,9 @@ def _deepseek(c: _Config) -> dict[str, Any]:
             n_shared_experts=c.integer("n_shared_experts", 0),
             n_dense_layers=c.integer("first_k_dense_replace", 0),
             router_bias=c.text("topk_method", "noaux_tc" if v3 else "greedy") == "noaux_tc",
+            # group-limited routing: experts in n_group groups (V3: one per node of EP64), a token
+            # reaches at most topk_group of them
+            node_limit=c.integer("topk_group", None) if c.integer("n_group", 1) > 1 else None,
         )
     kw["mtp_layers"] = c.integer("num_nextn_predict_layers", 0)
     return kw

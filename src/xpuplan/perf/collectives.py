@@ -20,10 +20,12 @@ Ring collectives (Patarasuk & Yuan 2009; Thakur et al. 2005):
 * all-to-all:          (n-1)/n · B / bw + steps(n) · alpha   (each rank keeps 1/n of its data)
 * point-to-point:                B / bw + alpha
 
-The latency term of a flat group takes the cheaper of a ring (n-1 steps) and a tree
-(2·ceil(log2 n) steps), as NCCL's tuner picks the tree algorithm when latency dominates across
-nodes; inside a scale-up domain NCCL runs rings (its tree is a chain within a node), which
-:func:`time_hierarchical_s` and :func:`time_group_s` follow. The bandwidth term stays the ring's.
+The latency term across scale-up domains is the cheapest algorithm the collective library offers
+(:func:`inter_latency_steps`, the libraries are data: ``catalog/data/collective_libraries.yaml``):
+NCCL and RCCL have a tree for all-reduce only, so all-gather and reduce-scatter pay the ring's n-1
+steps; HCCL offers recursive halving-doubling. Inside a scale-up domain every library runs rings
+(NCCL's tree is a chain within a node), which :func:`time_hierarchical_s` and :func:`time_group_s`
+follow. The bandwidth term stays the ring's.
 
 Hierarchical collectives (a group that spans ``nodes`` scale-up domains with ``local`` ranks in
 each): the intra-domain phase moves the whole buffer over the scale-up link, the inter-domain phase
@@ -101,6 +103,44 @@ def time_p2p_s(n_bytes: ArrayLike, bus_bw: ArrayLike, latency_s: ArrayLike) -> A
     return latency_s + n_bytes / bus_bw
 
 
+class LibraryLike(Protocol):
+    """What the latency model needs of a collective library (``catalog.stacks.CollectiveLibrary``)."""
+
+    @property
+    def tree_all_reduce(self) -> bool: ...
+
+    @property
+    def log_all_reduce(self) -> bool: ...
+
+    @property
+    def log_all_gather(self) -> bool: ...
+
+
+def inter_latency_steps(kind: str, nodes: ArrayLike, library: LibraryLike | None = None) -> ArrayLike:
+    """Latency steps of the inter-domain phase of a collective over ``nodes`` domains, with the
+    cheapest algorithm the library offers (its tuner picks it when latency dominates):
+
+    * all-reduce: ring 2·(n-1); tree (NCCL/RCCL double binary tree) 2·2·ceil(log2 n); recursive
+      halving-doubling (HCCL RHD) 2·ceil(log2 n);
+    * all-gather / reduce-scatter: ring n-1 (NCCL and RCCL have no tree for them); halving-doubling
+      ceil(log2 n) where the library offers it (HCCL).
+
+    ``library`` None means NCCL (ring or tree for all-reduce, ring otherwise)."""
+    n = np.maximum(np.asarray(nodes, dtype=float), 1.0)
+    log = np.ceil(np.log2(n))
+    if kind == "all_reduce":
+        out = 2.0 * (n - 1.0)
+        if library is None or library.tree_all_reduce:
+            out = np.minimum(out, 4.0 * log)
+        if library is not None and library.log_all_reduce:
+            out = np.minimum(out, 2.0 * log)
+    else:
+        out = n - 1.0
+        if library is not None and library.log_all_gather:
+            out = np.minimum(out, log)
+    return float(out) if np.ndim(out) == 0 else out
+
+
 # ---------------------------------------------------------------------------------------
 # hierarchical collectives (scale-up domain + scale-out network)
 # ---------------------------------------------------------------------------------------
@@ -116,13 +156,15 @@ def time_hierarchical_s(
     intra_latency_s: ArrayLike,
     inter_bw: ArrayLike,
     inter_latency_s: ArrayLike,
+    library: LibraryLike | None = None,
 ) -> ArrayLike:
     """A ring-type collective (``all_reduce``, ``all_gather``, ``reduce_scatter``) over ``local`` ranks
     in each of ``nodes`` domains (group size local·nodes).
 
     Intra phase: the full buffer over ``local`` ranks on the scale-up link, a ring (local-1 latency
-    steps). Inter phase: 1/local of the buffer over ``nodes`` ranks, each rank on its own NIC, ring
-    or tree (:func:`latency_steps`). Bandwidth terms are pipelined (max), latency terms add. With
+    steps). Inter phase: 1/local of the buffer over ``nodes`` ranks, each rank on its own NIC, with
+    the cheapest algorithm the collective ``library`` offers (:func:`inter_latency_steps`; NCCL when
+    None: ring or tree for all-reduce, ring only for all-gather and reduce-scatter). Bandwidth terms are pipelined (max), latency terms add. With
     nodes = 1 this is a ring on the scale-up link; with local = 1 the flat collective on the
     scale-out link.
     """
@@ -133,7 +175,8 @@ def time_hierarchical_s(
     t_inter_bw = f * _ring_fraction(nodes_a) * (n_bytes / np.maximum(local_a, 1.0)) / inter_bw
     # NCCL runs rings inside a node (its tree is an inter-node algorithm: within a node it is a chain),
     # so the intra-domain phase pays the ring's local-1 steps; across domains the cheaper of ring and tree
-    lat = f * ((np.maximum(local_a, 1.0) - 1.0) * intra_latency_s + latency_steps(nodes_a) * inter_latency_s)
+    lat = (f * (np.maximum(local_a, 1.0) - 1.0) * intra_latency_s
+           + np.asarray(inter_latency_steps(kind, nodes_a, library)) * inter_latency_s)
     out = np.maximum(t_intra_bw, t_inter_bw) + lat
     return float(out) if np.ndim(out) == 0 else out
 
@@ -307,7 +350,8 @@ def time_group_s(
         elif all_to_all != "pairwise":
             raise ValueError(f"unknown all-to-all algorithm {all_to_all!r}; known: {', '.join(ALL_TO_ALL_ALGORITHMS)}")
     elif kind in _BW_FACTOR:
-        t = np.asarray(time_hierarchical_s(kind, n_bytes, local_f, nodes_f, ib, il, ob, ol))
+        t = np.asarray(time_hierarchical_s(kind, n_bytes, local_f, nodes_f, ib, il, ob, ol,
+                                           getattr(net, "library", None)))
         if kind == "all_reduce" and all_reduce != "nccl":
             bw_term = 2.0 * np.asarray(_ring_fraction(local_f)) * n_bytes / ib
             alt = bw_term + all_reduce_latency_steps(local_f, all_reduce) * il

@@ -20,8 +20,10 @@ from xpuplan.catalog.assumptions import Assumptions, LazyMapping, StateRecipe, d
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import (
+    kv_replication,
     param_breakdown,
     params_attention_per_layer,
+    params_kv_per_layer,
     params_mlp_dense,
     params_moe_layer,
     params_norms_per_layer,
@@ -70,14 +72,15 @@ def params_per_device(model: ModelArch, tp: int = 1, pp: int = 1, ep: int = 1, e
 
     Dense weights (attention, dense MLPs, shared experts, norms) split over TP; layers split over
     PP, the first or last stage also holding the embedding or the output head. Routed experts are
-    split over EP x expert-TP. Norms are replicated across TP (counted in full).
+    split over EP x expert-TP. Norms are replicated across TP (counted in full). With tp > n_kv_heads
+    each device holds one KV head's projections (``perf.params.kv_replication``).
     """
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("etp", etp)):
         if v < 1:
             raise UserInputError(f"{name} must be >= 1", field=name)
     b = param_breakdown(model)
     layers_per_stage = -(-model.n_layers // pp)  # ceil: the busiest stage
-    attn = params_attention_per_layer(model) / tp
+    attn = (params_attention_per_layer(model) + (kv_replication(model, tp) - 1.0) * params_kv_per_layer(model)) / tp
     norms = params_norms_per_layer(model)
     dense_mlp_layer = params_mlp_dense(model) / tp
     if model.moe is not None:
@@ -146,10 +149,15 @@ def activation_bytes_per_layer(
     masks = mask * sbh * (1 if model.parallel_attn_mlp else 2)
     replicated = norm_inputs + block_inputs + masks
     # parts split by TP: q, k, v, attention output; MLP intermediates
-    attn_split = act_bytes * s * b * (q_dim + kv_dim + o_dim)
+    attn_split = act_bytes * s * b * (q_dim + kv_dim * kv_replication(model, tp) + o_dim)
     if model.mla is not None:
         m = model.mla
         attn_split += act_bytes * s * b * (m.kv_lora_rank + (m.q_lora_rank or 0)) * tp  # latents are not TP-split
+        if recompute == "selective":
+            # MLA under selective recomputation re-runs the up-projections from the kept latents
+            # (Megatron-Core --recompute-modules mla_up_proj; DeepSeek-V3 report §3.2.3): the
+            # up-projected q, k, v are not kept
+            attn_split -= act_bytes * s * b * (q_dim + kv_dim)
     if model.moe is not None and model.n_moe_layers:
         frac_moe = model.n_moe_layers / model.n_layers
         moe = model.moe
@@ -185,6 +193,30 @@ def pipeline_inflight_microbatches(pp: int, n_microbatches: int, vpp: int = 1) -
         return 1.0
     base = float(min(pp, n_microbatches))
     return base * (1.0 + (pp - 1) / (pp * vpp)) if vpp > 1 else base
+
+
+def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarray:
+    """Ranks sharing one expert's weights (the expert-data-parallel group): dp·cp/ep when EP is
+    carved out of dp·cp; tp·dp·cp/ep when the expert layers fold TP ranks into EP (MoE parallel
+    folding, expert-TP 1: arXiv 2504.14960)."""
+    tp_i, dpcp_i, ep_i = (np.asarray(x).astype(np.int64) for x in (tp, dpcp, ep))
+    classic = dpcp_i % ep_i == 0
+    return np.maximum(np.where(classic, dpcp_i // ep_i, tp_i * dpcp_i // ep_i), 1).astype(float)
+
+
+def pipeline_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
+    """Peak (layers x micro-batches) of activations one pipeline stage holds under 1F1B.
+
+    Stage i (from 0) holds min(pp - i, m) micro-batches in flight. With L layers on pp stages of
+    at most Ls = ceil(L/pp) layers, the d = pp·Ls - L missing layers go to the first and last stages
+    (the first gets ceil(d/2) fewer: Meta's Llama 3 layout, one layer fewer on each end), so the peak
+    is max((Ls - ceil(d/2))·min(pp, m), Ls·min(pp - 1, m)); even pipelines (d = 0) give Ls·min(pp, m)."""
+    pp = np.asarray(pp, dtype=float)
+    m = np.asarray(n_microbatches, dtype=float)
+    ls = np.ceil(n_layers / pp)
+    deficit = pp * ls - n_layers
+    first_layers = np.maximum(1.0, ls - np.ceil(deficit / 2.0))
+    return np.maximum(first_layers * np.minimum(pp, m), ls * np.minimum(pp - 1.0, m))
 
 
 # ---------------------------------------------------------------------------------------
@@ -287,8 +319,8 @@ def training_memory(
     """
     if zero_stage not in (0, 1, 2, 3):
         raise UserInputError("zero_stage must be 0, 1, 2 or 3", field="zero_stage")
-    if (dp * cp) % ep:
-        raise UserInputError(f"ep ({ep}) must divide dp·cp ({dp * cp})", field="ep")
+    if (tp * dp * cp) % ep:
+        raise UserInputError(f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp})", field="ep")
     sp = tp > 1 if sp is None else sp
     r = state_recipe(recipe)
     dev = params_per_device(model, tp=tp, pp=pp, ep=ep)
@@ -371,7 +403,7 @@ def training_memory_arrays(
     arrays: weights, grads, master, opt, acts, workspace, total.
     """
     dpcp = dp * cp
-    edp = np.maximum(np.floor_divide(dpcp, ep), 1.0)
+    edp = expert_dp_size(tp, dpcp, ep)
     total_dev = dense + expert
 
     def shard(per_param: np.ndarray, sharded: np.ndarray) -> np.ndarray:
@@ -391,9 +423,9 @@ def training_memory_arrays(
         opt = adapters * recipe["optimizer"] / np.where(zero >= 1, dpcp, 1.0)
     layers_stage = np.ceil(n_layers / pp)
     multi = pp > 1
-    inflight = np.where(multi, np.minimum(pp, n_microbatches), 1.0)
-    inflight = np.where(multi & (vpp > 1), inflight * (1.0 + (pp - 1.0) / (pp * vpp)), inflight)
-    first = act_per_layer * layers_stage * inflight
+    interleave = np.where(multi & (vpp > 1), 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
+    first = act_per_layer * np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
+                                     layers_stage) * interleave
     last = act_per_layer * layers_stage + act_output
     acts = np.where(multi, np.maximum(first, last), first + act_output) + act_rebuilt_layer
     if method == "full":

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from xpuplan.models.arch import ModelArch
-from xpuplan.perf.params import params_attention_per_layer
+from xpuplan.perf.params import kv_replication, params_attention_per_layer, params_kv_per_layer
 from xpuplan.perf.roofline import OpCost, cost_attention, cost_elementwise, cost_linear
 
 #: FLOP per element of RMSNorm/LayerNorm (square, sum, scale, multiply): a convention; norms are
@@ -75,6 +75,7 @@ def layer_ops(
     ops.append(cost_elementwise(tokens * d, flops_per_element=NORM_FLOPS_PER_ELEMENT, dtype=act, name="norm (attention)"))
     o_params = model.n_heads * model.v_head_dim * d
     qkv_out = (params_attention_per_layer(model) - o_params) // d
+    qkv_out += round((kv_replication(model, tp) - 1.0) * params_kv_per_layer(model) / d)  # KV heads copied
     ops.append(_named(cost_linear(tokens, d, max(1, qkv_out // tp), dtype, wd), "qkv projection"))
     ops.append(_layer_attention(model, batch, q_len, kv_len, heads, kvh, kv_dtype or act, local))
     ops.append(_named(cost_linear(tokens, max(1, model.n_heads * model.v_head_dim // tp), d, dtype, wd), "output projection"))

@@ -37,6 +37,24 @@ def params_output_head(model: ModelArch) -> int:
     return bias if model.tied_embeddings else model.vocab_size * model.d_model + bias
 
 
+def kv_replication(model: ModelArch, tp: int) -> float:
+    """Copies of the KV projections per TP group over one: with tp > n_kv_heads each group of
+    tp/n_kv ranks holds a copy of one KV head, so a device holds 1/n_kv of K and V instead of 1/tp.
+    Returns (per device K/V share) · tp = max(1, tp / n_kv); 1 for MLA (its latent is replicated and
+    counted separately) and when TP divides the KV heads."""
+    if model.mla is not None or tp <= model.kv_heads:
+        return 1.0
+    return tp / model.kv_heads
+
+
+def params_kv_per_layer(model: ModelArch) -> int:
+    """K and V projection weights (and biases) of one layer; 0 for MLA."""
+    if model.mla is not None:
+        return 0
+    kv_dim = model.kv_heads * model.hdim
+    return 2 * model.d_model * kv_dim + (2 * kv_dim if model.qkv_bias else 0)
+
+
 def params_attention_per_layer(model: ModelArch) -> int:
     """Q, K, V and output projections (+ biases, q/k norms, MLA compressions and their norms)."""
     d = model.d_model

@@ -16,6 +16,7 @@ from xpuplan import units
 from xpuplan.catalog import Device, load_catalog
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.efficiency import Efficiency
+from xpuplan.catalog.stacks import CollectiveLibrary, library_for_vendor
 from xpuplan.errors import UserInputError
 from xpuplan.perf.links import (
     DEFAULT_PCIE_BYTES_PER_S,
@@ -59,6 +60,9 @@ class Cluster:
     scale_out: Link
     efficiency: Efficiency
     hint: str = ""
+    #: The collective library (NCCL, RCCL, HCCL, CNCL...) whose algorithms set the latency of
+    #: collectives across scale-up domains (``perf.collectives.inter_latency_steps``); None = NCCL.
+    library: CollectiveLibrary | None = None
     #: The bundle the cluster was built with (None: the built-in defaults); later stages (state
     #: recipes, power) read their assumptions from it. Not part of equality or hashing.
     assumptions: Assumptions | None = field(default=None, compare=False, repr=False)
@@ -134,6 +138,7 @@ class Cluster:
             scale_out=Link(out_kind, out_bw, out_frac, out_lat),
             efficiency=eff,
             hint=hint,
+            library=library_for_vendor(dev.vendor),
             assumptions=a,
         )
 

@@ -93,7 +93,8 @@ class LayerCompute:
     ``dense_*``: a layer with a dense MLP; ``moe_*``: a layer with the MoE MLP (forward GEMMs,
     elementwise ops); ``attn_fwd`` / ``attn_bwd``: the attention core forward and backward (the same
     in both layer kinds); ``head_*``: final norm, output projection and loss (forward);
-    ``dequant_*``: QLoRA NF4 -> bf16 dequantisation per pass.
+    ``dequant_*``: QLoRA NF4 -> bf16 dequantisation per pass; ``mla_up_gemm``: MLA's query and
+    key/value up-projections (latent -> heads), which selective recomputation re-runs for MLA models.
     """
 
     dense_gemm: float
@@ -106,6 +107,7 @@ class LayerCompute:
     head_elem: float
     dequant_dense: float
     dequant_moe: float
+    mla_up_gemm: float = 0.0
 
 
 def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> float:
@@ -263,7 +265,16 @@ def layer_compute(
         body = (per_dev.dense - (b.embedding + b.output_head) / tp) / model.n_layers
         dq_d = body * NF4_DEQUANT_BYTES_PER_PARAM / bw
         dq_m = (body + per_dev.expert / max(model.n_moe_layers, 1)) * NF4_DEQUANT_BYTES_PER_PARAM / bw
-    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m)
+    up = 0.0
+    if model.mla is not None:
+        m = model.mla
+        heads_dev = max(1, model.n_heads // tp)
+        q_up = cost_gemm(tokens, heads_dev * model.qk_head_dim, m.q_lora_rank, name="mla q up-projection") \
+            if m.q_lora_rank else None
+        kv_up = cost_gemm(tokens, heads_dev * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank,
+                          name="mla kv up-projection")
+        up = sum(_op_seconds(op, device, precision, eff) for op in (q_up, kv_up) if op is not None)
+    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up)
 
 
 @dataclass(frozen=True)
@@ -271,7 +282,8 @@ class StageCompute:
     """Seconds per micro-batch on the busiest pipeline stage, per plan: ``per_mb`` every layer's
     forward + backward (+ QLoRA dequantisation) and the head; ``fwd``/``bwd`` the layers' forward and
     backward alone (overlap windows); ``recompute`` the recomputed forward; ``attn_fwd`` one layer's
-    attention core forward (the window CP hides its ring exchange under)."""
+    attention core forward (the window CP hides its ring exchange under); ``gemm_fwd`` one layer's
+    forward GEMMs, averaged over the layer kinds (the window TP communication overlap hides under)."""
 
     per_mb: np.ndarray
     fwd: np.ndarray
@@ -279,6 +291,7 @@ class StageCompute:
     recompute: np.ndarray
     attn_fwd: np.ndarray
     attn_bwd: np.ndarray
+    gemm_fwd: np.ndarray
 
 
 def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, frozen: bool) -> StageCompute:
@@ -295,7 +308,8 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
         return gbf * c[f"{kind}_gemm"] + c["attn_bwd"] + ELEMENTWISE_BACKWARD_FACTOR * c[f"{kind}_elem"]
 
     def recomp(kind: str) -> np.ndarray:
-        return np.where(lay.full_rec, fwd(kind), np.where(lay.sel_rec, c["attn_fwd"], 0.0))
+        # selective: the attention core (and, for MLA, the up-projections from the latents)
+        return np.where(lay.full_rec, fwd(kind), np.where(lay.sel_rec, c["attn_fwd"] + c["mla_up_gemm"], 0.0))
 
     def passes_dequant(kind: str) -> np.ndarray:
         return c[f"dequant_{kind}"] * (2.0 + lay.full_rec)
@@ -312,4 +326,5 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
     head = (1.0 + gbf) * c["head_gemm"] + (1.0 + ELEMENTWISE_BACKWARD_FACTOR) * c["head_elem"]
     return StageCompute(per_mb=comp_layers + head, fwd=per_stage(fwd("dense"), fwd("moe")),
                         bwd=per_stage(bwd("dense"), bwd("moe")), recompute=per_stage(recomp("dense"), recomp("moe")),
-                        attn_fwd=c["attn_fwd"], attn_bwd=c["attn_bwd"])
+                        attn_fwd=c["attn_fwd"], attn_bwd=c["attn_bwd"],
+                        gemm_fwd=(n_dense * c["dense_gemm"] + n_moe * c["moe_gemm"]) / L)

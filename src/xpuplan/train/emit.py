@@ -153,11 +153,11 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob) -
               "--no-gradient-accumulation-fusion", "--ckpt-format", "fsdp_dtensor"]
     else:
         a += ["--overlap-grad-reduce"]
-    if job.tp_overlap > 0 and plan.tp > 1 and plan.sp:
+    if (job.tp_overlap or 0.0) > 0 and plan.tp > 1 and plan.sp:
         a += ["--tp-comm-overlap"]
-    elif job.tp_overlap > 0 and plan.tp > 1:
+    elif (job.tp_overlap or 0.0) > 0 and plan.tp > 1:
         notes.append("--tp-comm-overlap needs sequence parallelism; the estimate's TP overlap is not reachable without it")
-    if job.ep_overlap > 0 and plan.ep > 1:
+    if (job.ep_overlap or 0.0) > 0 and plan.ep > 1:
         a += ["--overlap-moe-expert-parallel-comm"]
     a += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch_seqs)]
     if plan.recompute == "selective":
@@ -256,7 +256,7 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
         strategy = "optim_grads" if plan.zero_stage == 2 else "optim_grads_params"
         over += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={strategy}",
                  "ddp.use_distributed_optimizer=true"]
-    if job.tp_overlap > 0 and plan.tp > 1 and plan.sp:
+    if (job.tp_overlap or 0.0) > 0 and plan.tp > 1 and plan.sp:
         over += ["model.tp_comm_overlap=true"]
     seg = Segment("bridge", "scripts/training/run_recipe.py", ("scripts/training/run_recipe.py",), tuple(a + over),
                   overrides=True)

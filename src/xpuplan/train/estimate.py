@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from xpuplan import units
+from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
+from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan, check_plan
 from xpuplan.train.step import PlanArrays, StepArrays, StepModel
@@ -208,19 +210,22 @@ def estimate_from_arrays(
 
 def estimate(
     model: ModelArch, cluster: Cluster, plan: ParallelPlan, job: TrainingJob | None = None,
-    *, step_model: StepModel | None = None, uneven_pipeline: bool = False,
+    *, step_model: StepModel | None = None, uneven_pipeline: bool = False, stack: TrainingStack | None = None,
 ) -> TrainEstimate:
     """Predict step time, throughput, memory and feasibility of ``plan`` on ``cluster``.
 
     Structural mistakes (tp not dividing the heads, batch not matching dp·micro_batch·grad_accum,
     sizes not multiplying to the device count...) raise ``UserInputError`` naming the field; a plan
     that does not fit in memory returns ``feasible=False`` with reasons. ``uneven_pipeline`` lets
-    pp not divide the layers (the busiest stage holds ceil(layers/pp)).
+    pp not divide the layers (the busiest stage holds ceil(layers/pp)). ``stack``: the training
+    stack's profile (``catalog/data/training_stacks.yaml``; the default stack when None), unless
+    ``step_model`` is given (it carries its own).
     """
     job = job or TrainingJob()
+    validity.raise_first([i for i in (validity.rule_precision_on_device(plan.precision, cluster.device),) if i])
     check_plan(plan, model, seq_len=job.seq_len, global_batch_seqs=job.global_batch_seqs, n_devices=cluster.n_devices,
                uneven_pipeline=uneven_pipeline)
-    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     arrays = PlanArrays.from_plans([plan])
     r = sm.evaluate(cluster, arrays)
     return estimate_from_arrays(r, 0, arrays, model, cluster, job)

@@ -14,15 +14,18 @@ from typing import Final
 import numpy as np
 
 from xpuplan.catalog.device import Device
+from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.memory import expert_dp_size
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.train.arrays import PlanArrays
 from xpuplan.train.cluster import Cluster
-from xpuplan.train.compute import StageCompute
+from xpuplan.train.compute import GEMM_BACKWARD_FACTOR, StageCompute
 from xpuplan.train.layout import Layout
 from xpuplan.workload.training import TrainingJob
+from xpuplan.workload.vocabulary import TRAIN_PRECISIONS
 
 #: Bytes per activation element sent by TP/SP, CP, EP and PP communication (bf16).
 ACTIVATION_BYTES: Final = 2.0
@@ -31,13 +34,25 @@ ACTIVATION_BYTES: Final = 2.0
 #: fp32 main gradients for bf16/fp16 runs, and torchtitan/FSDP2 default to reduce_dtype=float32.
 GRAD_REDUCE_BYTES: Final = 4.0
 
+#: Bytes per element of an FP8 MoE dispatch payload (DeepSeek-V3 §3.3.2: dispatch in FP8 with
+#: per-tile scales, ~1 B per element; the combine stays bf16).
+FP8_DISPATCH_BYTES: Final = 1.0
+
+_FP8 = TRAIN_PRECISIONS.index("fp8")
+
 #: Bytes per weight element in ZeRO/FSDP parameter all-gathers (bf16 working copy).
 PARAM_GATHER_BYTES: Final = 2.0
 
-# TP/SP collectives and MoE all-to-alls are exposed (on the critical path) by default: Megatron-LM's
-# TP all-reduces wait for their GEMMs unless Transformer Engine's --tp-comm-overlap is on, and most
-# frameworks run the expert dispatch/combine between GEMMs (DeepSeek's DualPipe hides them). The
-# job's ``tp_overlap`` / ``ep_overlap`` fractions say how much a given stack hides.
+# What is overlapped is a property of the training stack (catalog/data/training_stacks.yaml):
+# TP/SP collectives wait for their GEMMs unless the stack chunks them under the GEMMs (Transformer
+# Engine --tp-comm-overlap, which needs SP); pipeline sends of interleaved schedules overlap the other
+# virtual stage's compute where the stack sends asynchronously; MoE all-to-alls are exposed unless the
+# schedule hides them (DualPipe). The job's ``tp_overlap`` / ``ep_overlap`` fractions, when given,
+# override the stack.
+
+#: ZeRO-3 bucket size of stacks that gather in fixed-size buckets (Megatron-Core distributed
+#: optimizer / custom FSDP: ~40M elements per bucket), bytes of bf16 weights.
+ZERO3_BUCKET_BYTES: Final = 40e6 * 2.0
 
 #: Data-parallel gradient bucket size, bytes (Megatron-LM buckets ~40M fp32 elements; PyTorch DDP
 #: 25 MB): the last bucket's reduction cannot overlap the backward.
@@ -83,14 +98,31 @@ def group_time_s(kind: coll.CollectiveKind, n_bytes: np.ndarray, cluster: Cluste
 # ---------------------------------------------------------------------------------------
 # Per micro-batch: TP/SP, CP, EP
 # ---------------------------------------------------------------------------------------
-def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays) -> np.ndarray:
+def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,
+                     comp: StageCompute, stack: TrainingStack) -> np.ndarray:
     """Exposed TP all-reduces (or SP all-gather + reduce-scatter, same volume) of one micro-batch:
     one or two per layer (parallel attention/MLP blocks: one), per forward, backward and
-    recomputed forward."""
+    recomputed forward.
+
+    Where the stack overlaps TP communication (and SP is on, which Transformer Engine's overlap
+    needs), each layer's collectives run chunk by chunk under its GEMMs (forward: the layer's
+    forward GEMMs; backward: twice that): exposed is what exceeds the GEMMs, and at least one chunk
+    (1/tp of the traffic: the ring exchange's first or last step has no GEMM to hide under), plus
+    the interference of the hidden part (:func:`exposed_after_overlap_s`). A job's ``tp_overlap``
+    fraction overrides the stack."""
     colls_per_layer = 1.0 if model.parallel_attn_mlp else 2.0
     tp_bytes = lay.mb * (lay.s / lay.cp) * lay.h * ACTIVATION_BYTES
     t_tp_coll = group_time_s("all_reduce", tp_bytes, cluster, p.tp, np.ones_like(lay.tp))
-    return lay.layers_stage * colls_per_layer * lay.passes * t_tp_coll * (1.0 - job.tp_overlap)
+    comm_layer = colls_per_layer * t_tp_coll
+    if job.tp_overlap is not None:
+        return lay.layers_stage * lay.passes * comm_layer * (1.0 - job.tp_overlap)
+    if not stack.tp_comm_overlap:
+        return lay.layers_stage * lay.passes * comm_layer
+    tail = 1.0 / np.maximum(lay.tp, 1.0)
+    fwd = exposed_after_overlap_s(comm_layer, comp.gemm_fwd, tail)
+    bwd = exposed_after_overlap_s(comm_layer, GEMM_BACKWARD_FACTOR * comp.gemm_fwd, tail)
+    overlapped = fwd * (1.0 + lay.full_rec) + bwd
+    return lay.layers_stage * np.where(lay.sp, overlapped, lay.passes * comm_layer)
 
 
 def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays, comp: StageCompute) -> np.ndarray:
@@ -104,27 +136,85 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
     return lay.layers_stage * (cp_fwd * (1.0 + lay.full_rec) + cp_bwd)
 
 
-def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays) -> np.ndarray:
-    """Exposed MoE all-to-alls (dispatch and combine) of one micro-batch."""
+def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,
+                     stack: TrainingStack) -> np.ndarray:
+    """Exposed MoE all-to-alls (dispatch and combine) of one micro-batch: what the schedule does not
+    hide (the stack's ``ep_overlap``, or the job's when given).
+
+    Tokens per rank: the micro-batch's sequence chunk, split by TP under SP. Each sends top_k
+    copies of its hidden state (bf16; dispatch in FP8 where the stack does it in FP8 training).
+    Stacks that de-duplicate per node (DeepEP) send a token across the network once per destination
+    node — min(top_k, the model's node limit, EP nodes spanned) copies, of which (nodes-1)/nodes leave
+    the node — and forward it over the scale-up links (:func:`moe_dispatch_dedup_s`)."""
     if model.moe is None:
         return np.zeros_like(lay.tp)
     ep_tokens = lay.mb * (lay.s / lay.cp) / np.where(lay.sp, lay.tp, 1.0)
-    a2a_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
-    t_a2a = group_time_s("all_to_all", a2a_bytes, cluster, p.ep, p.tp * p.cp)
+    combine_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
+    # EP carved out of dp·cp strides over TP·CP ranks; folded EP (MoE parallel folding) takes
+    # adjacent ranks (expert-TP 1), keeping as much of the exchange inside a scale-up domain as it can
+    stride = np.where((p.dp * p.cp) % p.ep == 0, p.tp * p.cp, 1)
+
+    def a2a(n_bytes: np.ndarray) -> np.ndarray:
+        if stack.moe_node_dedup:
+            return moe_dispatch_dedup_s(n_bytes, model, cluster, p.ep, stride)
+        return group_time_s("all_to_all", n_bytes, cluster, p.ep, stride)
+
+    fp8_dispatch = stack.moe_fp8_dispatch & (p.prec == _FP8)
+    if fp8_dispatch.any():
+        t_a2a = a2a(combine_bytes * np.where(fp8_dispatch, FP8_DISPATCH_BYTES / ACTIVATION_BYTES, 1.0)) + a2a(
+            combine_bytes)
+    else:  # dispatch and combine move the same bytes
+        t_a2a = 2.0 * a2a(combine_bytes)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
-    return moe_layers_stage * 2.0 * lay.passes * t_a2a * (1.0 - job.ep_overlap)
+    hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
+    return moe_layers_stage * lay.passes * t_a2a * (1.0 - hidden)
+
+
+def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster, ep: np.ndarray,
+                         stride: np.ndarray) -> np.ndarray:
+    """One node-de-duplicated MoE all-to-all (DeepEP-style) of ``n_bytes`` per rank (= tokens x top_k
+    x hidden x bytes): across the network each token goes once per destination node,
+    min(top_k, node_limit, nodes) copies of which (nodes-1)/nodes leave the node; inside the node
+    the top_k copies are forwarded over the scale-up links. Both run at once (max), plus the
+    latency steps of a hierarchical all-to-all. A group inside one domain is a plain all-to-all."""
+    assert model.moe is not None
+    local, nodes = coll.group_layout(ep, stride, cluster.domain_size)
+    local_f = np.asarray(local, dtype=float)
+    nodes_f = np.asarray(nodes, dtype=float)
+    top_k = float(model.moe.top_k)
+    limit = float(model.moe.node_limit or model.moe.top_k)
+    copies = np.minimum(np.minimum(top_k, limit), nodes_f)
+    per_copy = n_bytes / top_k
+    t_inter = per_copy * copies * (nodes_f - 1.0) / np.maximum(nodes_f, 1.0) / cluster.scale_out.bus_bw
+    t_intra = n_bytes * (local_f - 1.0) / np.maximum(local_f, 1.0) / cluster.scale_up.bus_bw
+    lat = (np.asarray(coll.latency_steps(local_f)) * cluster.scale_up.latency_s
+           + np.asarray(coll.latency_steps(nodes_f)) * cluster.scale_out.latency_s)
+    spanning = np.maximum(t_intra, t_inter) + lat
+    inside = group_time_s("all_to_all", n_bytes, cluster, ep, stride)
+    return np.where(nodes_f > 1.0, spanning, inside)
 
 
 # ---------------------------------------------------------------------------------------
 # Pipeline
 # ---------------------------------------------------------------------------------------
-def pipeline_s(lay: Layout, cluster: Cluster, p: PlanArrays, t_mb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pipeline_s(lay: Layout, cluster: Cluster, p: PlanArrays, t_mb: np.ndarray,
+               stack: TrainingStack) -> tuple[np.ndarray, np.ndarray]:
     """(bubble, stage hand-offs) per step: the 1F1B bubble (pp-1)/vpp micro-batch times and two
-    point-to-point sends per micro-batch and virtual stage (Megatron scatter/gather: 1/tp per rank)."""
+    point-to-point sends per micro-batch and virtual stage (Megatron scatter/gather: 1/tp per rank).
+
+    Interleaved schedules (vpp > 1) of stacks that send asynchronously overlap each send with the
+    other virtual stage's compute: only the warm-up and cool-down sends (2·(pp-1) of the
+    2·(m·vpp + pp - 1)) wait, the rest hides under the m micro-batches' compute
+    (:func:`exposed_after_overlap_s`, with its interference)."""
     bubble = (lay.pp - 1.0) / lay.vpp * t_mb
     pp_bytes = lay.mb * (lay.s / lay.cp) * lay.h * ACTIVATION_BYTES / lay.tp
     t_p2p = group_time_s("p2p", pp_bytes, cluster, p.pp, p.tp * p.cp * p.dp)
-    pp_comm = np.where(lay.multi_stage, 2.0 * (lay.m * lay.vpp + lay.pp - 1.0) * t_p2p, 0.0)
+    n_sends = 2.0 * (lay.m * lay.vpp + lay.pp - 1.0)
+    sends = n_sends * t_p2p
+    if stack.p2p_overlap:
+        tail = 2.0 * (lay.pp - 1.0) / n_sends
+        sends = np.where(lay.vpp > 1, exposed_after_overlap_s(sends, lay.m * t_mb, tail), sends)
+    pp_comm = np.where(lay.multi_stage, sends, 0.0)
     return bubble, pp_comm
 
 
@@ -140,29 +230,53 @@ class Trainable:
     gather_bytes_per_param: float
 
 
-def dp_comm_s(lay: Layout, job: TrainingJob, cluster: Cluster, p: PlanArrays, comp: StageCompute,
-              dense_p: np.ndarray, expert_p: np.ndarray, tr: Trainable) -> tuple[np.ndarray, np.ndarray]:
+def zero3_collectives_per_pass(lay: Layout, model: ModelArch, stack: TrainingStack,
+                               stage_weight_bytes: np.ndarray) -> np.ndarray:
+    """Number of all-gathers (and of reduce-scatters) one pass over a stage issues under ZeRO-3/FSDP,
+    by the stack's granularity: one per parameter tensor (DeepSpeed ZeRO-3: q, k, v, o, the MLP's
+    2-3 matrices and the norms of every layer), one per wrapped unit (FSDP: one per Transformer
+    block), or one per fixed-size bucket (:data:`ZERO3_BUCKET_BYTES`, Megatron-Core)."""
+    if stack.zero3_granularity == "parameter":
+        per_layer = 4.0 + (3.0 if model.mlp == "gated" else 2.0) + float(model.layer_norms)
+        return lay.layers_stage * per_layer
+    if stack.zero3_granularity == "unit":
+        return lay.layers_stage.copy()
+    return np.maximum(1.0, np.ceil(stage_weight_bytes / ZERO3_BUCKET_BYTES))
+
+
+def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays, comp: StageCompute,
+              dense_p: np.ndarray, expert_p: np.ndarray, tr: Trainable,
+              stack: TrainingStack) -> tuple[np.ndarray, np.ndarray]:
     """(gradient/parameter traffic of DDP and ZeRO-1/2, ZeRO-3 per-micro-batch traffic), exposed.
 
-    Gradients are all-reduced (ZeRO-0) or reduce-scattered (1, 2; stage 2 once per micro-batch) in
-    buckets overlapping the backward; ZeRO-1/2 all-gather updated parameters under the next forward.
-    ZeRO-3 / FSDP gathers weights for forward and backward and reduce-scatters gradients per
-    micro-batch, prefetched one layer (FSDP unit) ahead: only what exceeds compute, plus the first
-    gather, waits."""
+    Gradients are all-reduced (ZeRO-0) or reduce-scattered (1, 2) in buckets overlapping the
+    backward where the stack overlaps them (else after it). ZeRO-1 (Megatron's distributed
+    optimizer) accumulates full gradients locally over the micro-batches, pipelined or not, and
+    reduce-scatters once per step; ZeRO-2 keeps only its gradient shard, so it reduce-scatters
+    every micro-batch. ZeRO-1/2 all-gather updated parameters under the next forward.
+
+    ZeRO-3 / FSDP gathers the stage's weights for the forward, again for the backward (and again
+    for the recomputed forward under full recomputation) and reduce-scatters its gradients, per
+    micro-batch, in :func:`zero3_collectives_per_pass` collectives each paying its latency
+    (ring across domains: (n-1)·alpha with NCCL). With prefetch only what exceeds compute, plus one
+    collective, waits; without it, all of it."""
     dpcp = p.dp * p.cp
-    edp = np.maximum(dpcp // p.ep, 1)
+    edp = expert_dp_size(p.tp, dpcp, p.ep)
     g_dense = tr.dense * GRAD_REDUCE_BYTES * job.dp_compression
     g_expert = tr.expert * GRAD_REDUCE_BYTES * job.dp_compression
+    e_stride = np.where(dpcp % p.ep == 0, p.tp * p.ep, p.ep)
 
-    def over_dp(kind: coll.CollectiveKind, dense_bytes: np.ndarray, expert_bytes: np.ndarray) -> np.ndarray:
-        return group_time_s(kind, dense_bytes, cluster, dpcp, p.tp) + group_time_s(
-            kind, expert_bytes, cluster, edp, p.tp * p.ep)
+    def over_dp(kind: coll.CollectiveKind, dense_bytes: np.ndarray, expert_bytes: np.ndarray,
+                n_coll: np.ndarray | float = 1.0) -> np.ndarray:
+        return n_coll * (group_time_s(kind, dense_bytes / n_coll, cluster, dpcp, p.tp) + group_time_s(
+            kind, expert_bytes / n_coll, cluster, edp, e_stride))
 
     ar = over_dp("all_reduce", g_dense, g_expert)
     rs = over_dp("reduce_scatter", g_dense, g_expert)
     ag_train = over_dp("all_gather", tr.dense * PARAM_GATHER_BYTES, tr.expert * PARAM_GATHER_BYTES)
-    ag_all = over_dp("all_gather", dense_p * tr.gather_bytes_per_param, expert_p * tr.gather_bytes_per_param)
     tail = np.minimum(1.0, DP_BUCKET_BYTES / np.maximum(g_dense + g_expert, 1.0))
+    if not stack.grad_reduce_overlap:
+        tail = np.ones_like(tail)
     zero, bwd = p.zero, comp.bwd
     grad_exposed = np.where(
         zero == 0, exposed_after_overlap_s(ar, bwd, tail),
@@ -170,8 +284,18 @@ def dp_comm_s(lay: Layout, job: TrainingJob, cluster: Cluster, p: PlanArrays, co
                  np.where(zero == 2, lay.m * exposed_after_overlap_s(rs, bwd, tail), 0.0)))
     param_exposed = np.where((zero == 1) | (zero == 2), exposed_after_overlap_s(ag_train, comp.fwd, tail), 0.0)
     dp_comm = np.where(dpcp > 1, grad_exposed + param_exposed, 0.0)
-    z3_mb = 2.0 * ag_all + rs
-    z3 = lay.m * exposed_after_overlap_s(z3_mb, comp.per_mb + comp.recompute, 1.0 / lay.layers_stage)
+    # ---- ZeRO-3 / FSDP ----
+    w_dense = dense_p * tr.gather_bytes_per_param
+    w_expert = expert_p * tr.gather_bytes_per_param
+    n_coll = zero3_collectives_per_pass(lay, model, stack, w_dense + w_expert)
+    n_rs = zero3_collectives_per_pass(lay, model, stack, g_dense + g_expert)  # buckets of what is reduced
+    ag_all = over_dp("all_gather", w_dense, w_expert, n_coll)
+    rs_all = over_dp("reduce_scatter", g_dense, g_expert, n_rs)
+    z3_mb = (2.0 + lay.full_rec) * ag_all + rs_all
+    if stack.zero3_prefetch:
+        z3 = lay.m * exposed_after_overlap_s(z3_mb, comp.per_mb + comp.recompute, 1.0 / n_coll)
+    else:
+        z3 = lay.m * z3_mb
     return dp_comm, np.where((zero == 3) & (dpcp > 1), z3, 0.0)
 
 
@@ -184,7 +308,7 @@ def optimizer_s(cluster: Cluster, p: PlanArrays, device: Device, eff: Efficiency
     clipping (read the local gradients, one scalar all-reduce over every device)."""
     zero = p.zero
     dpcp = p.dp * p.cp
-    edp = np.maximum(dpcp // p.ep, 1)
+    edp = expert_dp_size(p.tp, dpcp, p.ep)
     shard_dense = np.where(zero >= 1, dpcp, 1).astype(float)
     shard_exp = np.where(zero >= 1, edp, 1).astype(float)
     opt_params = tr.dense / shard_dense + tr.expert / shard_exp

@@ -49,7 +49,7 @@ class ParallelPlan:
     cp: int = 1
     """context-parallel size (ring attention over sequence chunks)"""
     ep: int = 1
-    """expert-parallel size for MoE layers (a divisor of dp · cp)"""
+    """expert-parallel size for MoE layers: a divisor of dp · cp, or, folded (MoE parallel folding), of tp · cp · dp"""
     sp: bool = False
     """Megatron sequence parallelism (needs tp > 1)"""
     zero_stage: int = 1
@@ -71,7 +71,7 @@ class ParallelPlan:
         validity.check_precision(self.precision)
         validity.raise_first([i for i in (validity.rule_sp_needs_tp(self.tp, self.sp),
                                           validity.rule_vpp_needs_pp(self.pp, self.vpp),
-                                          validity.rule_ep_divides_dp_cp(self.ep, self.dp, self.cp)) if i])
+                                          validity.rule_ep_divides_dp_cp(self.ep, self.dp, self.cp, self.tp)) if i])
 
     # -- derived ------------------------------------------------------------------------------
     @property

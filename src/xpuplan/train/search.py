@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
 
+from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
@@ -95,7 +96,7 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     L = model.n_layers
     kv = model.kv_heads if model.mla is None else model.n_heads
     tp_cap = max(cluster.domain_size, MAX_TP_ACROSS_DOMAINS)
-    tps = [t for t in _divisors(n_devices) if t <= tp_cap and model.n_heads % t == 0 and kv % t == 0]
+    tps = [t for t in _divisors(n_devices) if t <= tp_cap and model.n_heads % t == 0 and (kv % t == 0 or t % kv == 0)]
     tps = _allowed(tps, space.tp)
     sp_opts = [0, 1] if space.sp is None else sorted({int(bool(x)) for x in space.sp})
     zero_all = list(ZERO_STAGES) if space.zero_stage is None else list(space.zero_stage)
@@ -122,7 +123,8 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                     vpps = [v for v in range(1, MAX_VPP + 1) if pp * v <= L]
                 vpps = _allowed(vpps, space.vpp)
                 if model.moe is not None:
-                    eps = [e for e in _divisors(dp * cp) if model.moe.n_routed_experts % e == 0]
+                    # EP carved out of dp·cp, or folded over tp·cp·dp (MoE parallel folding)
+                    eps = [e for e in _divisors(tp * dp * cp) if model.moe.n_routed_experts % e == 0]
                 else:
                     eps = [1]
                 eps = _allowed(eps, space.ep)
@@ -224,19 +226,28 @@ def search_plans(
     progress: Progress | None = None,
     step_model: StepModel | None = None,
     require_feasible: bool = True,
+    stack: TrainingStack | None = None,
 ) -> SearchResult:
     """Search every valid plan of ``model`` on ``cluster`` (at its device count, or at each of
     ``device_counts``); return the ``top`` plans by tokens/s and the time-vs-devices Pareto front.
 
     ``require_feasible=False`` ranks plans that do not fit too (used to predict measured runs whose
-    memory our model overestimates); the result still flags them.
+    memory our model overestimates); the result still flags them. ``stack``: the training stack's
+    profile (the default stack when None), unless ``step_model`` carries one. Precisions the device
+    has no tensor cores for (FP8 on A100) are not searched; asking for nothing else is an error.
     """
     job = job or TrainingJob()
     validity.check_top(top)
     if device_counts:
         validity.check_device_counts(list(device_counts))
     counts = tuple(sorted(set(device_counts))) if device_counts else (cluster.n_devices,)
-    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    space = space or SearchSpace()
+    issues = [validity.rule_precision_on_device(pr, cluster.device) for pr in space.precision]
+    if all(issues):
+        validity.raise_first([i for i in issues if i])
+    if any(issues):
+        space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     t0 = time.perf_counter()
     evaluated = feasible = 0
     candidates: list[tuple[float, str, TrainEstimate]] = []
@@ -321,7 +332,7 @@ def min_devices_for_states(model: ModelArch, cluster: Cluster, job: TrainingJob,
 
 def devices_to_fit(
     model: ModelArch, cluster: Cluster, job: TrainingJob, *, space: SearchSpace | None = None,
-    max_devices: int = MAX_DEVICES_TO_FIT, step_model: StepModel | None = None,
+    max_devices: int = MAX_DEVICES_TO_FIT, step_model: StepModel | None = None, stack: TrainingStack | None = None,
 ) -> TrainEstimate | None:
     """The fastest plan at the smallest device count (a multiple of the scale-up domain, doubling)
     on which some plan fits; None if nothing fits up to ``max_devices``."""
@@ -330,7 +341,7 @@ def devices_to_fit(
     n = max(1, cluster.domain_size)
     while n < lower:
         n *= 2
-    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job)
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     while n <= max_devices:
         res = search_plans(model, cluster.with_devices(n), job, space=space, top=1, step_model=sm)
         if res.best is not None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from xpuplan.catalog.device import Device
+from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_training_per_token
@@ -116,8 +117,9 @@ class StepModel:
     so a search over many device counts reuses them."""
 
     def __init__(self, model: ModelArch, device: Device, eff: Efficiency, job: TrainingJob, *,
-                 power: PowerProfile | None = None) -> None:
+                 power: PowerProfile | None = None, stack: TrainingStack | None = None) -> None:
         self.model = model
+        self.stack = stack if stack is not None else default_training_stack()
         self.device = device
         self.eff = eff
         self.job = job
@@ -218,14 +220,15 @@ class StepModel:
         lay = Layout.of(p, model, job.seq_len)
         m = lay.m
         comp = stage_compute(self.compute_table(p), lay, model, frozen=frozen)
-        tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p)
+        st = self.stack
+        tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp)
-        ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p)
-        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb)
+        ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st)
+        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb, st)
         dense_p, expert_p = self.params_table(p)
         rb = self.recipe_bytes(p)
         tr = self._trainable(lay, dense_p, expert_p, frozen)
-        dp_comm, zero3_comm = dp_comm_s(lay, job, cluster, p, comp, dense_p, expert_p, tr)
+        dp_comm, zero3_comm = dp_comm_s(lay, model, job, cluster, p, comp, dense_p, expert_p, tr, st)
         optimizer = optimizer_s(cluster, p, dev, self.eff, tr, rb["grads"])
         overhead = np.full_like(lay.tp, STEP_OVERHEAD_S)
         compute_total = m * comp.per_mb

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
@@ -60,6 +60,22 @@ def check_precision(value: object, field: str = "precision") -> None:
         raise UserInputError(f"{field} must be one of {', '.join(TRAIN_PRECISIONS)} (got {value!r})", field=field)
 
 
+#: Training precisions that need the device's own tensor-core format (a device without it cannot
+#: run Transformer-Engine-style FP8 training: there is no FP8 GEMM to call).
+HARDWARE_PRECISIONS: Final = ("fp8",)
+
+
+def rule_precision_on_device(precision: str, device: Any) -> PlanIssue | None:
+    """FP8 (and any format in :data:`HARDWARE_PRECISIONS`) training only on devices whose catalog
+    entry lists that format's dense peak (H100/H200/B200, MI300, Gaudi 2/3...; not A100, V100 or
+    Ascend 910B)."""
+    if precision in HARDWARE_PRECISIONS and not device.supports(precision):
+        have = ", ".join(device.dense_precisions) or "none listed"
+        return PlanIssue("precision", f"{device.id} has no {precision.upper()} tensor cores (its dense formats: {have}): "
+                                      f"{precision} training cannot run there; use bf16")
+    return None
+
+
 def check_device_counts(counts: Sequence[int], field: str = "devices") -> None:
     """Every device count a positive integer."""
     for c in counts:
@@ -87,9 +103,14 @@ def rule_vpp_needs_pp(pp: int, vpp: int) -> PlanIssue | None:
     return None
 
 
-def rule_ep_divides_dp_cp(ep: int, dp: int, cp: int) -> PlanIssue | None:
-    if (dp * cp) % ep:
-        return PlanIssue("ep", f"ep ({ep}) must divide dp·cp ({dp * cp}): experts are sharded over data-parallel ranks")
+def rule_ep_divides_dp_cp(ep: int, dp: int, cp: int, tp: int = 1) -> PlanIssue | None:
+    """Expert parallelism over the ranks of one pipeline stage. Classic layouts carve EP out of
+    dp·cp; MoE parallel folding (Liu et al. 2025, arXiv 2504.14960; Megatron-Core >= 0.10) lets the
+    expert layers regroup all tp·cp·dp ranks of a stage (expert-TP 1), so EP up to tp·cp·dp is valid
+    when it divides that product."""
+    if (tp * dp * cp) % ep:
+        return PlanIssue("ep", f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp}): expert layers regroup the "
+                               "ranks of a pipeline stage (MoE parallel folding)")
     return None
 
 
@@ -103,9 +124,12 @@ def rule_tp_divides_heads(tp: int, model: ModelArch) -> PlanIssue | None:
 
 
 def rule_tp_divides_kv_heads(tp: int, model: ModelArch) -> PlanIssue | None:
-    """KV heads split over TP (MLA's latent is replicated, so it has no such rule)."""
-    if model.mla is None and model.kv_heads % tp:
-        return PlanIssue("tp", f"tp ({tp}) must divide n_kv_heads ({model.kv_heads})")
+    """KV heads split over TP, or replicated when TP exceeds them (Megatron-LM and vLLM give each
+    group of tp/kv ranks a copy of one KV head: tp must then be a multiple of the KV heads). MLA's
+    latent is replicated, so it has no such rule."""
+    if model.mla is None and model.kv_heads % tp and tp % model.kv_heads:
+        return PlanIssue("tp", f"tp ({tp}) must divide n_kv_heads ({model.kv_heads}) or be a multiple of it "
+                               "(KV heads replicated)")
     return None
 
 

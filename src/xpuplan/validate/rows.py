@@ -176,10 +176,14 @@ def model_from_row(row: ValidationRow) -> ModelArch:
     Architecture rows: a gated MLP (``gated_mlp`` 1) is Llama-style (RMSNorm, RoPE, untied
     embeddings); a classic MLP (0) is GPT-style (LayerNorm, learned positions, tied embeddings:
     Megatron GPT, MPT). A blank ``gated_mlp`` is refused: the MLP's size differs by half between the two.
+    A model whose every layer is MoE (``moe_experts`` and ``moe_ffn`` given, no ``moe_dense_layers``)
+    needs no ``ffn``: no layer has a dense MLP (the field is set to the expert width, unused).
     """
     if row.get("model"):
         return get_model(row.get("model"))
-    missing = [c for c in ARCH_COLUMNS if row.get(c) is None]
+    # a model whose every layer is MoE (experts given, no leading dense layers) has no dense FFN width
+    all_moe = bool(row.get("moe_experts")) and bool(row.get("moe_ffn")) and not row.get("moe_dense_layers")
+    missing = [c for c in ARCH_COLUMNS if row.get(c) is None and not (c == "ffn" and all_moe)]
     if missing:
         raise UserInputError(
             f"no model preset and no architecture: column(s) {', '.join(missing)} blank", field=missing[0]
@@ -199,7 +203,7 @@ def model_from_row(row: ValidationRow) -> ModelArch:
     return ModelArch(
         id=ident, name=f"architecture of row {row.id}", n_layers=row.get("layers"), d_model=row.get("d_model"),
         n_heads=row.get("heads"), n_kv_heads=row.get("kv_heads"), head_dim=row.get("head_dim"),
-        ffn_dim=row.get("ffn"), vocab_size=row.get("vocab"), mlp="gated" if gated else "classic",
+        ffn_dim=row.get("ffn") or row.get("moe_ffn"), vocab_size=row.get("vocab"), mlp="gated" if gated else "classic",
         norm="rmsnorm" if gated else "layernorm", tied_embeddings=not gated, moe=moe,
         position="rope" if gated else "learned",
         max_seq_len=max(row.get("seq_len") or MIN_ROW_MODEL_CONTEXT, MIN_ROW_MODEL_CONTEXT),

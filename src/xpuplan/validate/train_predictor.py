@@ -4,7 +4,10 @@ The row gives the model (a preset id, else the architecture columns), the hardwa
 count, and as much of the plan as the source printed. Missing pieces are inferred, and every
 inference is listed in the prediction's ``details``:
 
-* dp = n / (tp·pp·cp); sp off unless given; vpp = 1; cp = ep = 1;
+* the training stack (``catalog/data/training_stacks.yaml``) from the ``framework`` column and the
+  source's year (Megatron-LM before 2023 is the legacy stack); the default stack when none matches;
+* dp = n / (tp·pp·cp); sp as the stack does (on with tp > 1 for Megatron-Core, NeMo, MindSpeed,
+  torchtitan) unless given; vpp = 1; cp = ep = 1;
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
 * recomputation: selective (searched when the whole plan is);
 * kernels: eager for PyTorch-FSDP stacks, fused for Megatron-style frameworks;
@@ -29,6 +32,7 @@ import re
 from typing import Any, Final, Literal
 
 from xpuplan.catalog.assumptions import Assumptions
+from xpuplan.catalog.stacks import TrainingStack, default_training_stack, stack_for_framework
 from xpuplan.errors import UserInputError
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.estimate import TrainEstimate, estimate
@@ -72,6 +76,13 @@ def _framework_zero(row: ValidationRow) -> int:
     return 3 if "fsdp" in fw else 1
 
 
+def row_stack(row: ValidationRow) -> tuple[TrainingStack, bool]:
+    """(the training stack the row's ``framework`` names, given the source's year; whether it was
+    recognised — the default stack otherwise)."""
+    st = stack_for_framework(row.get("framework"), source_year(row))
+    return (st, True) if st is not None else (default_training_stack(), False)
+
+
 def check_row(row: ValidationRow) -> None:
     """What the row must give before anything is built, in the order a reader would check it
     (the first missing piece is the reason reported)."""
@@ -111,7 +122,9 @@ def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None)
     job = _job(row, inferred)
     precision = row.precision or "bf16"
     cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
-    sm = StepModel(model, cluster.device, cluster.efficiency, job)
+    stack, known = row_stack(row)
+    inferred["stack"] = stack.id if known else f"{stack.id} (default)"
+    sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     zero = row.get("zero_stage")
     if zero is None:
         zero = _framework_zero(row)
@@ -141,7 +154,9 @@ def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None)
     if dp is None:
         inferred["dp"] = "n/(tp·pp·cp)"
     sp = row.get("sp")
-    sp_b = bool(sp) if sp is not None else False
+    sp_b = bool(sp) if sp is not None else (stack.sequence_parallel and tp > 1)
+    if sp is None:
+        inferred["sp"] = sp_b
     vpp = row.get("vpp") or 1
     ep = row.get("ep") or 1
     mb = row.get("micro_batch")

@@ -88,14 +88,16 @@ class TrainingJob(_Strict):
         description="fused elementwise kernels (Megatron-LM/Transformer Engine, torch.compile) or eager PyTorch "
         "(one kernel per op: HF model code under FSDP/DeepSpeed/PEFT)",
     )
-    tp_overlap: float = Field(
-        default=0.0, ge=0, le=1,
-        description="fraction of TP/SP collective time hidden under GEMMs (0: Megatron default; ~0.7-0.9 with "
-        "Transformer Engine --tp-comm-overlap)",
+    tp_overlap: float | None = Field(
+        default=None, ge=0, le=1,
+        description="fraction of TP/SP collective time hidden under GEMMs; blank = what the training stack does "
+        "(catalog/data/training_stacks.yaml: chunked under the adjacent GEMMs where the stack overlaps TP "
+        "communication, e.g. Transformer Engine tp-comm-overlap; exposed otherwise)",
     )
-    ep_overlap: float = Field(
-        default=0.0, ge=0, le=1,
-        description="fraction of MoE all-to-all time hidden under compute (0: default; ~0.9 with DeepSeek's DualPipe)",
+    ep_overlap: float | None = Field(
+        default=None, ge=0, le=1,
+        description="fraction of MoE all-to-all time hidden under compute; blank = the training stack's "
+        "(0 for plain 1F1B schedules, ~0.9 with DeepSeek's DualPipe)",
     )
     dp_compression: float = Field(
         default=1.0, gt=0, le=1,

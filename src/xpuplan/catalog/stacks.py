@@ -1,0 +1,173 @@
+"""Training-stack profiles and collective-communication libraries, as data.
+
+``training_stacks.yaml``: what a training framework (and version) does by default that changes the
+physics of a step — sequence parallelism with TP, TP communication overlap, asynchronous pipeline
+sends, ZeRO-3/FSDP collective granularity and prefetch, MoE all-to-all overlap — and how a free-text
+framework name maps to a stack. ``collective_libraries.yaml``: which algorithms each library (NCCL,
+RCCL, HCCL, CNCL) offers across scale-up domains, which sets a collective's latency term.
+
+Both files are validated at load; errors name the file, line and field.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from xpuplan.datafile import load_file
+from xpuplan.errors import UserInputError
+
+DATA_DIR: Final = Path(__file__).parent / "data"
+
+Zero3Granularity = Literal["parameter", "unit", "bucket"]
+InterAlgorithm = Literal["ring", "tree", "halving_doubling"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrainingStack(_Strict):
+    """How one training framework runs a plan (see ``catalog/data/training_stacks.yaml``)."""
+
+    id: str = ""
+    name: str
+    sequence_parallel: bool = Field(description="SP on whenever tp > 1")
+    tp_comm_overlap: bool = Field(description="TP/SP collectives chunked under the adjacent GEMMs")
+    p2p_overlap: bool = Field(description="pipeline sends overlap the other virtual stage's compute")
+    grad_reduce_overlap: bool = Field(default=True, description="DP gradient buckets reduce under the backward")
+    zero3_granularity: Zero3Granularity = Field(description="what one ZeRO-3/FSDP collective covers")
+    zero3_prefetch: bool = Field(default=True, description="next gather issued under the current unit's compute")
+    ep_overlap: float = Field(default=0.0, ge=0, le=1, description="fraction of MoE all-to-all hidden")
+    moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
+                                                            "(then scale-up forwarding), e.g. DeepEP")
+    moe_fp8_dispatch: bool = Field(default=False, description="FP8 dispatch payload in FP8 training (combine stays bf16)")
+    note: str = ""
+    sources: tuple[str, ...] = Field(min_length=1)
+
+
+class _Pattern(_Strict):
+    pattern: str
+    stack: str
+    before_year: int | None = None
+
+
+class StacksFile(_Strict):
+    schema_version: Literal[1]
+    default_stack: str
+    stacks: dict[str, TrainingStack] = Field(min_length=1)
+    name_patterns: list[_Pattern] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> StacksFile:
+        if self.default_stack not in self.stacks:
+            raise ValueError(f"default_stack: unknown stack {self.default_stack!r}")
+        for i, p in enumerate(self.name_patterns):
+            if p.stack not in self.stacks:
+                raise ValueError(f"name_patterns[{i}]: unknown stack {p.stack!r}")
+            try:
+                re.compile(p.pattern)
+            except re.error as exc:
+                raise ValueError(f"name_patterns[{i}]: bad pattern {p.pattern!r}: {exc}") from None
+        return self
+
+
+class CollectiveLibrary(_Strict):
+    """Algorithms a collective library offers across scale-up domains."""
+
+    id: str = ""
+    name: str
+    vendors: tuple[str, ...] = ()
+    all_reduce: tuple[InterAlgorithm, ...] = Field(min_length=1)
+    all_gather: tuple[InterAlgorithm, ...] = Field(min_length=1)
+    source: str
+
+    @property
+    def tree_all_reduce(self) -> bool:
+        return "tree" in self.all_reduce
+
+    @property
+    def log_all_reduce(self) -> bool:
+        return "halving_doubling" in self.all_reduce
+
+    @property
+    def log_all_gather(self) -> bool:
+        """All-gather/reduce-scatter in ceil(log2 n) steps across domains (recursive halving-doubling)."""
+        return "halving_doubling" in self.all_gather or "tree" in self.all_gather
+
+
+class LibrariesFile(_Strict):
+    schema_version: Literal[1]
+    default_library: str
+    libraries: dict[str, CollectiveLibrary] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references(self) -> LibrariesFile:
+        if self.default_library not in self.libraries:
+            raise ValueError(f"default_library: unknown library {self.default_library!r}")
+        return self
+
+
+@lru_cache(maxsize=4)
+def load_stacks(path: str | Path = DATA_DIR / "training_stacks.yaml") -> StacksFile:
+    """The training-stack file (built-in by default), each stack carrying its id."""
+    f = load_file(StacksFile, path)
+    stacks = {k: v.model_copy(update={"id": k}) for k, v in f.stacks.items()}
+    return f.model_copy(update={"stacks": stacks})
+
+
+@lru_cache(maxsize=4)
+def load_libraries(path: str | Path = DATA_DIR / "collective_libraries.yaml") -> LibrariesFile:
+    """The collective-library file (built-in by default), each library carrying its id."""
+    f = load_file(LibrariesFile, path)
+    libs = {k: v.model_copy(update={"id": k}) for k, v in f.libraries.items()}
+    return f.model_copy(update={"libraries": libs})
+
+
+def training_stack(name: str | None = None) -> TrainingStack:
+    """The built-in stack ``name`` (the default stack when None); UserInputError lists the known ones."""
+    f = load_stacks()
+    key = f.default_stack if name is None else name.strip().casefold()
+    if key not in f.stacks:
+        raise UserInputError(f"unknown training stack {name!r}; known: {', '.join(f.stacks)}", field="stack")
+    return f.stacks[key]
+
+
+def default_training_stack() -> TrainingStack:
+    return training_stack(None)
+
+
+def stack_for_framework(framework: str | None, year: int | None = None) -> TrainingStack | None:
+    """The stack a free-text framework name refers to (first matching ``name_patterns`` entry whose
+    ``before_year`` admits ``year``; unknown year: patterns without a year bound only), else None."""
+    if not framework:
+        return None
+    f = load_stacks()
+    for p in f.name_patterns:
+        if not re.search(p.pattern, framework, flags=re.IGNORECASE):
+            continue
+        if p.before_year is not None and (year is None or year >= p.before_year):
+            continue
+        return f.stacks[p.stack]
+    return None
+
+
+def library_for_vendor(vendor: str | None) -> CollectiveLibrary:
+    """The collective library a vendor's clusters use (the default library when none lists it)."""
+    f = load_libraries()
+    v = (vendor or "").casefold()
+    for lib in f.libraries.values():
+        if any(x.casefold() == v for x in lib.vendors):
+            return lib
+    return f.libraries[f.default_library]
+
+
+def collective_library(name: str) -> CollectiveLibrary:
+    f = load_libraries()
+    if name not in f.libraries:
+        raise UserInputError(f"unknown collective library {name!r}; known: {', '.join(f.libraries)}", field="library")
+    return f.libraries[name]

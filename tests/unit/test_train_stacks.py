@@ -1,0 +1,251 @@
+"""Training-stack profiles, collective libraries and the physics they switch on (docs/training.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xpuplan.catalog.stacks import (
+    collective_library,
+    default_training_stack,
+    library_for_vendor,
+    load_libraries,
+    load_stacks,
+    stack_for_framework,
+    training_stack,
+)
+from xpuplan.errors import UserInputError
+from xpuplan.models import get_model
+from xpuplan.perf import collectives as coll
+from xpuplan.perf.memory import pipeline_peak_layer_microbatches
+from xpuplan.train import Cluster, estimate, make_plan
+from xpuplan.train.step import PlanArrays, StepModel
+from xpuplan.workload.training import TrainingJob
+
+
+# ---------------------------------------------------------------------------------------
+# data files
+# ---------------------------------------------------------------------------------------
+def test_every_stack_and_library_is_sourced():
+    f = load_stacks()
+    assert f.default_stack in f.stacks
+    for sid, st in f.stacks.items():
+        assert st.id == sid and st.sources and all(s.strip() for s in st.sources)
+    for lid, lib in load_libraries().libraries.items():
+        assert lib.id == lid and lib.source.strip()
+
+
+@pytest.mark.parametrize(("framework", "year", "stack"), [
+    ("Megatron-LM", 2021, "megatron-lm-legacy"),
+    ("Megatron-LM", 2024, "megatron-core"),
+    ("Megatron-LM", None, "megatron-core"),
+    ("Megatron-Bridge (NeMo 25.11 container, Megatron-Core)", 2025, "nemo"),
+    ("Megatron-DeepSpeed", 2022, "deepspeed"),
+    ("MindSpeed-LLM (Mcore, PyTorch + torch_npu)", 2025, "mindspeed"),
+    ("torchtitan (PyTorch FSDP2, torch.compile)", 2025, "torchtitan"),
+    ("llm-foundry (Composer FSDP)", 2023, "fsdp"),
+    ("MaxText (JAX)", 2024, "maxtext"),
+    ("DeepSeek HAI-LLM (DualPipe)", 2024, "deepseek-dualpipe"),
+])
+def test_framework_names_map_to_stacks(framework, year, stack):
+    assert stack_for_framework(framework, year).id == stack
+
+
+def test_unknown_framework_and_stack():
+    assert stack_for_framework("my own trainer", 2024) is None
+    assert stack_for_framework(None) is None
+    with pytest.raises(UserInputError, match="unknown training stack") as exc:
+        training_stack("no-such-stack")
+    assert exc.value.field == "stack"
+    assert default_training_stack().id == load_stacks().default_stack
+
+
+def test_libraries_by_vendor():
+    assert library_for_vendor("NVIDIA").id == "nccl"
+    assert library_for_vendor("AMD").id == "rccl"
+    assert library_for_vendor("Huawei").id == "hccl"
+    assert library_for_vendor("Cambricon").id == "cncl"
+    assert library_for_vendor("nobody").id == load_libraries().default_library
+
+
+# ---------------------------------------------------------------------------------------
+# collective latency across domains
+# ---------------------------------------------------------------------------------------
+def test_inter_domain_latency_steps_by_library():
+    nccl, hccl, cncl = collective_library("nccl"), collective_library("hccl"), collective_library("cncl")
+    # NCCL: all-gather and reduce-scatter are rings (n-1); all-reduce takes the tree when cheaper
+    assert coll.inter_latency_steps("all_gather", 128, nccl) == 127
+    assert coll.inter_latency_steps("reduce_scatter", 128, None) == 127
+    assert coll.inter_latency_steps("all_reduce", 128, nccl) == 4 * 7
+    assert coll.inter_latency_steps("all_reduce", 2, nccl) == 2  # ring cheaper than tree for 2 nodes
+    # HCCL: recursive halving-doubling for both
+    assert coll.inter_latency_steps("all_gather", 128, hccl) == 7
+    assert coll.inter_latency_steps("all_reduce", 128, hccl) == 2 * 7
+    # CNCL: ring only
+    assert coll.inter_latency_steps("all_reduce", 128, cncl) == 2 * 127
+
+
+def test_all_gather_latency_grows_linearly_across_domains():
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 1024)
+    tiny = np.asarray([8.0])
+    t64 = float(coll.time_group_s("all_gather", tiny, 512, 1, c)[0])
+    t128 = float(coll.time_group_s("all_gather", tiny, 1024, 1, c)[0])
+    alpha = c.scale_out.latency_s
+    assert t128 - t64 == pytest.approx(64 * alpha, rel=1e-3)  # 128 vs 64 nodes: 64 more ring steps
+
+
+# ---------------------------------------------------------------------------------------
+# stack physics in the step model
+# ---------------------------------------------------------------------------------------
+def _eval(model_id, hw, n, plan_kw, stack, seq=8192, gbt=None):
+    m = get_model(model_id)
+    c = Cluster.from_catalog(hw, n)
+    job = TrainingJob(seq_len=seq, global_batch_tokens=gbt or n * seq)
+    plan = make_plan(n_devices=n, global_batch_seqs=job.global_batch_seqs, **plan_kw)
+    return estimate(m, c, plan, job, stack=training_stack(stack), uneven_pipeline=True)
+
+
+def test_tp_overlap_hides_tp_comm_under_gemms_but_not_all_of_it():
+    kw = dict(tp=8, pp=1, sp=True, zero_stage=1)
+    plain = _eval("llama3-70b", "nvidia-h100-sxm-80gb", 8, kw, "megatron-core")
+    overlapped = _eval("llama3-70b", "nvidia-h100-sxm-80gb", 8, kw, "nemo")
+    assert overlapped.step.tp_comm_s < 0.6 * plain.step.tp_comm_s
+    # at least one chunk (1/tp of the traffic) stays exposed
+    assert overlapped.step.tp_comm_s >= plain.step.tp_comm_s / 8 * 0.999
+    # TE's overlap needs SP: without it nothing is hidden
+    no_sp = dict(kw, sp=False)
+    assert _eval("llama3-70b", "nvidia-h100-sxm-80gb", 8, no_sp, "nemo").step.tp_comm_s == pytest.approx(
+        _eval("llama3-70b", "nvidia-h100-sxm-80gb", 8, no_sp, "megatron-core").step.tp_comm_s)
+
+
+def test_async_p2p_hides_interleaved_pipeline_sends():
+    kw = dict(tp=8, pp=8, vpp=2, zero_stage=1)
+    sync = _eval("llama3-70b", "nvidia-h100-sxm-80gb", 256, kw, "megatron-lm-legacy")
+    asyn = _eval("llama3-70b", "nvidia-h100-sxm-80gb", 256, kw, "megatron-core")
+    assert asyn.step.pp_comm_s < 0.5 * sync.step.pp_comm_s
+    # without interleaving the sends stay on the critical path
+    kw1 = dict(kw, vpp=1)
+    assert _eval("llama3-70b", "nvidia-h100-sxm-80gb", 256, kw1, "megatron-core").step.pp_comm_s == pytest.approx(
+        _eval("llama3-70b", "nvidia-h100-sxm-80gb", 256, kw1, "megatron-lm-legacy").step.pp_comm_s)
+
+
+def test_zero3_collective_count_and_regather():
+    kw = dict(tp=1, pp=1, zero_stage=3, recompute="selective")
+    # DeepSpeed issues one collective per parameter tensor, FSDP one per block: more latency
+    per_param = _eval("llama3-8b", "nvidia-h100-sxm-80gb", 512, kw, "deepspeed", seq=4096, gbt=4096 * 512)
+    per_unit = _eval("llama3-8b", "nvidia-h100-sxm-80gb", 512, kw, "fsdp", seq=4096, gbt=4096 * 512)
+    assert per_param.step.zero3_comm_s > per_unit.step.zero3_comm_s
+    # full recomputation re-gathers the weights for the recomputed forward
+    full = _eval("llama3-8b", "nvidia-h100-sxm-80gb", 512, dict(kw, recompute="full"), "fsdp", seq=4096, gbt=4096 * 512)
+    assert full.step.zero3_comm_s > per_unit.step.zero3_comm_s
+
+
+def test_pure_zero3_turns_communication_bound_at_scale():
+    """Fixed global batch: every device moves ~3-4x the model's bytes per micro-batch however many
+    share the work, so pure ZeRO-3 of a 175B model on ~1,000 GPUs is communication-bound and its
+    per-device throughput falls as devices are added (the ring latency grows with the node count)."""
+    m = get_model("gpt3-175b")
+    job = TrainingJob(seq_len=2048, global_batch_tokens=2048 * 1024)
+    per_dev, ests = [], []
+    for n in (256, 1024):
+        c = Cluster.from_catalog("nvidia-a100-sxm-80gb", n)
+        plan = make_plan(n_devices=n, global_batch_seqs=job.global_batch_seqs, zero_stage=3, recompute="full")
+        e = estimate(m, c, plan, job, stack=training_stack("deepspeed"))
+        per_dev.append(e.tokens_per_s_per_device)
+        ests.append(e)
+    assert per_dev[1] < 0.8 * per_dev[0]
+    big = ests[1].step
+    assert big.zero3_comm_s > 0.5 * (big.compute_s + big.recompute_s)  # exposed, after prefetch overlap
+
+
+def test_stack_ep_overlap_and_job_override():
+    m = get_model("mixtral-8x7b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 64)
+    plan = make_plan(n_devices=64, global_batch_seqs=256, tp=2, ep=8, zero_stage=1)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=256 * 4096)
+    a = estimate(m, c, plan, job, stack=training_stack("megatron-core")).step.ep_comm_s
+    b = estimate(m, c, plan, job, stack=training_stack("deepseek-dualpipe")).step.ep_comm_s
+    assert b == pytest.approx(0.1 * a)
+    job_half = job.model_copy(update={"ep_overlap": 0.5})
+    assert estimate(m, c, plan, job_half, stack=training_stack("deepseek-dualpipe")).step.ep_comm_s == pytest.approx(
+        0.5 * a)
+
+
+def test_step_model_defaults_to_the_default_stack():
+    m = get_model("llama3-8b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 8)
+    sm = StepModel(m, c.device, c.efficiency, TrainingJob())
+    assert sm.stack == default_training_stack()
+    plan = make_plan(n_devices=8, global_batch_seqs=8, tp=8)
+    assert sm.evaluate(c, PlanArrays.from_plans([plan])).step_s[0] > 0
+
+
+# ---------------------------------------------------------------------------------------
+# memory: pipeline peak with uneven first/last stages
+# ---------------------------------------------------------------------------------------
+def test_pipeline_peak_with_uneven_first_and_last_stages():
+    # even: 128 layers on 16 stages, 8 each, first stage holds 16 micro-batches
+    assert pipeline_peak_layer_microbatches(128, np.asarray([16.0]), np.asarray([32.0]))[0] == 8 * 16
+    # Llama 3 405B: 126 layers, first and last stage one layer fewer: max(7·16, 8·15)
+    assert pipeline_peak_layer_microbatches(126, np.asarray([16.0]), np.asarray([32.0]))[0] == 8 * 15
+    # fewer micro-batches than stages
+    assert pipeline_peak_layer_microbatches(128, np.asarray([16.0]), np.asarray([4.0]))[0] == 8 * 4
+
+
+# ---------------------------------------------------------------------------------------
+# MoE parallel folding
+# ---------------------------------------------------------------------------------------
+def test_moe_parallel_folding_lets_ep_span_tp_ranks():
+    from xpuplan.perf.memory import expert_dp_size
+    from xpuplan.train.plan import ParallelPlan
+
+    # EP 8 on a TP8 stage with no data parallelism: invalid before folding, valid now
+    assert ParallelPlan(tp=8, ep=8, sp=True).ep == 8
+    m = get_model("mixtral-8x7b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 8)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=8 * 4096)
+    p = make_plan(n_devices=8, global_batch_seqs=8, tp=8, ep=8)
+    folded = estimate(m, c, p, job)
+    unfolded = estimate(m, c, make_plan(n_devices=8, global_batch_seqs=8, tp=8, ep=1), job)
+    assert folded.memory.weights_bytes < unfolded.memory.weights_bytes  # experts split 8 ways
+    assert folded.step.ep_comm_s > 0
+    # expert-data-parallel group: dp·cp/ep classic, tp·dp·cp/ep folded
+    assert expert_dp_size(np.asarray([2.0]), np.asarray([16.0]), np.asarray([4.0]))[0] == 4
+    assert expert_dp_size(np.asarray([8.0]), np.asarray([4.0]), np.asarray([8.0]))[0] == 4
+    with pytest.raises(UserInputError, match="tp·cp·dp"):
+        ParallelPlan(tp=2, dp=2, ep=8)
+
+
+# ---------------------------------------------------------------------------------------
+# MoE dispatch: node de-duplication, node-limited routing, FP8 dispatch
+# ---------------------------------------------------------------------------------------
+def test_node_dedup_dispatch_crosses_the_network_once_per_node():
+    from xpuplan.train.phases import moe_dispatch_dedup_s
+
+    m = get_model("deepseek-v3")  # top-8, node limit 4
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 512)
+    nbytes = np.asarray([4096 * 8 * 7168 * 2.0])
+    ep, stride = np.asarray([64]), np.asarray([1])  # 8 nodes of 8
+    t = float(moe_dispatch_dedup_s(nbytes, m, c, ep, stride)[0])
+    # network part: 4 copies per token (node limit), 7/8 of them leave the node
+    net = nbytes[0] / 8 * 4 * 7 / 8 / c.scale_out.bus_bw
+    assert t >= net
+    plain = float(coll.time_group_s("all_to_all", nbytes, ep, stride, c)[0])
+    assert t < 0.6 * plain  # a plain all-to-all sends all 8 copies, 56/64 of them across nodes
+    unlimited = m.model_copy(update={"moe": m.moe.model_copy(update={"node_limit": None})})
+    assert float(moe_dispatch_dedup_s(nbytes, unlimited, c, ep, stride)[0]) > t
+    # inside one node: the plain all-to-all
+    one = float(moe_dispatch_dedup_s(nbytes, m, c, np.asarray([8]), stride)[0])
+    assert one == pytest.approx(float(coll.time_group_s("all_to_all", nbytes[0], 8, 1, c)))
+
+
+def test_fp8_dispatch_only_where_the_stack_does_it():
+    m = get_model("deepseek-v3")
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096, ep_overlap=0.0)
+    kw = dict(n_devices=2048, global_batch_seqs=15360, tp=1, pp=16, ep=64, recompute="selective", model=m,
+              uneven_pipeline=True)
+    ds = training_stack("deepseek-dualpipe")
+    bf = estimate(m, c, make_plan(**kw), job, stack=ds, uneven_pipeline=True).step.ep_comm_s
+    f8 = estimate(m, c, make_plan(**kw, precision="fp8"), job, stack=ds, uneven_pipeline=True).step.ep_comm_s
+    assert 0.6 * bf < f8 < 0.9 * bf  # dispatch halves, combine stays bf16
