@@ -483,7 +483,8 @@ def parse_sglang_jsonl(path: str | Path, *, device_id: str | None, n_devices: in
             engine=str(data.get("backend") or "sglang"), tp=tp, pp=pp, input_len=in_len, output_len=out_len,
             concurrency=concurrency, scenario=scenario,
             notes=f"imported; dataset {data.get('dataset_name', '?')}; lengths are means over the completed requests")
-        values = {metric: (nums[key], key) for key, metric in SGLANG_VALIDATION_METRICS.items() if nums[key] is not None}
+        values = {metric: (float(v), key) for key, metric in SGLANG_VALIDATION_METRICS.items()
+                  if (v := nums[key]) is not None}
         records += _row_records(base, f"{stem}:L{lineno}", values, {"source_line": lineno})
         for key, value in data.items():
             m = _SGLANG_PERCENTILE.match(key)
@@ -537,7 +538,7 @@ def parse_trtllm_report(path: str | Path, *, device_id: str | None, model: str |
                                  line=_json_line(text, section))
     dev = _require_device(device_id, file)
     world, req, perf = data["world_info"], data["request_info"], data["performance"]
-    engine = data.get("engine") if isinstance(data.get("engine"), dict) else {}
+    engine: dict[str, Any] = data["engine"] if isinstance(data.get("engine"), dict) else {}
     stream = data.get("streaming_metrics") if isinstance(data.get("streaming_metrics"), dict) else {}
     sections = {"performance": perf, "streaming_metrics": stream}
     tp = int(_number(world, "tp_size", file, text=text, path="world_info.tp_size") or 1)

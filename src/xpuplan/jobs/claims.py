@@ -181,7 +181,7 @@ def check_claim(claim: dict[str, Any]) -> ClaimCheck:
     if path and claim.get("hardware"):
         f = load_catalog().get(claim["hardware"]).figure(path)
         scale = TFLOPS if "tflops" in claim["quantity"] else 1.0
-        close = close or f.low / scale * (1 - tol) <= correct <= f.high / scale * (1 + tol)
+        close = close or f is not None and f.low / scale * (1 - tol) <= correct <= f.high / scale * (1 + tol)
     claimed = claim.get("claimed_value")
     claimed_f = float(claimed) if isinstance(claimed, int | float) else None
     repeats = None

@@ -348,7 +348,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
             if is_encoder or not fitted:
                 continue
             disagg_pools: tuple[int, int] | None = None
-            seqs = {None: max(fitted)}  # running sequences the engine must admit, per layout
+            seqs: dict[tuple[int, int] | None, int] = {None: max(fitted)}  # running sequences the engine must admit, per layout
             if slo.ttft_s or slo.tpot_s:
                 try:
                     at = throughput_at_slo(rep, in_len, out_len, slo)

@@ -167,7 +167,7 @@ def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, head
         q_eff = np.minimum(q_len, kv_eff) if isinstance(q_len, np.ndarray) or isinstance(kv_eff, np.ndarray) else (
             min(q_len, kv_eff))
         return _attention(model, batch, q_eff, kv_eff, heads, kvh, dtype)
-    windowed = cost_attention(batch, heads, q_len, kv_eff, model.qk_head_dim, causal=False, dtype=dtype,
+    windowed = cost_attention(batch, heads, q_len, kv_eff, model.qk_head_dim, causal=False, dtype=dtype,  # type: ignore[arg-type]
                               kv_heads=kvh, v_head_dim=model.v_head_dim)
     if not (isinstance(q_len, np.ndarray) or isinstance(kv_len, np.ndarray)):
         return windowed

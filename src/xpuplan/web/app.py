@@ -211,7 +211,8 @@ def add_pages(app: FastAPI) -> FastAPI:
         from xpuplan.jobs.catalog import roofline as roofline_job
 
         return _run(lambda: roofline_job(RooflineRequest(hw=hw, model=uploads.resolve(model), batch=batch, q_len=q_len,
-                                                         kv_len=kv_len, tp=tp, dtype=dtype), ctx))
+                                                         kv_len=kv_len, tp=tp, dtype=dtype),  # type: ignore[arg-type]
+                                                ctx))
 
     @app.post("/ui/memory/train", include_in_schema=False)
     async def memory_train(request: Request) -> Response:
