@@ -171,12 +171,33 @@ def test_hw_figure_works_after_the_command_words():
     ("enflame-s60:dense_tflops.bf17=1", "unknown precision"),
     ("enflame-s60:dense_tflops.bf16", "not-a-file"),
     ("enflame-s60:dense_tflops.bf16=-3", "finite number >= 0"),
+    ("enflame-s60:dense_tflops.bf16=0", "must be > 0"),  # was a ZeroDivisionError (exit 1) in the planners
+    ("enflame-s60:memory.capacity_gb=0", "must be > 0"),
     ("enflame-s60:dense_tflops.bf16=5[6..9]", "range"),
 ])
 def test_hw_figure_errors_name_the_flag(spec, words):
     r = runner.invoke(app, ["--hw-figure", spec, "hw", "list"])
     assert r.exit_code == 2
     assert "--hw-figure" in r.output and (words in r.output or words == "not-a-file" and "not found" in r.output), r.output
+
+
+def test_a_zero_figure_in_a_file_is_bad_input(tmp_path):
+    f = tmp_path / "figs.yaml"
+    f.write_text("enflame-s60:\n  dense_tflops.bf16: 0\n", encoding="utf-8")
+    r = runner.invoke(app, ["--hw-figure", str(f), "hw", "list"])
+    assert r.exit_code == 2 and "must be > 0" in r.output and "dense_tflops.bf16" in r.output, r.output
+
+
+def test_hw_figure_error_under_json_is_a_json_object(monkeypatch, capsys):
+    """The ``xpuplan`` script reads --hw-figure before the command; under --json its error is JSON too."""
+    from xpuplan.cli.main import run
+
+    monkeypatch.setattr("sys.argv", ["xpuplan", "hw", "list", "--json", "--hw-figure", "enflame-s60:dense_tflops.bf16=0"])
+    with pytest.raises(SystemExit) as exc:
+        run()
+    assert exc.value.code == 2
+    d = json.loads(capsys.readouterr().out)
+    assert d["field"] == "--hw-figure" and "> 0" in d["error"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -47,6 +47,25 @@ def test_audit_claims_command_writes_the_table(tmp_path):
     assert CliRunner().invoke(app, ["audit-claims", "--doc", str(doc)]).exit_code == 0
 
 
+@pytest.mark.parametrize(("text", "words"), [
+    ("- id: x\n  verdict: [1\n", "malformed YAML"),  # was an internal error (exit 1)
+    ("- id: x\n- 3\n", "each claim is a mapping"),
+    ("- verdict: wrong\n", "missing id"),
+])
+def test_a_broken_claims_file_is_bad_input(tmp_path, text, words):
+    f = tmp_path / "claims.yaml"
+    f.write_text(text, encoding="utf-8")
+    r = CliRunner().invoke(app, ["audit-claims", "--checks", str(f)])
+    assert r.exit_code == 2 and words in r.output, r.output
+
+
+def test_a_doc_without_the_generated_section_is_bad_input_not_stale(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("# no table here\n", encoding="utf-8")
+    r = CliRunner().invoke(app, ["audit-claims", "--doc", str(doc)])
+    assert r.exit_code == 2 and "--doc" in r.output and "STALE" not in r.output, r.output
+
+
 def test_verdicts_follow_the_files_5_percent_rule_where_the_number_is_the_claim():
     """Claims whose claimed and audited values are numbers of the same quantity: within 5% is
     'correct' unless the text's label is the fault (G-029 Volta-only, G-157/G-158 misattributed)."""

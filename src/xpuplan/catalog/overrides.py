@@ -73,13 +73,16 @@ def normalise_path(path: str, *, field: str = FLAG) -> str:
     return p
 
 
-def _number(text: str, what: str, field: str) -> float:
+def _number(text: str, what: str, field: str, *, positive: bool = False) -> float:
     try:
         v = float(text)
     except ValueError:
         raise UserInputError(f"{what} {text!r} is not a number", field=field) from None
     if not v >= 0 or v == float("inf"):
         raise UserInputError(f"{what} must be a finite number >= 0 (got {text})", field=field)
+    if positive and v == 0:
+        raise UserInputError(f"{what} must be > 0 (got {text}): a figure the device does not have is left out, "
+                             "not set to 0", field=field)
     return v
 
 
@@ -103,7 +106,7 @@ def parse_figure_override(text: str, *, field: str = FLAG) -> FigureOverride:
     lo = None if m["lo"] is None else _number(m["lo"], "low", field)
     hi = None if m["hi"] is None else _number(m["hi"], "high", field)
     return _checked(FigureOverride(device=m["dev"].strip(), path=normalise_path(m["path"], field=field),
-                                   value=_number(m["val"], "value", field), low=lo, high=hi,
+                                   value=_number(m["val"], "value", field, positive=True), low=lo, high=hi,
                                    trust=(m["trust"] or DEFAULT_TRUST).upper(), origin=FLAG), field)
 
 
@@ -126,13 +129,13 @@ def overrides_from_data(data: Any, origin: str) -> list[FigureOverride]:
                                          file=origin, field=field)
                 o = FigureOverride(
                     device=str(dev), path=normalise_path(str(path), field=field),
-                    value=_number(str(spec["value"]), "value", field),
+                    value=_number(str(spec["value"]), "value", field, positive=True),
                     low=None if spec.get("min") is None else _number(str(spec["min"]), "min", field),
                     high=None if spec.get("max") is None else _number(str(spec["max"]), "max", field),
                     trust=str(spec.get("trust", DEFAULT_TRUST)).upper(), origin=origin, note=spec.get("note"))
             else:
                 o = FigureOverride(device=str(dev), path=normalise_path(str(path), field=field),
-                                   value=_number(str(spec), "value", field), origin=origin)
+                                   value=_number(str(spec), "value", field, positive=True), origin=origin)
             out.append(_checked(o, field))
     return out
 

@@ -46,14 +46,17 @@ HW_FIGURE_HELP = ("add or override a catalog figure for this run, anywhere on th
                   "or a YAML file 'device: {path: value}'; repeatable")
 
 
-def _use_hw_figures(entries: list[str]) -> None:
-    from xpuplan.cli.common import fail
+def _use_hw_figures(entries: list[str], *, as_json: bool = False) -> None:
+    from xpuplan.cli.common import EXIT_USER_ERROR, fail, print_json
     from xpuplan.errors import UserInputError
     from xpuplan.jobs.context import use_hw_figures
 
     try:
         use_hw_figures(entries)
     except UserInputError as exc:
+        if as_json:  # under --json every error is a JSON object, this one too
+            print_json(exc.to_dict())
+            raise typer.Exit(EXIT_USER_ERROR) from None
         raise fail(exc.render() + (f" (hint: {exc.hint})" if exc.hint else "")) from None
 
 
@@ -121,7 +124,7 @@ def run() -> None:
     words, figures = take_hw_figures(sys.argv[1:])
     if figures:
         try:
-            _use_hw_figures(figures)
+            _use_hw_figures(figures, as_json="--json" in words)
         except typer.Exit as exc:
             sys.exit(exc.exit_code)
     first = words[0] if words else None

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel, Field
 
+from xpuplan.datafile import parse_text
 from xpuplan.errors import UserInputError
 from xpuplan.jobs.results import Result
 
@@ -156,15 +157,18 @@ class AuditClaimsResult(Result):
 
 def load_claims(path: str | Path = CHECKS_FILE) -> list[dict[str, Any]]:
     """The machine-checkable claims of the checks file, in file order."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise UserInputError(f"claims file {str(p)!r} not found (run from a source checkout or pass --checks)",
                              field="--checks")
-    data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    data, lines = parse_text(p.read_text(encoding="utf-8"), str(p))
     if not isinstance(data, list):
         raise UserInputError("the claims file must be a list of claims", file=str(p))
+    for i, c in enumerate(data):
+        missing = [k for k in ("id", "verdict") if not isinstance(c, dict) or k not in c]
+        if missing:
+            raise UserInputError(f"claim {i + 1}: each claim is a mapping with 'id' and 'verdict' (missing "
+                                 f"{', '.join(missing)})", file=str(p), line=lines.get((i,)), field=f"[{i}]")
     return [c for c in data if c.get("quantity") in COMPUTE and c["id"] not in SKIP
             and c.get("correct_value") is not None]
 
@@ -244,6 +248,7 @@ def audit_claims(checks: str | Path | None = None, doc: str | Path | None = None
     current = written = None
     if doc_path.is_file():
         text = doc_path.read_text(encoding="utf-8")
+        replace_table(text, table)  # a doc without the generated section is bad input, not a stale table
         current = current_table(text) == table
         if write and not current:
             doc_path.write_text(replace_table(text, table), encoding="utf-8")
