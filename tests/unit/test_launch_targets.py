@@ -11,6 +11,7 @@ from xpuplan.catalog.loader import get_device
 from xpuplan.errors import UserInputError
 from xpuplan.models import get_model
 from xpuplan.serve import EMITTERS, emit_plan, make_replica
+from xpuplan.serve.emit import engine_mismatch
 
 #: every target named in the issue has a pin with version, date, source and recorded flags
 PINNED = ("torchrun", "megatron", "bridge", "torchtitan", "deepspeed", "vllm", "vllm-ascend", "sglang",
@@ -95,6 +96,7 @@ REPLICAS = [
     ("llama2-70b", "H100", dict(tp=2, pp=2, dtype="bf16")),
     ("deepseek-v3", "H200", dict(tp=8, ep=2, dtype="fp8")),
     ("qwen3-235b-a22b", "ascend-910c", dict(tp=8, ep=2, dtype="bf16")),
+    ("llama3-70b", "910B", dict(tp=4, dtype="bf16")),
 ]
 
 
@@ -103,6 +105,11 @@ REPLICAS = [
 @pytest.mark.parametrize("disagg", [None, (2, 3)], ids=["aggregated", "disaggregated"])
 def test_every_serve_command_is_accepted_by_the_pinned_release(engine, model_id, hw, kw, disagg):
     rep = make_replica(get_model(model_id), get_device(hw), **kw)
+    if engine_mismatch(rep, engine):  # TensorRT-LLM off NVIDIA, MindIE/vllm-ascend off Ascend: bad input
+        with pytest.raises(UserInputError) as e:
+            emit_plan(rep, engine, max_num_seqs=64, max_model_len=4096, disagg=disagg)
+        assert e.value.field == "--emit" and rep.device.id in str(e.value)
+        return
     lp = emit_plan(rep, engine, max_num_seqs=64, max_model_len=4096, disagg=disagg)
     assert lp.problems() == [], lp.to_text()
     assert lp.pinned.version in lp.to_text()
@@ -172,7 +179,8 @@ def test_lmdeploy_and_mindie():
     a = _argv(emit_plan(rep, "lmdeploy", max_num_seqs=64, max_model_len=4096))
     assert a[:4] == ("lmdeploy", "serve", "api_server", "meta-llama/Meta-Llama-3-70B") and _v(a, "--tp") == "4"
     assert _v(a, "--session-len") == "4096" and _v(a, "--max-batch-size") == "64"
-    m = emit_plan(rep, "mindie", max_num_seqs=64, max_model_len=4096)
+    m = emit_plan(make_replica(get_model("llama3-70b"), get_device("910B"), tp=4), "mindie", max_num_seqs=64,
+                  max_model_len=4096)
     cfg = json.loads(dict(m.files)["config-backend.json"])
     assert cfg["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["worldSize"] == 4
     assert cfg["BackendConfig"]["ScheduleConfig"]["maxBatchSize"] == 64
@@ -198,3 +206,13 @@ def test_a_rejected_command_is_flagged_in_the_output():
     lp = LaunchPlan("vllm", (Command("serve", (seg,)),))
     assert "WARNING, not accepted by the pinned release" in lp.to_text()
     assert any("--tensor-paralel-size" in p for p in lp.to_dict()["problems"])
+
+
+@pytest.mark.parametrize(("engine", "hw"), [("trtllm", "910B"), ("trtllm", "MI300X"), ("mindie", "H100"),
+                                           ("vllm-ascend", "MI300X")])
+def test_an_engine_that_does_not_run_on_the_device_is_bad_input(engine, hw):
+    """Was: a TensorRT-LLM command for an Ascend NPU, a MindIE config for an H100, printed without a word."""
+    rep = make_replica(get_model("llama3-8b"), get_device(hw), tp=1)
+    with pytest.raises(UserInputError) as e:
+        emit_plan(rep, engine, max_num_seqs=8, max_model_len=2048)
+    assert e.value.field == "--emit" and rep.device.id in str(e.value)

@@ -225,3 +225,15 @@ def test_disagg_emit_prints_both_pools_and_router_and_json_has_argv():
     agg = launches[0]["commands"][0]["argv"]
     at_slo = json.loads(r.stdout)["results"][-1]["at_slo"]["point"]["concurrency"]
     assert agg[agg.index("--max-running-requests") + 1] == str(at_slo)  # the concurrency the SLO estimate used
+
+
+def test_emit_for_an_engine_the_hardware_cannot_run():
+    """One device: exit 2 naming --emit. Several: the command for the ones it runs on, a comment for the rest."""
+    r = run("infer", "estimate", "--model", "llama3-8b", "--hw", "H100", "--in", "1024", "--out", "128", "--emit", "mindie")
+    assert r.exit_code == 2 and "--emit" in r.output and "Ascend" in r.output, r.output
+    r = run("infer", "capacity", "--model", "llama3-70b", "--hw", "H100,910B", "--qps", "20", "--ttft-ms", "2000",
+            "--tpot-ms", "50", "--emit", "mindie", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert any(c.startswith("# --emit mindie") and "nvidia-h100" in c for c in d["commands"])
+    assert [lp["target"] for lp in d["launches"]] and all(lp["target"] == "mindie" for lp in d["launches"])

@@ -171,3 +171,13 @@ def test_jobs_frameworks_match():
 
     assert tuple(JOB_FRAMEWORKS) == tuple(FRAMEWORKS)
     assert set(FRAMEWORKS) <= set(launch_targets())
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_no_pytorch_launcher_for_a_tpu(framework):
+    """Was: a torchrun/Megatron command printed for TPU v5p as if it would run."""
+    cluster = Cluster.from_catalog("TPUv5p", 8)
+    plan = ParallelPlan(tp=1, pp=1, dp=8)
+    with pytest.raises(UserInputError) as e:
+        emit_launch(plan, get_model("llama3-8b"), cluster, TrainingJob(), framework)
+    assert e.value.field == "--emit" and "TPU" in str(e.value)

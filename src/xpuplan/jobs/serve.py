@@ -277,6 +277,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
         max_batch,
         throughput_at_slo,
     )
+    from xpuplan.serve.emit import engine_key, engine_mismatch
 
     ctx = ctx or default_context()
     sc = ctx.serving_scenario(req.scenario)
@@ -362,6 +363,12 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
                 except InfeasibleError as exc:
                     failures.append(f"{rep.key} at the SLO: {exc}; " + "; ".join(exc.reasons))
             if req.emit_:
+                why = engine_mismatch(rep, engine_key(req.emit_))
+                if why and len(devices) == 1:
+                    raise UserInputError(why, field="--emit")
+                if why:  # comparing hardware: the engine serves some of it; say so for the rest
+                    commands.append(f"# {why}")
+                    continue
                 for pools in (None, disagg_pools) if disagg_pools else (None,):
                     lp = emit_plan(rep, req.emit_, max_num_seqs=seqs.get(pools, max(fitted)),
                                    max_model_len=in_len + out_len, disagg=pools)
@@ -385,6 +392,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
 def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> CapacityResult:
     """Devices of each hardware option needed to serve ``--qps`` within the SLO."""
     from xpuplan.serve import emit_plan, size_for_qps
+    from xpuplan.serve.emit import engine_key, engine_mismatch
     from xpuplan.serve.estimate import kv_tokens_per_sequence
     from xpuplan.serve.kv import max_concurrent_sequences, memory_plan
     from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
@@ -425,6 +433,12 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
         for o in plan.options:
             rep = o.replica_obj
             assert rep is not None
+            why = engine_mismatch(rep, engine_key(req.emit_))
+            if why and len(devices) == 1:
+                raise UserInputError(why, field="--emit")
+            if why:  # comparing hardware: the engine serves some of it; say so for the rest
+                commands.append(f"# {why}")
+                continue
             cmax = max_concurrent_sequences(rep, memory_plan(rep), kv_tokens_per_sequence(rep, in_len, out_len))
             pools: list[tuple[int, int] | None] = [None]
             if o.disagg is not None and o.disagg.prefill_replicas and o.disagg.decode_replicas:

@@ -322,10 +322,24 @@ def engine_key(engine: str) -> str:
     return key
 
 
+def engine_mismatch(rep: Replica, key: str) -> str | None:
+    """Why the engine ``key`` cannot serve on ``rep``'s device (None when it can): TensorRT-LLM is
+    NVIDIA-only, MindIE and vllm-ascend are Ascend-only."""
+    if key == "trtllm" and rep.device.vendor.casefold() != "nvidia":
+        return f"--emit trtllm: TensorRT-LLM runs on NVIDIA GPUs only, not on {rep.device.id}"
+    if key in ("mindie", "vllm-ascend") and not _is_ascend(rep):
+        name = "MindIE" if key == "mindie" else "vllm-ascend"
+        return f"--emit {key}: {name} runs on Huawei Ascend NPUs only, not on {rep.device.id}"
+    return None
+
+
 def emit_plan(rep: Replica, engine: str, *, max_num_seqs: int, max_model_len: int,
               disagg: tuple[int, int] | None = None, quantized_checkpoint: bool = True) -> LaunchPlan:
     """The serve command(s) for ``engine`` that realise ``rep`` (module doc)."""
     key = engine_key(engine)
+    why = engine_mismatch(rep, key)
+    if why:
+        raise UserInputError(why, field="--emit")
     if max_num_seqs < 1 or max_model_len < 1:
         raise UserInputError("max_num_seqs and max_model_len must be positive", field="emit")
     if key == "vllm" and _is_ascend(rep):

@@ -404,4 +404,7 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
         emitter = _EMITTERS[framework]
     except KeyError:
         raise UserInputError(f"unknown framework {framework!r}; choose {', '.join(FRAMEWORKS)}", field="emit") from None
+    if cluster.device.kind.upper() == "TPU":  # all four are PyTorch-distributed (NCCL/HCCL) launchers
+        raise UserInputError(f"--emit {framework}: {framework} does not run on TPUs ({cluster.device.id}); "
+                             "TPU training runs on JAX (MaxText) or PyTorch/XLA", field="--emit")
     return emitter(plan, model, cluster, job)
