@@ -237,3 +237,9 @@ def test_emit_for_an_engine_the_hardware_cannot_run():
     d = json.loads(r.stdout)
     assert any(c.startswith("# --emit mindie") and "nvidia-h100" in c for c in d["commands"])
     assert [lp["target"] for lp in d["launches"]] and all(lp["target"] == "mindie" for lp in d["launches"])
+
+
+def test_spec_accept_out_of_range_names_the_flag_once():
+    r = run("infer", "estimate", "--model", "llama3-70b", "--hw", "H100", "--tp", "4", "--in", "1024", "--out", "128",
+            "--spec-tokens", "3", "--spec-accept", "5")
+    assert r.exit_code == 2 and "field '--spec-accept'" in r.output and "field 'spec_accept'" not in r.output, r.output

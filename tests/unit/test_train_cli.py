@@ -144,3 +144,9 @@ def test_examples_in_docs_run():
         args = shlex.split(command)[1:]
         r = runner.invoke(app, args)
         assert r.exit_code == expected, f"{line}\n{r.output}"
+
+
+def test_emit_errors_name_the_flag():
+    """A planner error about `emit` names --emit (was: field 'emit')."""
+    r = invoke("estimate", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--method", "lora", "--emit", "megatron")
+    assert r.exit_code == 2 and "field '--emit'" in r.output, r.output

@@ -253,10 +253,11 @@ def names_flags(func: F) -> F:
         except UserInputError as exc:
             name = exc.field
             if exc.file is None and name and not name.startswith("--"):
-                name = _PLANNER_FIELDS.get(name, name)
-                if name in type(req).model_fields:
-                    exc.field = type(req).flag(name)
-                    exc.args = (exc.render(),)
+                for cand in (_PLANNER_FIELDS.get(name, name), name):  # train's request field is `emit`, serve's `emit_`
+                    if cand in type(req).model_fields:
+                        exc.field = type(req).flag(cand)
+                        exc.args = (exc.render(),)
+                        break
             raise
 
     return wrapper  # type: ignore[return-value]

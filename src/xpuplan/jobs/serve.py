@@ -204,7 +204,7 @@ def serving_inputs(req: _ServeCommon) -> dict[str, Any]:
         try:
             out["speculation"] = Speculation(req.spec_tokens, req.spec_accept, req.spec_draft_cost or 0.0)
         except UserInputError as exc:
-            raise flag_error(type(req), exc.field or "spec_accept", str(exc)) from None
+            raise flag_error(type(req), exc.field or "spec_accept", exc.message) from None
     elif req.spec_accept is not None or req.spec_draft_cost is not None:
         raise flag_error(type(req), "spec_tokens", "--spec-accept/--spec-draft-cost need --spec-tokens (draft tokens per step)")
     if req.prefix_hit_rate:
