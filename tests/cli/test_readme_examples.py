@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from xpuplan.cli.main import app
+from xpuplan.cli.main import app, take_hw_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -28,6 +28,7 @@ SKIP = {
     "xpuplan calibrate --device generic-cpu": "needs a `bench run` (PyTorch) first",
     "xpuplan validate --local latest": "needs a `bench run` (PyTorch) first; without one it exits 2 by design",
     "xpuplan validate": "slow (every published row, ~9 s twice); tests/validation runs the same rows",
+    "xpuplan serve": "starts a server that runs until stopped; tests/api and tests/web test the app",
 }
 
 #: README commands whose exit status is not 0 on purpose (3: the plan cannot fit, and it says why).
@@ -40,6 +41,7 @@ EXIT = {
 FILES = {
     "path/to/config.json": FIXTURES / "hf" / "llama3-8b" / "config.json",
     "all_reduce.log": FIXTURES / "bench" / "all_reduce_perf_8xh100.log",
+    "run.log": FIXTURES / "bench" / "megatron_llama3-8b_8xh100.log",
 }
 
 
@@ -87,7 +89,8 @@ def test_readme_example_runs(command, workdir):
     if command.startswith("xpuplan calibrate "):  # calibrate fits stored measurements: import the README's log first
         r = runner.invoke(app, ["import", "nccl-tests", "all_reduce.log"])
         assert r.exit_code == 0, r.output
-    args = shlex.split(command)[1:]
+    words, figures = take_hw_figures(shlex.split(command)[1:])  # as the `xpuplan` script does: the flag goes anywhere
+    args = [*(w for f in figures for w in ("--hw-figure", f)), *words]
     expected = EXIT.get(command, 0)
     r = runner.invoke(app, args)
     assert r.exit_code == expected, f"{command}\n{r.output}"
