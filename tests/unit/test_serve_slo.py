@@ -148,10 +148,10 @@ def test_emit_commands(tmp_path):
     assert "--kv-cache-dtype fp8" in v and "--gpu-memory-utilization 0.90" in v
     s = emit(rep, "sglang", max_num_seqs=128, max_model_len=4096)
     assert "--tp-size 4" in s and "--mem-fraction-static" in s
-    t = emit(rep, "trtllm", max_num_seqs=128, max_model_len=4096)
-    assert "trtllm-serve" in t and "--tp_size 4" in t and "--max_batch_size 128" in t
-    m = emit(rep, "mindie", max_num_seqs=128, max_model_len=4096)
-    assert '"worldSize": 4' in m and '"maxBatchSize": 128' in m and '"cacheBlockSize"' in m
+    for engine in ("trtllm", "mindie"):  # NVIDIA-only / Ascend-only: not on this test vendor's device
+        with pytest.raises(UserInputError) as e:  # (their commands: tests/unit/test_launch_targets.py)
+            emit(rep, engine, max_num_seqs=128, max_model_len=4096)
+        assert e.value.field == "--emit"
     with pytest.raises(UserInputError) as e:
         emit(rep, "ollama", max_num_seqs=1, max_model_len=10)
     assert e.value.field == "emit"
