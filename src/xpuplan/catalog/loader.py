@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from xpuplan.catalog.device import Device, Ecosystem, Figure, Source, unit_for_key
+from xpuplan.catalog.device import Device, Ecosystem, Figure, Source, canonical_path, unit_for_key
 from xpuplan.catalog.schema import DeviceIn, FigureIn, HardwareFileIn
 from xpuplan.datafile import line_for, load_model, parse_text, read_text
 from xpuplan.errors import UserInputError
@@ -50,8 +50,8 @@ def _device_from(d: DeviceIn, vendor: str, sources: dict[str, Source], file: str
                 line=line_for(loc, lines),
             )
         scale, unit = unit_for_key(path)
-        figures[path] = Figure(
-            path=path,
+        figures[canonical_path(path)] = Figure(
+            path=canonical_path(path),
             value=f.value * scale,
             low=(f.min if f.min is not None else f.value) * scale,
             high=(f.max if f.max is not None else f.value) * scale,
