@@ -38,6 +38,9 @@ class TrainingStack(_Strict):
     name: str
     sequence_parallel: bool = Field(description="SP on whenever tp > 1")
     tp_comm_overlap: bool = Field(description="TP/SP collectives chunked under the adjacent GEMMs")
+    tp_overlap_needs_sp: bool = Field(default=True, description="the TP overlap works only with sequence parallelism "
+                                                                "(Transformer Engine); False where the compiler "
+                                                                "overlaps any TP collective (XLA collective matmul)")
     p2p_overlap: bool = Field(description="pipeline sends overlap the other virtual stage's compute")
     grad_reduce_overlap: bool = Field(default=True, description="DP gradient buckets reduce under the backward")
     zero3_granularity: Zero3Granularity = Field(description="what one ZeRO-3/FSDP collective covers")

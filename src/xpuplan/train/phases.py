@@ -105,7 +105,8 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     recomputed forward.
 
     Where the stack overlaps TP communication (and SP is on, which Transformer Engine's overlap
-    needs), each layer's collectives run chunk by chunk under its GEMMs (forward: the layer's
+    needs; a stack with ``tp_overlap_needs_sp`` False, such as XLA's collective matmul in MaxText,
+    overlaps without it), each layer's collectives run chunk by chunk under its GEMMs (forward: the layer's
     forward GEMMs; backward: twice that): exposed is what exceeds the GEMMs, and at least one chunk
     (1/tp of the traffic: the ring exchange's first or last step has no GEMM to hide under), plus
     the interference of the hidden part (:func:`exposed_after_overlap_s`). A job's ``tp_overlap``
@@ -122,7 +123,8 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     fwd = exposed_after_overlap_s(comm_layer, comp.gemm_fwd, tail)
     bwd = exposed_after_overlap_s(comm_layer, GEMM_BACKWARD_FACTOR * comp.gemm_fwd, tail)
     overlapped = fwd * (1.0 + lay.full_rec) + bwd
-    return lay.layers_stage * np.where(lay.sp, overlapped, lay.passes * comm_layer)
+    can_overlap = lay.sp if stack.tp_overlap_needs_sp else np.ones_like(lay.sp, dtype=bool)
+    return lay.layers_stage * np.where(can_overlap, overlapped, lay.passes * comm_layer)
 
 
 def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays, comp: StageCompute) -> np.ndarray:
