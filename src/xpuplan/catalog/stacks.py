@@ -45,6 +45,9 @@ class TrainingStack(_Strict):
     grad_reduce_overlap: bool = Field(default=True, description="DP gradient buckets reduce under the backward")
     zero3_granularity: Zero3Granularity = Field(description="what one ZeRO-3/FSDP collective covers")
     zero3_prefetch: bool = Field(default=True, description="next gather issued under the current unit's compute")
+    zero3_hybrid: bool = Field(default=False, description="ZeRO-3 shards inside a scale-up domain only; the gradient "
+                                                          "shard is all-reduced across domains once per step "
+                                                          "(MaxText multislice: FSDP over ICI, DP over DCN)")
     ep_overlap: float = Field(default=0.0, ge=0, le=1, description="fraction of MoE all-to-all hidden")
     moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
                                                             "(then scale-up forwarding), e.g. DeepEP")
