@@ -91,6 +91,15 @@ class Runner:
     result: type[Any]
     infeasible: bool = True
 
+    def execute(self, body: Any, ctx: RunContext, progress: Progress | None = None) -> Any:
+        """Run ``body`` under its ``hw_figures`` (when it has any): a context of this request only,
+        applied in this thread only, so concurrent requests never see each other's figures."""
+        figures = getattr(body, "hw_figures", None)
+        if figures:
+            ctx = ctx.with_hw_figures(figures)
+        with ctx.applied():
+            return self.run(body, ctx, progress)
+
 
 def _runners() -> dict[str, Runner]:
     from xpuplan.decide.result import Recommendation
@@ -168,7 +177,7 @@ def _check_sync(kind: str, body: Any) -> None:
 def _route(kind: str, runner: Runner) -> None:
     def handler(request: Request, body: Any) -> Any:
         _check_sync(kind, body)
-        return respond(runner.run(body, context(request), None))
+        return respond(runner.execute(body, context(request), None))
 
     handler.__annotations__ = {"request": Request, "body": runner.body, "return": Any}
     handler.__name__ = kind.replace(".", "_")
