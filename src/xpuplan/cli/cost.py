@@ -24,6 +24,7 @@ from xpuplan.jobs.cost import (
     run_train_cost,
 )
 from xpuplan.jobs.requests import parse_request
+from xpuplan.report.format import fmt_usd_detail
 
 app = typer.Typer(help="Cost: TCO over a horizon, cost of a training run, cost of serving a load "
                   "(energy, carbon, failures included).", no_args_is_help=True)
@@ -64,13 +65,7 @@ def _common(owned: bool, cloud: str | None, term: str, region: str, cooling: str
 
 
 def _usd(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if abs(x) >= 1e6:
-        return f"${x / 1e6:,.2f}M"
-    if abs(x) >= 1e3:
-        return f"${x:,.0f}"
-    return f"${x:,.4g}"
+    return fmt_usd_detail(x, ",.4g")
 
 
 def _short(text: str, n: int = 70) -> str:

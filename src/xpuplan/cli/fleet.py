@@ -14,6 +14,7 @@ import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, request, table
 from xpuplan.errors import UserInputError
+from xpuplan.report.format import fmt_usd_detail
 from xpuplan.units import HOUR
 
 app = typer.Typer(help="Fleet mix: which hardware, how many replicas per request class, at least cost "
@@ -26,13 +27,7 @@ def register(root: typer.Typer) -> None:
 
 
 def _usd(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if abs(x) >= 1e6:
-        return f"${x / 1e6:,.2f}M"
-    if abs(x) >= 1e3:
-        return f"${x:,.0f}"
-    return f"${x:,.2f}"
+    return fmt_usd_detail(x)
 
 
 # -- commands -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from xpuplan.fleet.optimize import FleetPlan
-from xpuplan.report.format import fmt_number
+from xpuplan.report.format import fmt_number, fmt_usd_detail
 from xpuplan.report.page import bullets, html_page, kpis, md_page, md_table, section, table
 from xpuplan.report.svg import LINE_COLOURS, stacked_bars
 from xpuplan.units import HOUR
@@ -23,13 +23,7 @@ MIX_HEAD = ["class", "hardware", "tp", "dtype", "replicas", "devices", "req/s pe
 
 def _usd(x: float | None) -> str:
     """Dollars as ``fleet optimize`` prints them: millions, whole dollars from $1,000, else cents."""
-    if x is None:
-        return "-"
-    if abs(x) >= 1e6:
-        return f"${x / 1e6:,.2f}M"
-    if abs(x) >= 1e3:
-        return f"${x:,.0f}"
-    return f"${x:,.2f}"
+    return fmt_usd_detail(x)
 
 
 def _subtitle(plan: FleetPlan) -> str:

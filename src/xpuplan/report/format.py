@@ -25,6 +25,18 @@ def fmt_usd(usd: float | None) -> str:
     return f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}"
 
 
+def fmt_usd_detail(usd: float | None, small: str = ",.2f") -> str:
+    """US dollars for tables of rates and totals: millions from $1M, whole dollars from $1,000, and below
+    that ``small`` (cents by default; per-query prices pass ",.4g"); '-' when unknown."""
+    if usd is None:
+        return "-"
+    if abs(usd) >= 1e6:
+        return f"${usd / 1e6:,.2f}M"
+    if abs(usd) >= 1e3:
+        return f"${usd:,.0f}"
+    return f"${usd:{small}}"
+
+
 def fmt_energy_j(joules: float | None) -> str:
     """Energy given in joules, shown in kWh (MWh above 1,000 kWh); '-' when unknown."""
     if joules is None:
