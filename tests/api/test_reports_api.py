@@ -93,3 +93,24 @@ def test_bad_format_and_kinds_without_a_report(client: TestClient) -> None:
     r = client.post("/api/v1/train/estimate?format=html",
                     json={"model": "llama3-8b", "hw": "H100", "devices": 8, "tp": 2})
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+
+
+def test_background_job_result_as_report(client: TestClient) -> None:
+    import time
+
+    body = {"model": "llama3-8b", "hw": "H100", "devices": 8, "tokens": 1e11}
+    job = client.post("/api/v1/jobs", json={"kind": "train.search", "request": body}).json()
+    for _ in range(300):
+        if client.get(job["status_url"]).json()["status"] not in ("queued", "running"):
+            break
+        time.sleep(0.1)
+    md = client.get(job["result_url"], params={"format": "md"})
+    assert md.status_code == 200 and md.headers["content-type"] == "text/markdown; charset=utf-8"
+    j = client.get(job["result_url"]).json()
+    assert _train(j)[0] in md.text
+    html = client.get(job["result_url"], params={"format": "html"})
+    assert html.headers["content-type"] == "text/html; charset=utf-8" and "<style>" in html.text
+    est = client.post("/api/v1/jobs", json={"kind": "train.estimate",
+                                            "request": {"model": "llama3-8b", "hw": "H100", "devices": 8}}).json()
+    r = client.get(est["result_url"], params={"format": "html"})
+    assert r.status_code == 422 and r.json()["field"] == "format"
