@@ -27,6 +27,31 @@ def test_token_is_required_when_set(store_url: str) -> None:
         assert c.get("/healthz").status_code == 200  # liveness probes need no token
 
 
+def test_web_page_shell_is_public_but_its_data_routes_need_the_token(store_url: str) -> None:
+    from xpuplan.web.app import create_app as create_web_app
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_web_app(store_url=store_url, token=TOKEN, use_calibration=False)) as c:
+        # the page shells and their assets hold no data: served without a token
+        for path in ("/", "/catalog", "/favicon.ico", "/static/common.js", "/static/recommend.js",
+                     "/static/web.css", "/static/report.css", "/ui/i18n/en.json", "/ui/i18n/zh.json"):
+            assert c.get(path).status_code == 200, path
+        # every data route: 401 without the token (or with a wrong one), 200 with it
+        gets = ("/api/v1/hardware", "/api/v1/models", "/ui/meta", "/api/v1/openapi.json", "/metrics",
+                "/ui/roofline?hw=H100&model=llama3-8b")
+        for path in gets:
+            assert c.get(path).status_code == 401, path
+            assert c.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401, path
+            assert c.get(path, headers=auth).status_code == 200, path
+        body = {"model": "llama3-8b", "hw": "H100"}
+        for path in ("/ui/memory/infer", "/ui/scenario.yaml", "/ui/models", "/ui/recommend", "/ui/report.html"):
+            assert c.post(path, json=body).status_code == 401, path
+        assert c.post("/ui/memory/infer", json=body, headers=auth).status_code == 200
+        # a path that only looks like an asset does not open a data route
+        assert c.get("/static/../api/v1/hardware").status_code in (401, 404)
+        assert c.get("/static/%2e%2e/api/v1/hardware").status_code in (401, 404)
+
+
 def test_body_size_limit(store_url: str) -> None:
     with TestClient(create_app(store_url=store_url, max_body_bytes=1000, use_calibration=False)) as c:
         big = {"scenario": {"scenario": "pretraining", "title": "x" * 5000}}

@@ -81,10 +81,10 @@ def test_memory_train_exits_3_when_it_does_not_fit():
 
 
 def test_memory_infer_and_infer_estimate_agree_on_the_fit():
-    # the same replica (tp 2, bf16, vLLM's memory fraction) is refused by both
-    mem = run("memory", "infer", "--model", "llama3-70b", "--hw", "H100", "--tp", "2", "--batch", "1",
+    # the same replica (tp 1, bf16, vLLM's memory fraction) is refused by both
+    mem = run("memory", "infer", "--model", "llama3-70b", "--hw", "H100", "--tp", "1", "--batch", "1",
               "--context", "2048")
-    est = run("infer", "estimate", "--model", "llama3-70b", "--hw", "H100", "--tp", "2", "--batch", "1",
+    est = run("infer", "estimate", "--model", "llama3-70b", "--hw", "H100", "--tp", "1", "--batch", "1",
               "--in", "1024", "--out", "1024")
     assert mem.exit_code == est.exit_code == 3, (mem.output, est.output)
     mem = run("memory", "infer", "--model", "llama3-70b", "--hw", "H100", "--tp", "4", "--batch", "1",

@@ -3,7 +3,7 @@ import pytest
 from tests.unit.hwfixture import GOOD, device, write
 from xpuplan.catalog import build_catalog, load_catalog, load_hardware_file
 from xpuplan.errors import UnknownIdError, UserInputError
-from xpuplan.units import GB, GB_PER_S, GBIT, TFLOPS
+from xpuplan.units import GB, GB_PER_S, GBIT, TFLOPS, GiB
 
 
 def test_loads_and_converts_to_si(tmp_path):
@@ -75,3 +75,47 @@ def test_user_catalog_via_env(tmp_path, monkeypatch):
     monkeypatch.setenv("XPUPLAN_HARDWARE_PATH", str(tmp_path))
     cat = load_catalog()
     assert "testco-x1" in cat
+
+
+def test_capacity_gib_converts_with_binary_prefix(tmp_path):
+    p = write(tmp_path, GOOD.replace("capacity_gb: {value: 80,", "capacity_gib: {value: 80,"))
+    d = build_catalog(load_hardware_file(p)).get("testco-x1")
+    assert d.memory_bytes == 80 * 2**30 == 80 * GiB
+    f = d.figure("memory.capacity_gb")  # one runtime figure whichever unit the file printed
+    assert f.printed_value == 80 and f.printed_unit_key == "capacity_gib" and f.unit == "B"
+
+
+def test_capacity_gb_stays_decimal(tmp_path):
+    d = device(tmp_path)
+    assert d.memory_bytes == 80e9
+    assert d.figure("memory.capacity_gb").printed_unit_key == "capacity_gb"
+
+
+def test_capacity_in_both_units_rejected(tmp_path):
+    both = GOOD.replace("capacity_gb: {value: 80, source: ds, trust: A}",
+                        "capacity_gb: {value: 80, source: ds, trust: A}\n      capacity_gib: {value: 80, source: ds, trust: A}")
+    assert both != GOOD
+    with pytest.raises(UserInputError, match="not both") as exc:
+        load_hardware_file(write(tmp_path, both))
+    assert exc.value.field is not None and "memory" in exc.value.field
+
+
+def test_shipped_hbm_capacities_are_binary():
+    cat = load_catalog()
+    assert cat.get("nvidia-h100-sxm-80gb").memory_bytes == 80 * 2**30
+    assert cat.get("nvidia-a100-sxm-80gb").memory_bytes == 80 * 2**30
+    assert cat.get("amd-mi300x-192gb").memory_bytes == 192 * 2**30
+    assert cat.get("nvidia-h100-sxm-80gb").figure("memory.capacity_gb").printed_unit_key == "capacity_gib"
+
+
+def test_capacity_gib_override_replaces_the_one_capacity_figure():
+    from xpuplan.catalog.overrides import apply_overrides, parse_figure_override
+
+    cat = load_catalog()
+    dev = cat.get("nvidia-h100-sxm-80gb")
+    o = parse_figure_override("nvidia-h100-sxm-80gb:memory.capacity_gib=96")
+    out = apply_overrides({dev.id: dev}, lambda name: dev.id, [o])[dev.id]
+    assert out.memory_bytes == 96 * GiB
+    assert "memory.capacity_gib" not in out.figures
+    o = parse_figure_override("nvidia-h100-sxm-80gb:memory.capacity_gb=96")
+    assert apply_overrides({dev.id: dev}, lambda name: dev.id, [o])[dev.id].memory_bytes == 96 * GB

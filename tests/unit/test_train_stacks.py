@@ -118,6 +118,24 @@ def test_tp_overlap_hides_tp_comm_under_gemms_but_not_all_of_it():
         _eval("llama3-70b", "nvidia-h100-sxm-80gb", 8, no_sp, "megatron-core").step.tp_comm_s)
 
 
+def test_xla_collective_matmul_overlaps_tp_comm_without_sp():
+    """MaxText (XLA collective matmul / async collective fusion) hides TP collectives under the
+    adjacent matmuls with no sequence parallelism: the same exposed time as an SP stack with TE's
+    overlap, far less than a stack that waits for every TP collective."""
+    mt = training_stack("maxtext")
+    assert mt.tp_comm_overlap and not mt.tp_overlap_needs_sp and not mt.sequence_parallel
+    assert training_stack("nemo").tp_overlap_needs_sp  # TE's overlap keeps needing SP
+    kw = dict(tp=16, pp=1, sp=False, zero_stage=3, recompute="full")
+    hw, n = "google-tpu-v5p", 256
+    xla = _eval("llama3-70b", hw, n, kw, "maxtext", seq=2048)
+    waits = _eval("llama3-70b", hw, n, kw, "fsdp", seq=2048)  # no TP overlap at all
+    assert waits.step.tp_comm_s > 0
+    assert xla.step.tp_comm_s < 0.5 * waits.step.tp_comm_s
+    # the first/last ring step has no matmul to hide under: at least 1/tp stays exposed
+    assert xla.step.tp_comm_s >= waits.step.tp_comm_s / 16 * 0.999
+    assert xla.step_time_s < waits.step_time_s
+
+
 def test_async_p2p_hides_interleaved_pipeline_sends():
     kw = dict(tp=8, pp=8, vpp=2, zero_stage=1)
     sync = _eval("llama3-70b", "nvidia-h100-sxm-80gb", 256, kw, "megatron-lm-legacy")
@@ -249,3 +267,45 @@ def test_fp8_dispatch_only_where_the_stack_does_it():
     bf = estimate(m, c, make_plan(**kw), job, stack=ds, uneven_pipeline=True).step.ep_comm_s
     f8 = estimate(m, c, make_plan(**kw, precision="fp8"), job, stack=ds, uneven_pipeline=True).step.ep_comm_s
     assert 0.6 * bf < f8 < 0.9 * bf  # dispatch halves, combine stays bf16
+
+
+def test_cross_domain_all_reduce_runs_on_the_scale_out_network():
+    """One rank per ICI slice, slices a domain apart: a ring all-reduce on the DCN alone."""
+    from xpuplan.train.phases import cross_domain_all_reduce_s
+
+    c = Cluster.from_catalog("google-tpu-v5e", 8192)
+    assert c.domain_size == 256
+    n_bytes = np.array([1e9])
+    t = cross_domain_all_reduce_s(n_bytes, c, np.array([32]), np.array([256]))
+    bw_term = 2.0 * 31 / 32 * 1e9 / c.scale_out.bus_bw
+    assert t[0] >= bw_term and t[0] < bw_term * 1.05
+    assert cross_domain_all_reduce_s(n_bytes, c, np.array([1]), np.array([256]))[0] == 0.0
+
+
+def test_maxtext_multislice_shards_inside_the_slice_and_all_reduces_across_slices():
+    """MaxText multislice (ici_fsdp inside a slice, dcn_data_parallelism across): a hybrid stack
+    gathers over the slice only and pays the gradient shard's all-reduce over the DCN once per step;
+    inside one slice it is plain ZeRO-3."""
+    mt = training_stack("maxtext")
+    assert mt.zero3_hybrid
+    flat = mt.model_copy(update={"zero3_hybrid": False})
+    kw = dict(tp=1, pp=1, zero_stage=3, recompute="full", micro_batch=4)
+    m = get_model("llama3-8b")
+    job_for = lambda n: TrainingJob(seq_len=2048, global_batch_tokens=2048 * 4 * n)  # noqa: E731
+
+    def run(n, stack):
+        plan = make_plan(n_devices=n, global_batch_seqs=job_for(n).global_batch_seqs, **kw)
+        return estimate(m, Cluster.from_catalog("google-tpu-v5e", n), plan, job_for(n), stack=stack)
+
+    one_slice = run(256, mt)
+    assert one_slice.step.zero3_comm_s == pytest.approx(run(256, flat).step.zero3_comm_s)
+    multi = run(2048, mt)
+    # the gradient shard (1/256 of the fp32 gradients) crosses the DCN: more exposed traffic than one slice
+    assert multi.step.zero3_comm_s > one_slice.step.zero3_comm_s
+    # with the DCN 100x slower the cross-slice all-reduce dominates the hybrid stack's communication
+    slow = Cluster.from_catalog("google-tpu-v5e", 2048, scale_out_gbit_per_s=0.25)
+    plan = make_plan(n_devices=2048, global_batch_seqs=job_for(2048).global_batch_seqs, **kw)
+    shard_bytes = 8.0e9 * 4.0 / 256  # ~8B parameters, fp32 gradients
+    ar_s = 2.0 * 7 / 8 * shard_bytes / slow.scale_out.bus_bw
+    slow_e = estimate(m, slow, plan, job_for(2048), stack=mt)
+    assert slow_e.step.zero3_comm_s > 0.5 * ar_s

@@ -177,7 +177,7 @@ def test_gpt3_175b_does_not_fit_on_8_h100_and_says_what_it_takes():
     p = make_plan(n_devices=8, global_batch_seqs=1536, tp=8, zero_stage=3, recompute="full")
     e = estimate(m, c, p, job)
     assert not e.feasible and "model states" in e.reasons[0]
-    assert min_devices_for_states(m, c, job) >= 37  # 175e9 x 16 B / 76 GB usable
+    assert min_devices_for_states(m, c, job) >= 35  # 175e9 x 16 B / 81.6 GB usable (95% of 80 GiB)
     best = devices_to_fit(m, c, job)
     assert best is not None and best.feasible and best.n_devices >= 40
 

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +52,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def server(web_app: Any) -> Iterator[str]:
-    """Base URL of the app served by uvicorn on 127.0.0.1 (a thread; stopped after the session)."""
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Base URL of ``app`` served by uvicorn on 127.0.0.1 (a thread, stopped on exit)."""
     import uvicorn
 
     port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(web_app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=srv.run, name="xpuplan-web-test-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -65,9 +66,18 @@ def server(web_app: Any) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test server did not start")
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def server(web_app: Any) -> Iterator[str]:
+    """Base URL of the app served by uvicorn on 127.0.0.1 (stopped after the session)."""
+    with serve(web_app) as url:
+        yield url
 
 
 def _missing_browser() -> str | None:

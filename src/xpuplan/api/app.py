@@ -24,7 +24,9 @@ from xpuplan.api import catalog, errors, planning, service
 PREFIX: Final = "/api/v1"
 #: Largest request body accepted, bytes (a scenario is a few KB; a validation CSV a few hundred KB).
 DEFAULT_MAX_BODY_BYTES: Final = 2 * 1024 * 1024
-#: Paths served without a token (liveness probes).
+#: Paths served without a token (liveness probes). Front ends add their own public paths and
+#: prefixes (the web page's shell and static assets, which hold no data) to ``app.state.open_paths``
+#: and ``app.state.open_prefixes``; every data route stays behind the token.
 OPEN_PATHS: Final = frozenset({"/healthz"})
 
 
@@ -91,6 +93,13 @@ def _authorised(request: Request, token: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
+def _public(app: FastAPI, path: str) -> bool:
+    """Whether ``path`` is served without a token (``app.state.open_paths``/``open_prefixes``)."""
+    if path in app.state.open_paths:
+        return True
+    return any(path.startswith(p) and "/.." not in path for p in app.state.open_prefixes)
+
+
 def create_app(*, store_url: str | None = None, token: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, use_calibration: bool | None = None,
                workers: int | None = None) -> FastAPI:
@@ -139,6 +148,8 @@ def create_app(*, store_url: str | None = None, token: str | None = None,
     app.state.metrics = metrics
     app.state.prefix = PREFIX
     app.state.token = token
+    app.state.open_paths = set(OPEN_PATHS)
+    app.state.open_prefixes = []
     app.state.started = time.time()
     errors.install(app)
 
@@ -147,7 +158,7 @@ def create_app(*, store_url: str | None = None, token: str | None = None,
         t0 = time.perf_counter()
         status = 500
         try:
-            if token and request.url.path not in OPEN_PATHS and not _authorised(request, token):
+            if token and not _public(app, request.url.path) and not _authorised(request, token):
                 response: Any = JSONResponse(status_code=401, content={
                     "error": "missing or wrong bearer token", "field": "Authorization", "hint": None},
                     headers={"WWW-Authenticate": "Bearer"})

@@ -151,7 +151,7 @@ class Background:
         handle.status = "running"
         try:
             self.saved.mark_running(handle.id)
-            result = RUNNERS[handle.kind].run(body, self.ctx, self._progress(handle))
+            result = RUNNERS[handle.kind].execute(body, self.ctx, self._progress(handle))
             document = result.to_dict()
         except JobCancelled:
             self._finish(handle, "cancelled")

@@ -23,6 +23,22 @@ def _scenario(value: dict[str, Any]) -> dict[str, Any]:
     return check_scenario(value, "scenario")
 
 
+def _hw_figures(value: list[str] | None) -> list[str] | None:
+    from xpuplan.jobs.context import RunContext
+
+    if value:
+        RunContext().with_hw_figures(value, field="hw_figures")  # each checked now, errors name hw_figures[i]
+    return value
+
+
+#: User hardware figures of this request only (``--hw-figure``): ``DEVICE:PATH=VALUE`` strings.
+HwFigures = Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(
+    default=None, max_length=50,
+    description="user hardware figures for this request only, as --hw-figure: 'DEVICE:PATH=VALUE' "
+                "(optional '[LOW..HIGH]' and '@TRUST'), e.g. 'enflame-s60:dense_tflops.bf16=150'"),
+    AfterValidator(_hw_figures)]
+
+
 #: A model id or alias of the catalog (never a path).
 ApiModel = Annotated[Id, AfterValidator(_model)]
 #: A scenario body: a JSON object shaped like the YAML files in examples/.
@@ -49,6 +65,7 @@ class RecommendBody(Body):
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="Monte Carlo seed")
     weights: dict[Annotated[str, Field(max_length=100)], Points] | None = Field(
         default=None, max_length=100, description="leaf criterion -> points, replacing the scenario's weights")
+    hw_figures: HwFigures = None
 
 
 # ----------------------------------------------------------------- job requests, paths replaced
@@ -83,6 +100,7 @@ class TrainEstimateBody(TrainEstimateRequest):
 
     model: ApiModel | None = Field(default=None, description=_MODEL)
     scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)  # type: ignore[assignment]
+    hw_figures: HwFigures = None
 
 
 class TrainSearchBody(TrainSearchRequest):
@@ -90,6 +108,7 @@ class TrainSearchBody(TrainSearchRequest):
 
     model: ApiModel | None = Field(default=None, description=_MODEL)
     scenario: ScenarioBody | None = Field(default=None, description="training " + _SCENARIO)  # type: ignore[assignment]
+    hw_figures: HwFigures = None
 
 
 class InferEstimateBody(InferEstimateRequest):
@@ -101,6 +120,7 @@ class InferEstimateBody(InferEstimateRequest):
     model: ApiModel | None = Field(default=None, description=_MODEL)
     scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)  # type: ignore[assignment]
     emit_: str | None = Field(default=None, alias="emit", description=_EMIT)
+    hw_figures: HwFigures = None
 
 
 class CapacityBody(CapacityRequest):
@@ -111,6 +131,7 @@ class CapacityBody(CapacityRequest):
     model: ApiModel | None = Field(default=None, description=_MODEL)
     scenario: ScenarioBody | None = Field(default=None, description="serving " + _SCENARIO)  # type: ignore[assignment]
     emit_: str | None = Field(default=None, alias="emit", description=_EMIT)
+    hw_figures: HwFigures = None
 
 
 class TcoBody(TcoRequest):

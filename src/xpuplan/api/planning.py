@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Form, Request, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from xpuplan.api import bodies as b
@@ -91,6 +91,15 @@ class Runner:
     result: type[Any]
     infeasible: bool = True
 
+    def execute(self, body: Any, ctx: RunContext, progress: Progress | None = None) -> Any:
+        """Run ``body`` under its ``hw_figures`` (when it has any): a context of this request only,
+        applied in this thread only, so concurrent requests never see each other's figures."""
+        figures = getattr(body, "hw_figures", None)
+        if figures:
+            ctx = ctx.with_hw_figures(figures)
+        with ctx.applied():
+            return self.run(body, ctx, progress)
+
 
 def _runners() -> dict[str, Runner]:
     from xpuplan.decide.result import Recommendation
@@ -165,16 +174,46 @@ def _check_sync(kind: str, body: Any) -> None:
                              hint='run it in the background: POST /api/v1/jobs {"kind": "simulate", "request": ...}')
 
 
-def _route(kind: str, runner: Runner) -> None:
-    def handler(request: Request, body: Any) -> Any:
-        _check_sync(kind, body)
-        return respond(runner.run(body, context(request), None))
+#: Kinds whose result has a report (``--report``): ``?format=html|md`` returns it instead of JSON.
+REPORT_KINDS = frozenset({"recommend", "train.search", "infer.capacity", "simulate", "fleet.optimize"})
+ReportFormat = Literal["json", "html", "md"]
+REPORT_CONTENT: dict[int | str, dict[str, Any]] = {200: {"content": {
+    "text/html": {"schema": {"type": "string"}}, "text/markdown": {"schema": {"type": "string"}}}}}
+_FORMAT_DOC = ("json (default): the typed result; html or md: the same report as the CLI's --report out.html / "
+               "out.md (xpuplan.report), rendered from that result")
 
-    handler.__annotations__ = {"request": Request, "body": runner.body, "return": Any}
+
+def report_response(result: Any, fmt: str) -> Response:
+    """``result`` as JSON, or as its HTML or Markdown report (the renderer ``--report`` uses)."""
+    if fmt == "json":
+        return respond(result)
+    from xpuplan.report import render_html, render_markdown
+
+    if fmt == "html":
+        return HTMLResponse(render_html(result))
+    return Response(render_markdown(result), media_type="text/markdown; charset=utf-8")
+
+
+def _route(kind: str, runner: Runner) -> None:
+    handler: Callable[..., Any]
+    if kind in REPORT_KINDS:
+        def handler(request: Request, body: Any, format: ReportFormat = "json") -> Any:  # noqa: A002
+            _check_sync(kind, body)
+            return report_response(runner.execute(body, context(request), None), format)
+
+        handler.__annotations__ = {"request": Request, "body": runner.body,
+                                   "format": Annotated[ReportFormat, Query(description=_FORMAT_DOC)], "return": Any}
+    else:
+        def handler(request: Request, body: Any) -> Any:
+            _check_sync(kind, body)
+            return respond(runner.execute(body, context(request), None))
+
+        handler.__annotations__ = {"request": Request, "body": runner.body, "return": Any}
     handler.__name__ = kind.replace(".", "_")
     router.add_api_route(runner.path, handler, methods=["POST"], summary=runner.summary,
                          description=(runner.body.__doc__ or "").strip(), response_model=runner.result,
-                         responses={**INFEASIBLE, **NOT_FOUND}, operation_id=kind.replace(".", "_"))
+                         responses={**INFEASIBLE, **NOT_FOUND, **(REPORT_CONTENT if kind in REPORT_KINDS else {})},
+                         operation_id=kind.replace(".", "_"))
 
 
 for _kind, _runner in RUNNERS.items():

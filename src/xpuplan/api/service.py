@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from xpuplan.api.bodies import Body
 from xpuplan.api.errors import INFEASIBLE, NOT_FOUND, ErrorOut, NotFoundError, error_body, field_path
-from xpuplan.api.planning import RUNNERS
+from xpuplan.api.planning import REPORT_KINDS, RUNNERS, ReportFormat, report_response
 from xpuplan.errors import UserInputError
 
 router = APIRouter()
@@ -164,12 +164,21 @@ def job_status(request: Request, id: JobId) -> Any:
             responses={202: {"model": JobOut, "description": "not finished yet: the job's status"},
                        **NOT_FOUND, **INFEASIBLE},
             summary="The result of a finished job (the same JSON as the endpoint of its kind)")
-def job_result(request: Request, id: JobId) -> Any:
+def job_result(request: Request, id: JobId,
+               format: Annotated[ReportFormat, Query(description="json (default), or html/md: the report of "  # noqa: A002
+                                                                "a recommend, train.search, infer.capacity, "
+                                                                "simulate or fleet.optimize job")] = "json") -> Any:
     rec = _job_or_404(request, id, with_payload=True)
+    if format != "json" and rec["kind"] not in REPORT_KINDS:
+        raise UserInputError(f"a {rec['kind']} job has no report: use format=json", field="format",
+                             hint=f"reports: {', '.join(sorted(REPORT_KINDS))}")
     if rec["status"] in ("queued", "running"):
         return JSONResponse(status_code=202, content=_job_out(request, rec))
     if rec["status"] == "succeeded":
-        return JSONResponse(rec["result"])
+        if format == "json":
+            return JSONResponse(rec["result"])
+        # the stored JSON read back as the typed result, rendered as the endpoint of its kind does
+        return report_response(RUNNERS[rec["kind"]].result.model_validate(rec["result"]), format)
     if rec["status"] == "cancelled":
         return JSONResponse(status_code=409, content={"error": "the job was cancelled", "field": None, "hint": None})
     err = rec.get("error") or {"status": 409, "body": {"error": f"the job {rec['status']}", "field": None,

@@ -15,10 +15,21 @@ _SUFFIX_UNITS: tuple[tuple[str, float, str], ...] = (
     ("_gb_per_s", units.GB_PER_S, "B/s"),
     ("_usd_per_hour", 1.0, "USD/h"),
     ("_usd", 1.0, "USD"),
+    ("_gib", units.GiB, "B"),
     ("_gb", units.GB, "B"),
     ("_mb", units.MB, "B"),
     ("_w", 1.0, "W"),
 )
+
+
+#: File keys that print one runtime figure in another unit: the figure is held (in SI bytes) under
+#: the canonical path, and ``Figure.printed_unit_key`` keeps the key the file or user used.
+CANONICAL_PATH: dict[str, str] = {"memory.capacity_gib": "memory.capacity_gb"}
+
+
+def canonical_path(path: str) -> str:
+    """The runtime figure path for a file or override key (``memory.capacity_gib`` -> ``memory.capacity_gb``)."""
+    return CANONICAL_PATH.get(path, path)
 
 
 def unit_for_key(path: str) -> tuple[float, str]:

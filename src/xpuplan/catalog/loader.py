@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from xpuplan.catalog.device import Device, Ecosystem, Figure, Source, unit_for_key
+from xpuplan.catalog.device import Device, Ecosystem, Figure, Source, canonical_path, unit_for_key
 from xpuplan.catalog.schema import DeviceIn, FigureIn, HardwareFileIn
 from xpuplan.datafile import line_for, load_model, parse_text, read_text
 from xpuplan.errors import UserInputError
@@ -22,6 +24,25 @@ ENV_EXTRA = "XPUPLAN_HARDWARE_PATH"
 #: User figures laid over the catalog: ``;``-separated ``DEVICE:PATH=VALUE`` specs or YAML file paths
 #: (see :mod:`xpuplan.catalog.overrides`); the jobs layer sets it from ``--hw-figure``.
 ENV_FIGURES = "XPUPLAN_HW_FIGURES"
+#: User figures of the current run only (same syntax as ``$XPUPLAN_HW_FIGURES``), laid after those:
+#: set by :func:`scoped_figures` (``RunContext.applied``), local to the thread or task that set it,
+#: so concurrent HTTP requests each see their own figures.
+_SCOPED_FIGURES: ContextVar[str] = ContextVar("xpuplan_hw_figures", default="")
+
+
+@contextmanager
+def scoped_figures(text: str) -> Iterator[None]:
+    """Within this block (this thread or task only), :func:`load_catalog` also lays ``text``'s
+    figures (``;``-separated specs) over the catalog, after ``$XPUPLAN_HW_FIGURES``."""
+    outer, text = _SCOPED_FIGURES.get(), text.strip()
+    if not text or outer.endswith(text):  # already laid (a nested block of the same run)
+        yield
+        return
+    token = _SCOPED_FIGURES.set(";".join(t for t in (outer, text) if t))
+    try:
+        yield
+    finally:
+        _SCOPED_FIGURES.reset(token)
 
 
 def _iter_figures(obj: BaseModel, prefix: str) -> Iterator[tuple[str, FigureIn]]:
@@ -50,8 +71,8 @@ def _device_from(d: DeviceIn, vendor: str, sources: dict[str, Source], file: str
                 line=line_for(loc, lines),
             )
         scale, unit = unit_for_key(path)
-        figures[path] = Figure(
-            path=path,
+        figures[canonical_path(path)] = Figure(
+            path=canonical_path(path),
             value=f.value * scale,
             low=(f.min if f.min is not None else f.value) * scale,
             high=(f.max if f.max is not None else f.value) * scale,
@@ -176,11 +197,11 @@ def load_catalog(extra: Iterable[str | Path] = ()) -> Catalog:
     """The built-in catalog plus user files (``extra`` or ``$XPUPLAN_HARDWARE_PATH``).
 
     A user file may add devices; reusing a built-in id is an error (copy and rename instead).
-    A user figure (``$XPUPLAN_HW_FIGURES``, :mod:`xpuplan.catalog.overrides`) adds or replaces one
-    figure of a device.
+    A user figure (``$XPUPLAN_HW_FIGURES``, then those of :func:`scoped_figures`;
+    :mod:`xpuplan.catalog.overrides`) adds or replaces one figure of a device.
     """
     extra = tuple(str(p) for p in extra)
-    figures = os.environ.get(ENV_FIGURES, "").strip()
+    figures = ";".join(t for t in (os.environ.get(ENV_FIGURES, "").strip(), _SCOPED_FIGURES.get()) if t)
     if not extra and not os.environ.get(ENV_EXTRA):
         base = _default_catalog()
     else:

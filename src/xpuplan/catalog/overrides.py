@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from xpuplan.catalog.device import Device, Figure, Source, unit_for_key
+from xpuplan.catalog.device import Device, Figure, Source, canonical_path, unit_for_key
 from xpuplan.errors import UserInputError
 
 #: Field name used in errors about override specs (the CLI flag).
@@ -62,7 +62,7 @@ def normalise_path(path: str, *, field: str = FLAG) -> str:
     if section not in _SECTIONS or "." not in p:
         raise UserInputError(
             f"unknown figure path {path!r}; use dense_tflops.<precision> (or compute.<precision>_tflops), "
-            "memory.capacity_gb, memory.bandwidth_gb_per_s, scale_up.bandwidth_gb_per_s_per_direction, "
+            "memory.capacity_gb (or memory.capacity_gib), memory.bandwidth_gb_per_s, scale_up.bandwidth_gb_per_s_per_direction, "
             "power.tdp_w, ...", field=field)
     if section in ("dense_tflops", "sparse_tflops") and p.split(".", 1)[1] not in _PRECISIONS:
         raise UserInputError(f"unknown precision in {path!r}; one of {', '.join(_PRECISIONS)}", field=field)
@@ -179,10 +179,10 @@ def apply_overrides(devices: dict[str, Device], resolve: Any, overrides: list[Fi
         scale, unit = unit_for_key(o.path)
         src = Source(key="user", title=f"user-supplied figure ({o.origin})", date="user", kind="user")
         fig = Figure(
-            path=o.path, value=o.value * scale,
+            path=canonical_path(o.path), value=o.value * scale,
             low=(o.value if o.low is None else o.low) * scale, high=(o.value if o.high is None else o.high) * scale,
             unit=unit, printed_value=o.value,
             printed_unit_key="tflops" if o.path.startswith(("dense", "sparse")) else o.path.rsplit(".", 1)[-1],
             source=src, trust=o.trust, note=o.note or "user-supplied (overrides the catalog)")
-        out[dev_id] = replace(dev, figures={**dev.figures, o.path: fig})
+        out[dev_id] = replace(dev, figures={**dev.figures, canonical_path(o.path): fig})
     return out

@@ -75,9 +75,23 @@ class SourceIn(_Strict):
 
 
 class MemoryIn(_Strict):
+    """Capacity is printed in one unit, named by its key: ``capacity_gib`` (binary, 2**30 B) for
+    memory built from power-of-two DRAM dies (HBM stacks, GDDR chips) whose size the driver reports
+    in MiB; ``capacity_gb`` (decimal, 1e9 B) for a figure known only as printed in decimal GB. A device
+    gives one of the two, never both; at load both become the one figure ``memory.capacity_gb``
+    (value in bytes) and the printed key records which unit the file used."""
+
     capacity_gb: FigureIn | None = None
+    capacity_gib: FigureIn | None = None
     type: str | None = None
     bandwidth_gb_per_s: FigureIn | None = None
+
+    @model_validator(mode="after")
+    def _one_capacity_unit(self) -> MemoryIn:
+        if self.capacity_gb is not None and self.capacity_gib is not None:
+            raise ValueError("give memory capacity once: capacity_gib (binary, 2**30 B) or capacity_gb "
+                             "(decimal, 1e9 B), not both")
+        return self
 
 
 class OnChipIn(_Strict):

@@ -38,10 +38,16 @@ class TrainingStack(_Strict):
     name: str
     sequence_parallel: bool = Field(description="SP on whenever tp > 1")
     tp_comm_overlap: bool = Field(description="TP/SP collectives chunked under the adjacent GEMMs")
+    tp_overlap_needs_sp: bool = Field(default=True, description="the TP overlap works only with sequence parallelism "
+                                                                "(Transformer Engine); False where the compiler "
+                                                                "overlaps any TP collective (XLA collective matmul)")
     p2p_overlap: bool = Field(description="pipeline sends overlap the other virtual stage's compute")
     grad_reduce_overlap: bool = Field(default=True, description="DP gradient buckets reduce under the backward")
     zero3_granularity: Zero3Granularity = Field(description="what one ZeRO-3/FSDP collective covers")
     zero3_prefetch: bool = Field(default=True, description="next gather issued under the current unit's compute")
+    zero3_hybrid: bool = Field(default=False, description="ZeRO-3 shards inside a scale-up domain only; the gradient "
+                                                          "shard is all-reduced across domains once per step "
+                                                          "(MaxText multislice: FSDP over ICI, DP over DCN)")
     ep_overlap: float = Field(default=0.0, ge=0, le=1, description="fraction of MoE all-to-all hidden")
     moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
                                                             "(then scale-up forwarding), e.g. DeepEP")

@@ -42,6 +42,10 @@ def figure_text(f: Figure) -> tuple[str, str]:
         scale, unit = units.MB, "MB"
     if f.path.endswith("_gbit_per_s_per_device"):
         scale, unit = units.GBIT, "Gbit/s"
+    if f.printed_unit_key.endswith("_gib"):  # printed in binary units: show both, never one as the other
+        val = f"{f.value / units.GiB:,.4g} GiB ({f.value / units.GB:,.4g} GB)"
+        rng = f"{f.low / units.GiB:,.4g} – {f.high / units.GiB:,.4g} GiB" if f.is_range else ""
+        return val, rng
     val = f"{f.value / scale:,.4g} {unit}"
     rng = f"{f.low / scale:,.4g} – {f.high / scale:,.4g}" if f.is_range else ""
     return val, rng

@@ -8,7 +8,9 @@ place that reads the environment:
 * ``XPUPLAN_DB_URL`` (the store; read by :mod:`xpuplan.store.paths` when the context asks it),
 * ``XPUPLAN_ASSUMPTIONS_PATH`` (override files, read by ``catalog.assumptions.load_assumptions``),
 * ``XPUPLAN_HW_FIGURES`` (user hardware figures, ``--hw-figure``; set by :func:`use_hw_figures` and
-  read by ``catalog.load_catalog``, so every job and every planner sees the same figures).
+  read by ``catalog.load_catalog``, so every job and every planner sees the same figures). A context
+  may also carry figures of its own (:meth:`RunContext.with_hw_figures`, the HTTP API's per-request
+  ``hw_figures``), seen by every lookup inside :meth:`RunContext.applied` in that thread only.
 
 Planners receive what the context resolved (an ``Efficiency`` or ``Assumptions``) and never read
 any of these themselves. Scenario files are read here too (``training_scenario`` /
@@ -18,8 +20,9 @@ any of these themselves. Scenario files are read here too (``training_scenario``
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from xpuplan.errors import UserInputError
@@ -45,6 +48,9 @@ class RunContext:
     use_calibration: bool = False
     db_url: str | None = None
     assumption_files: tuple[str, ...] = ()
+    #: user hardware figures of this run only (``DEVICE:PATH=VALUE``), laid over the catalog after
+    #: ``$XPUPLAN_HW_FIGURES`` while :meth:`applied` is active; build with :meth:`with_hw_figures`
+    hw_figures: tuple[str, ...] = ()
     _calibrated: dict[str, Efficiency | None] = field(default_factory=dict, repr=False)
     _assumptions: Assumptions | None = field(default=None, repr=False)
 
@@ -53,7 +59,43 @@ class RunContext:
     def catalog(self) -> Catalog:
         from xpuplan.catalog import load_catalog
 
-        return load_catalog()
+        with self.applied():
+            return load_catalog()
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        """Within this block (this thread or task only) every catalog lookup, the planners' included,
+        sees this context's :attr:`hw_figures`; a no-op without any."""
+        if not self.hw_figures:
+            yield
+            return
+        from xpuplan.catalog.loader import scoped_figures
+
+        with scoped_figures(";".join(self.hw_figures)):
+            yield
+
+    def with_hw_figures(self, entries: list[str] | tuple[str, ...], *, field: str = "hw_figures") -> RunContext:
+        """A copy of this context with user figures ``entries`` (each ``DEVICE:PATH=VALUE``, optional
+        ``[LOW..HIGH]`` and ``@TRUST``; never a file name) added; each is checked now, an error names
+        ``field[i]``. The copy resolves its own calibration profiles (figures change devices)."""
+        from xpuplan.catalog.overrides import parse_figure_override
+        from xpuplan.errors import UnknownIdError
+
+        entries = tuple(entries)
+        if not entries:
+            return self
+        catalog = self.catalog
+        for i, e in enumerate(entries):
+            where = f"{field}[{i}]"
+            if not isinstance(e, str) or "=" not in e or any(c in e for c in ";\n"):
+                raise UserInputError(f"one figure DEVICE:PATH=VALUE per entry, e.g. enflame-s60:dense_tflops.bf16=150 "
+                                     f"(got {e!r})", field=where)
+            o = parse_figure_override(e, field=where)
+            try:
+                catalog.resolve(o.device)
+            except UnknownIdError as exc:
+                raise UserInputError(exc.message, field=where, hint=exc.hint) from None
+        return replace(self, hw_figures=(*self.hw_figures, *entries), _calibrated={})
 
     def device(self, name: str, *, field: str = "--hw") -> Device:
         """A catalog device by id or alias; unknown -> UnknownIdError naming ``field``."""

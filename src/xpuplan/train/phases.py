@@ -105,7 +105,8 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     recomputed forward.
 
     Where the stack overlaps TP communication (and SP is on, which Transformer Engine's overlap
-    needs), each layer's collectives run chunk by chunk under its GEMMs (forward: the layer's
+    needs; a stack with ``tp_overlap_needs_sp`` False, such as XLA's collective matmul in MaxText,
+    overlaps without it), each layer's collectives run chunk by chunk under its GEMMs (forward: the layer's
     forward GEMMs; backward: twice that): exposed is what exceeds the GEMMs, and at least one chunk
     (1/tp of the traffic: the ring exchange's first or last step has no GEMM to hide under), plus
     the interference of the hidden part (:func:`exposed_after_overlap_s`). A job's ``tp_overlap``
@@ -122,7 +123,8 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     fwd = exposed_after_overlap_s(comm_layer, comp.gemm_fwd, tail)
     bwd = exposed_after_overlap_s(comm_layer, GEMM_BACKWARD_FACTOR * comp.gemm_fwd, tail)
     overlapped = fwd * (1.0 + lay.full_rec) + bwd
-    return lay.layers_stage * np.where(lay.sp, overlapped, lay.passes * comm_layer)
+    can_overlap = lay.sp if stack.tp_overlap_needs_sp else np.ones_like(lay.sp, dtype=bool)
+    return lay.layers_stage * np.where(can_overlap, overlapped, lay.passes * comm_layer)
 
 
 def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays, comp: StageCompute) -> np.ndarray:
@@ -259,7 +261,14 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     for the recomputed forward under full recomputation) and reduce-scatters its gradients, per
     micro-batch, in :func:`zero3_collectives_per_pass` collectives each paying its latency
     (ring across domains: (n-1)·alpha with NCCL). With prefetch only what exceeds compute, plus one
-    collective, waits; without it, all of it."""
+    collective, waits; without it, all of it.
+
+    Stacks with ``zero3_hybrid`` (MaxText multislice: ``ici_fsdp`` inside an ICI slice,
+    ``dcn_data_parallelism`` across slices) shard only inside the scale-up domain: the gathers and
+    reduce-scatters run over the group's ranks in one domain, and each device's gradient shard
+    (1/local of the gradients) is all-reduced once per step across the domains over the scale-out
+    network (:func:`cross_domain_all_reduce_s`), overlapping the backward like data-parallel buckets
+    (the last bucket waits)."""
     dpcp = p.dp * p.cp
     edp = expert_dp_size(p.tp, dpcp, p.ep)
     g_dense = tr.dense * GRAD_REDUCE_BYTES * job.dp_compression
@@ -289,14 +298,36 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     w_expert = expert_p * tr.gather_bytes_per_param
     n_coll = zero3_collectives_per_pass(lay, model, stack, w_dense + w_expert)
     n_rs = zero3_collectives_per_pass(lay, model, stack, g_dense + g_expert)  # buckets of what is reduced
-    ag_all = over_dp("all_gather", w_dense, w_expert, n_coll)
-    rs_all = over_dp("reduce_scatter", g_dense, g_expert, n_rs)
+    if stack.zero3_hybrid:
+        # shard inside the scale-up domain (ICI slice); all-reduce the shard across domains once per step
+        d_local, d_nodes = coll.group_layout(dpcp, p.tp, cluster.domain_size)
+        e_local, e_nodes = coll.group_layout(edp, e_stride, cluster.domain_size)
+        d_loc, e_loc = np.asarray(d_local), np.asarray(e_local)
+        ag_all = n_coll * (group_time_s("all_gather", w_dense / n_coll, cluster, d_loc, p.tp) + group_time_s(
+            "all_gather", w_expert / n_coll, cluster, e_loc, e_stride))
+        rs_all = n_rs * (group_time_s("reduce_scatter", g_dense / n_rs, cluster, d_loc, p.tp) + group_time_s(
+            "reduce_scatter", g_expert / n_rs, cluster, e_loc, e_stride))
+        cross = (cross_domain_all_reduce_s(g_dense / d_loc, cluster, np.asarray(d_nodes), p.tp * d_loc)
+                 + cross_domain_all_reduce_s(g_expert / e_loc, cluster, np.asarray(e_nodes), e_stride * e_loc))
+        cross_exposed = exposed_after_overlap_s(cross, bwd, tail)
+    else:
+        ag_all = over_dp("all_gather", w_dense, w_expert, n_coll)
+        rs_all = over_dp("reduce_scatter", g_dense, g_expert, n_rs)
+        cross_exposed = np.zeros_like(dp_comm)
     z3_mb = (2.0 + lay.full_rec) * ag_all + rs_all
     if stack.zero3_prefetch:
         z3 = lay.m * exposed_after_overlap_s(z3_mb, comp.per_mb + comp.recompute, 1.0 / n_coll)
     else:
         z3 = lay.m * z3_mb
-    return dp_comm, np.where((zero == 3) & (dpcp > 1), z3, 0.0)
+    return dp_comm, np.where((zero == 3) & (dpcp > 1), z3 + cross_exposed, 0.0)
+
+
+def cross_domain_all_reduce_s(n_bytes: np.ndarray, cluster: Cluster, nodes: np.ndarray,
+                              stride: np.ndarray) -> np.ndarray:
+    """All-reduce of ``n_bytes`` per device among ``nodes`` ranks, one per scale-up domain (``stride``
+    devices apart, at least a domain), so entirely over the scale-out network: the cross-slice
+    gradient all-reduce of a multislice TPU job over the DCN. 0 for a single domain."""
+    return group_time_s("all_reduce", n_bytes, cluster, nodes, stride)
 
 
 # ---------------------------------------------------------------------------------------

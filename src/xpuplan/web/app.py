@@ -154,10 +154,18 @@ def _scenario_yaml(data: Any) -> str:
     return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
 
 
+#: Page routes served without the bearer token: the page shells, their static assets and the
+#: translation catalogue hold no data (the page asks for the token when a data call gets 401).
+PUBLIC_PATHS = ("/", "/catalog", "/favicon.ico")
+PUBLIC_PREFIXES = ("/static/", "/ui/i18n/")
+
+
 def add_pages(app: FastAPI) -> FastAPI:
     """Add the page routes, assets and page helpers to ``app`` (the API app)."""
     ctx = app.state.context
     uploads = Uploads()
+    app.state.open_paths.update(PUBLIC_PATHS)
+    app.state.open_prefixes.extend(PUBLIC_PREFIXES)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> HTMLResponse:

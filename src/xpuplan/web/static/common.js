@@ -91,10 +91,60 @@ class ApiError extends Error {
   }
 }
 
+/* Bearer token: a server bound beyond loopback requires one on every data call (docs/web.md). The
+   page asks for it once, in a small dialog, when a call gets 401, keeps it in sessionStorage (gone
+   when the tab closes) and sends it on every call. Concurrent 401s share one dialog. */
+const TOKEN_KEY = "xpuplan.token";
+let tokenAsk = null;
+
+function tokenDialog(wrong) {
+  if (tokenAsk) return tokenAsk;
+  tokenAsk = new Promise(resolve => {
+    const d = document.createElement("dialog");
+    d.id = "token-dialog";
+    d.innerHTML = `<form method="dialog" class="token-form">
+      <h3>${esc(t("web.auth.title"))}</h3>
+      <p>${esc(t(wrong ? "web.auth.wrong" : "web.auth.prompt"))}</p>
+      <label><span>${esc(t("web.auth.token"))}</span>
+        <input type="password" id="token-input" name="token" autocomplete="off" required></label>
+      <p class="buttons"><button type="submit" id="token-ok" value="ok">${esc(t("web.auth.ok"))}</button>
+        <button type="button" id="token-cancel">${esc(t("web.auth.cancel"))}</button></p></form>`;
+    document.body.appendChild(d);
+    const done = value => { d.close(); d.remove(); tokenAsk = null; resolve(value); };
+    d.querySelector("form").addEventListener("submit", ev => {
+      ev.preventDefault();
+      const v = d.querySelector("#token-input").value.trim();
+      if (v) done(v);
+    });
+    d.querySelector("#token-cancel").addEventListener("click", () => done(null));
+    d.addEventListener("cancel", ev => { ev.preventDefault(); done(null); });
+    d.showModal();
+  });
+  return tokenAsk;
+}
+
+/* fetch() with the bearer token; on 401 ask for the token (again, when the one sent was wrong) and
+   retry; cancelling the dialog returns the 401 response. */
+async function authFetch(url, opt) {
+  opt = Object.assign({}, opt || {});
+  for (;;) {
+    const tok = sessionStorage.getItem(TOKEN_KEY);
+    const headers = Object.assign({}, opt.headers || {});
+    if (tok) headers["Authorization"] = "Bearer " + tok;
+    const r = await fetch(url, Object.assign({}, opt, {headers}));
+    if (r.status !== 401) return r;
+    const sent = tok;
+    const fresh = await tokenDialog(!!sent);
+    if (fresh == null) return r;
+    /* another call may have stored a new token meanwhile: keep the one typed last */
+    sessionStorage.setItem(TOKEN_KEY, fresh);
+  }
+}
+
 async function request(method, url, body) {
   const opt = {method, headers: {"Accept": "application/json"}};
   if (body !== undefined) { opt.headers["Content-Type"] = "application/json"; opt.body = JSON.stringify(body); }
-  const r = await fetch(url, opt);
+  const r = await authFetch(url, opt);
   const text = await r.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = {error: text.slice(0, 300)}; }
@@ -177,5 +227,5 @@ function emptyChart(el, msg) {
   if (el) { if (typeof Plotly !== "undefined") Plotly.purge(el); el.innerHTML = `<p class="empty">${esc(msg)}</p>`; el.dataset.rendered = "0"; }
 }
 
-window.XP = {API, KEYS, I18N, t, loadLang, currentLang, initLangToggle, getJSON, postJSON, ApiError, esc, fmtNum,
+window.XP = {API, KEYS, I18N, t, loadLang, currentLang, initLangToggle, authFetch, getJSON, postJSON, ApiError, esc, fmtNum,
   fmtInt, fmtUsd, fmtTime, timeUnit, fmtBytes, fmtEnergy, fmtPct, sourceParts, sourceHtml, trustTag, plot, emptyChart, num};

@@ -491,7 +491,7 @@
     if (!f) return;
     $("config-status").textContent = "…";
     try {
-      const r = await fetch(API.uploadModel + "?name=" + encodeURIComponent(f.name), {method: "POST", headers: {"Content-Type": "application/json"}, body: await f.text()});
+      const r = await XP.authFetch(API.uploadModel + "?name=" + encodeURIComponent(f.name), {method: "POST", headers: {"Content-Type": "application/json"}, body: await f.text()});
       const data = await r.json();
       if (!r.ok) throw new XP.ApiError(r.status, data);
       const m = data.model;
@@ -508,7 +508,7 @@
 
   /* ------------------------------------------------------------ YAML and link */
   async function download(url, body, type, name) {
-    const r = await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+    const r = await XP.authFetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
     if (!r.ok) throw new Error((await r.json()).error);
     const a = document.createElement("a");
     a.href = URL.createObjectURL(new Blob([await r.text()], {type})); a.download = name;
