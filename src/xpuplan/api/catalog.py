@@ -29,8 +29,8 @@ def _device_or_404(ctx: RunContext, name: str) -> str:
 
     try:
         return ctx.catalog.get(name).id
-    except UnknownIdError:
-        raise NotFoundError.unknown("hardware", name, [d.id for d in ctx.catalog], field="id") from None
+    except UnknownIdError as exc:  # the catalog's own suggestions (ids and aliases), as the CLI shows them
+        raise NotFoundError(exc.message, field="id", hint=exc.hint) from None
 
 
 @router.get("/hardware", summary="List devices (headline dense figures)", response_model=jc.HwListResult,
@@ -80,10 +80,13 @@ def models_list(request: Request) -> Any:
 def models_show(request: Request, id: PathId) -> Any:
     from xpuplan.models.presets import load_model_catalog
 
-    catalog = load_model_catalog()
-    if id not in catalog:  # ids and aliases only: a path is never read
-        raise NotFoundError.unknown("model", id, [m.id for m in catalog], field="id")
-    return JSONResponse(jc.model_show(catalog.get(id).id, context(request)).to_dict())
+    from xpuplan.errors import UnknownIdError
+
+    try:  # ids and aliases only: a path is never read
+        model_id = load_model_catalog().get(id).id
+    except UnknownIdError as exc:
+        raise NotFoundError(exc.message, field="id", hint=exc.hint) from None
+    return JSONResponse(jc.model_show(model_id, context(request)).to_dict())
 
 
 @router.get("/presets", summary="Scenario presets of recommend", response_model=list[dict[str, Any]])
