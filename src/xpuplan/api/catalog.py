@@ -78,9 +78,8 @@ def models_list(request: Request) -> Any:
 @router.get("/models/{id}", summary="Architecture and parameter breakdown of one model",
             response_model=jc.ModelShowResult, responses=NOT_FOUND)
 def models_show(request: Request, id: PathId) -> Any:
-    from xpuplan.models.presets import load_model_catalog
-
     from xpuplan.errors import UnknownIdError
+    from xpuplan.models.presets import load_model_catalog
 
     try:  # ids and aliases only: a path is never read
         model_id = load_model_catalog().get(id).id

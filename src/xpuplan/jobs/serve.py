@@ -266,6 +266,20 @@ def _assumptions_kw(planner: Any, ctx: RunContext, devices: list[Device]) -> dic
 # infer estimate
 # =================================================================================================
 @names_flags
+
+def _engine_refused(rep: Any, target: str, n_devices: int, commands: list[str]) -> bool:
+    """True when ``--emit`` names an engine ``rep``'s device cannot run: an error for one device, a comment
+    line in ``commands`` when comparing hardware (the engine serves some of it)."""
+    from xpuplan.serve.emit import engine_key, engine_mismatch
+
+    why = engine_mismatch(rep, engine_key(target))
+    if why and n_devices == 1:
+        raise UserInputError(why, field="--emit")
+    if why:
+        commands.append(f"# {why}")
+    return bool(why)
+
+
 def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> InferEstimateResult:
     """TTFT, TPOT, throughput of each (device, tp, batch) point; ``InfeasibleError`` when none fits."""
     from xpuplan.serve import (
@@ -277,7 +291,6 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
         max_batch,
         throughput_at_slo,
     )
-    from xpuplan.serve.emit import engine_key, engine_mismatch
 
     ctx = ctx or default_context()
     sc = ctx.serving_scenario(req.scenario)
@@ -363,11 +376,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
                 except InfeasibleError as exc:
                     failures.append(f"{rep.key} at the SLO: {exc}; " + "; ".join(exc.reasons))
             if req.emit_:
-                why = engine_mismatch(rep, engine_key(req.emit_))
-                if why and len(devices) == 1:
-                    raise UserInputError(why, field="--emit")
-                if why:  # comparing hardware: the engine serves some of it; say so for the rest
-                    commands.append(f"# {why}")
+                if _engine_refused(rep, req.emit_, len(devices), commands):
                     continue
                 for pools in (None, disagg_pools) if disagg_pools else (None,):
                     lp = emit_plan(rep, req.emit_, max_num_seqs=seqs.get(pools, max(fitted)),
@@ -392,7 +401,6 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
 def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> CapacityResult:
     """Devices of each hardware option needed to serve ``--qps`` within the SLO."""
     from xpuplan.serve import emit_plan, size_for_qps
-    from xpuplan.serve.emit import engine_key, engine_mismatch
     from xpuplan.serve.estimate import kv_tokens_per_sequence
     from xpuplan.serve.kv import max_concurrent_sequences, memory_plan
     from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
@@ -433,11 +441,7 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
         for o in plan.options:
             rep = o.replica_obj
             assert rep is not None
-            why = engine_mismatch(rep, engine_key(req.emit_))
-            if why and len(devices) == 1:
-                raise UserInputError(why, field="--emit")
-            if why:  # comparing hardware: the engine serves some of it; say so for the rest
-                commands.append(f"# {why}")
+            if _engine_refused(rep, req.emit_, len(devices), commands):
                 continue
             cmax = max_concurrent_sequences(rep, memory_plan(rep), kv_tokens_per_sequence(rep, in_len, out_len))
             pools: list[tuple[int, int] | None] = [None]
