@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from html import escape
-from importlib import metadata, resources
+from importlib import resources
 from typing import Any
 
 from xpuplan.report.format import fmt_figure
@@ -39,11 +39,11 @@ ASSUMPTION_CHARS = 160
 
 
 def version() -> str:
-    """The installed xpuplan version ('unknown' when running from a source tree without metadata)."""
-    try:
-        return metadata.version("xpuplan")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    """The running xpuplan's version (the package's own ``__version__``, as ``xpuplan --version`` and the API
+    say; installed metadata can lag behind an editable checkout)."""
+    from xpuplan import __version__
+
+    return __version__
 
 
 def today() -> str:
