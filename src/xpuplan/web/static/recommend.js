@@ -243,7 +243,7 @@
         `<i style="width:${(c.points / 100 * 160).toFixed(1)}px;background:${colours[k] || "#999"}" title="${esc(t("criterion." + k))}: ${c.points.toFixed(1)}"></i>`).join("");
       const parts = o.parts.map(p => `${esc(roleName(p.role))}: ${fmtInt(p.devices)} × ${esc(p.hardware)}`).join(" · ");
       h += `<tr class="${o.rank === 1 ? "win" : ""}"><td class="num">${o.rank}</td>
-        <td class="left"><b>${esc(shortLabel(o))}</b><span class="range">${parts}</span></td>
+        <td class="left opt"><b>${esc(shortLabel(o))}</b><span class="range">${parts}</span></td>
         <td class="num">${o.score.toFixed(1)}<div class="scorebar">${bar}</div></td>
         <td class="num">${fmtInt(o.devices)}</td>
         <td class="num">${esc(fmtTime(KEYS.optionTimeS(o)))}${rangeText(u && u.time_s, fmtTime)}</td>
