@@ -52,6 +52,9 @@ class TrainingStack(_Strict):
     moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
                                                             "(then scale-up forwarding), e.g. DeepEP")
     moe_fp8_dispatch: bool = Field(default=False, description="FP8 dispatch payload in FP8 training (combine stays bf16)")
+    moe_host_sync: bool = Field(default=True, description="the dropless MoE dispatcher copies the per-expert token "
+                                                          "counts to the host every MoE layer forward (a device-host "
+                                                          "sync); false for static-shape (XLA) stacks")
     note: str = ""
     sources: tuple[str, ...] = Field(min_length=1)
 

@@ -22,6 +22,30 @@ from xpuplan.perf.roofline import OpCost, cost_attention, cost_elementwise, cost
 NORM_FLOPS_PER_ELEMENT = 5.0
 
 
+#: Fixed cost of one GEMM output tile (pipeline fill, epilogue: write-back and scaling) as an
+#: equivalent length of the K (reduction) loop: a GEMM whose K is short spends a larger share of its
+#: time outside the tensor-core main loop, so its rate is ~K / (K + K0) of the long-K rate.
+#: Fitted on DeepGEMM's public H800 FP8 table (deepseek-ai/DeepGEMM README, 2025-02, "Normal GEMMs
+#: for dense models", M = 4096): K = 512 / 1536 / 2048 / 7168 / 16384 run at 590 / 990 / 1025 / 1304 /
+#: 1358 TFLOP/s, i.e. 0.43 / 0.73 / 0.75 / 0.96 / 1 of the K = 16384 rate; K0 = 640 gives 0.46 / 0.73 /
+#: 0.79 / 0.95 / 1. Used for the narrow-K GEMMs of fine-grained MoE experts (:func:`expert_gemm_k_factor`).
+GEMM_K_TILE_OVERHEAD = 640.0
+
+
+def expert_gemm_k_factor(model: ModelArch, tp: int = 1) -> float:
+    """Time factor (>= 1) of an MoE layer's expert down projection for its short reduction
+    dimension, relative to a GEMM of K = hidden, whose rate the family's GEMM efficiency already
+    describes (QKV, the expert up/gate GEMM): the down projection's K is the expert width
+    moe_ffn/tp, which for fine-grained experts (768 in Qwen3-30B-A3B, 2048 in DeepSeek-V3) is far
+    below the hidden size. r = (1 + K0/k_down) / (1 + K0/hidden) with K0 =
+    :data:`GEMM_K_TILE_OVERHEAD`; 1 for coarse experts (moe_ffn/tp >= hidden) and dense models."""
+    if model.moe is None:
+        return 1.0
+    k_down = max(1.0, model.moe.expert_ffn_dim / tp)
+    r = (1.0 + GEMM_K_TILE_OVERHEAD / k_down) / (1.0 + GEMM_K_TILE_OVERHEAD / model.d_model)
+    return max(1.0, r)
+
+
 def round_at_least_1(x: Any) -> Any:
     """``max(1, round(x))`` for a number or an array (both round halves to even)."""
     if isinstance(x, np.ndarray):

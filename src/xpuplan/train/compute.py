@@ -20,7 +20,7 @@ from xpuplan.catalog.device import Device
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.memory import NF4_OVERHEAD_BYTES_PER_PARAM, params_per_device
-from xpuplan.perf.ops import head_ops, layer_ops
+from xpuplan.perf.ops import expert_gemm_k_factor, head_ops, layer_ops, routed_rows
 from xpuplan.perf.params import param_breakdown
 from xpuplan.perf.roofline import OpCost, cost_attention, cost_gemm, op_time
 from xpuplan.train.layout import Layout
@@ -70,6 +70,16 @@ LORA_OUTPUT_PASSES: Final = 4.0
 #: MoE token permutation: routed tokens are gathered into expert order and scattered back
 #: (read + write 2 B each way) around the expert GEMMs.
 MOE_PERMUTE_BYTES_PER_ELEMENT: Final = 8.0
+
+#: MoE router beyond its gating GEMM, per token and expert score (fp32): softmax (or sigmoid) reads
+#: the logits and writes the probabilities (4 + 4 B), top-k reads them (4 B) and the load-balancing
+#: auxiliary loss reads them once more to sum each expert's share (4 B).
+MOE_ROUTER_BYTES_PER_SCORE: Final = 16.0
+
+#: MoE combine: each routed expert output is scaled by its gate probability before the copies of a
+#: token are summed back (read + write 2 B per element; a separate kernel unless fused into the
+#: unpermutation).
+MOE_PROBS_BYTES_PER_ELEMENT: Final = 4.0
 
 #: MoE load imbalance: with auxiliary-loss balancing the busiest expert-parallel rank still gets
 #: ~10-20% more tokens than the mean, and every rank waits for it; expert GEMM time x this factor.
@@ -152,9 +162,12 @@ def _fp8_cast_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost:
     o_in = model.n_heads * model.v_head_dim / tp
     if moe and model.moe is not None:
         f = (model.moe.top_k * model.moe.expert_ffn_dim + model.moe.n_shared_experts * model.moe.shared_ffn) / tp
+        # every routed copy of a token is quantised for its expert's up/gate GEMM (top_k x hidden)
+        up_in = model.d_model * (model.moe.top_k + (1 if model.moe.n_shared_experts else 0))
     else:
         f = model.ffn_dim / tp
-    elems = tokens * (2 * q_in + o_in + f)
+        up_in = q_in
+    elems = tokens * (q_in + up_in + o_in + f)
     return OpCost("fp8 casts", "elementwise", elems, elems * FP8_CAST_BYTES_PER_ELEMENT)
 
 
@@ -239,10 +252,16 @@ def layer_compute(
         # for ep x the local batch split over ep ranks (= the local tokens x top_k per rank)
         ep_ops = layer_ops(model, batch=micro_batch * ep, q_len=s_loc, kv_len=s_loc, tp=tp, ep=ep,
                            dtype=precision, moe_layer=True)
-        experts = [OpCost(op.name, op.op_class, op.flops * MOE_IMBALANCE_FACTOR, op.bytes * MOE_IMBALANCE_FACTOR,
-                          op.min_dim) for op in ep_ops if op.name.startswith("experts")]
+        # the down projection's short K (the expert width) runs below the fitted GEMM rate
+        k_down = expert_gemm_k_factor(model, tp)
+        experts = [OpCost(op.name, op.op_class,
+                          op.flops * MOE_IMBALANCE_FACTOR * (k_down if op.name == "experts down" else 1.0),
+                          op.bytes * MOE_IMBALANCE_FACTOR, op.min_dim) for op in ep_ops if op.name.startswith("experts")]
         routed = tokens * model.moe.top_k * model.d_model
-        moe_extra = [OpCost("token permutation", "elementwise", 0.0, routed * MOE_PERMUTE_BYTES_PER_ELEMENT)]
+        moe_extra = [OpCost("token permutation", "elementwise", 0.0, routed * MOE_PERMUTE_BYTES_PER_ELEMENT),
+                     OpCost("gate probabilities", "elementwise", routed, routed * MOE_PROBS_BYTES_PER_ELEMENT),
+                     OpCost("router softmax/top-k/aux-loss", "elementwise", 0.0,
+                            tokens * model.moe.n_routed_experts * MOE_ROUTER_BYTES_PER_SCORE)]
         if precision == "fp8":
             moe_extra.append(_fp8_cast_op(model, tokens, tp, moe=True))
         if eager:
@@ -250,6 +269,11 @@ def layer_compute(
         if lora:
             moe_extra.append(_lora_adapter_op(model, tokens, tp))
         mg, me = classify([op for op in base if not op.name.startswith("experts")] + experts + moe_extra)
+        # one GEMM launch (and tail) per local expert touched, for each of the two expert GEMMs: the
+        # roofline charged one kernel overhead per op above
+        touched, _ = routed_rows(max(1, model.moe.n_routed_experts // ep), model.moe.top_k,
+                                 tokens * model.moe.top_k)
+        mg += 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
     attn_ops, bwd_factor = attention_core_ops(model, micro_batch=micro_batch, q_len=s_loc, kv_len=seq_len if cp > 1 else s_loc,
                                               tp=tp, cp=cp, flash=flash)
     af = sum(_op_seconds(op, device, "bf16", eff) for op in attn_ops)
