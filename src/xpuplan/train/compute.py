@@ -81,6 +81,18 @@ MOE_ROUTER_BYTES_PER_SCORE: Final = 16.0
 #: unpermutation).
 MOE_PROBS_BYTES_PER_ELEMENT: Final = 4.0
 
+#: GPU idle time per MoE layer forward where the dropless dispatcher brings the per-expert token counts
+#: to the host (training stacks with ``moe_host_sync``): Megatron-Core's alltoall dispatcher and Transformer
+#: Engine's GroupedLinear need them as Python split sizes, so the host waits for the device queue to
+#: drain, copies the counts back, and the device then waits while the host issues the next kernels
+#: (the split bookkeeping and the all-to-all launch). Made of a synchronising device-to-host round trip,
+#: ~7 µs beyond a kernel launch (NVIDIA developer blog "Getting Started with CUDA Graphs", A. Gray, 2019:
+#: 9.6 vs 2.9 µs per short kernel with a sync after each), plus ~4 eager PyTorch operations issued
+#: after it at ~10 µs of host time each (PyTorch operator dispatch + cudaLaunchKernel). Chosen from
+#: these figures, not fitted to any run; conservative (the lost host run-ahead after the sync, which
+#: can leave the device starved for longer when the next kernels are short, is not counted).
+MOE_HOST_SYNC_S: Final = 50e-6
+
 #: MoE load imbalance: with auxiliary-loss balancing the busiest expert-parallel rank still gets
 #: ~10-20% more tokens than the mean, and every rank waits for it; expert GEMM time x this factor.
 MOE_IMBALANCE_FACTOR: Final = 1.15
@@ -104,7 +116,9 @@ class LayerCompute:
     elementwise ops); ``attn_fwd`` / ``attn_bwd``: the attention core forward and backward (the same
     in both layer kinds); ``head_*``: final norm, output projection and loss (forward);
     ``dequant_*``: QLoRA NF4 -> bf16 dequantisation per pass; ``mla_up_gemm``: MLA's query and
-    key/value up-projections (latent -> heads), which selective recomputation re-runs for MLA models.
+    key/value up-projections (latent -> heads), which selective recomputation re-runs for MLA models;
+    ``moe_sync``: the device idle time of an MoE layer's forward while the dispatcher brings the token
+    counts to the host (:data:`MOE_HOST_SYNC_S`; not in the backward, which reuses the split sizes).
     """
 
     dense_gemm: float
@@ -118,6 +132,7 @@ class LayerCompute:
     dequant_dense: float
     dequant_moe: float
     mla_up_gemm: float = 0.0
+    moe_sync: float = 0.0
 
 
 def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> float:
@@ -208,13 +223,14 @@ def _lora_adapter_op(model: ModelArch, tokens: int, tp: int) -> OpCost:
 def layer_compute(
     model: ModelArch, device: Device, eff: Efficiency, *, micro_batch: int, seq_len: int, tp: int, cp: int,
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
-    lora: bool = False,
+    lora: bool = False, moe_host_sync: bool = True,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
     Tokens on a device: micro_batch · seq_len / cp. With SP the norms and residual adds run on
     1/tp of the tokens. GEMMs come from :func:`xpuplan.perf.ops.layer_ops`; the attention core is
-    replaced by :func:`attention_core_ops`.
+    replaced by :func:`attention_core_ops`. ``moe_host_sync``: the training stack's MoE dispatcher
+    syncs with the host every MoE layer forward (``TrainingStack.moe_host_sync``).
     """
     s_loc = max(1, seq_len // cp)
 
@@ -298,7 +314,8 @@ def layer_compute(
         kv_up = cost_gemm(tokens, heads_dev * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank,
                           name="mla kv up-projection")
         up = sum(_op_seconds(op, device, precision, eff) for op in (q_up, kv_up) if op is not None)
-    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up)
+    sync = MOE_HOST_SYNC_S if model.moe is not None and moe_host_sync else 0.0
+    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up, sync)
 
 
 @dataclass(frozen=True)
@@ -326,7 +343,8 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
     gbf = FROZEN_GEMM_BACKWARD_FACTOR if frozen else GEMM_BACKWARD_FACTOR
 
     def fwd(kind: str) -> np.ndarray:
-        return c[f"{kind}_gemm"] + c["attn_fwd"] + c[f"{kind}_elem"]
+        f = c[f"{kind}_gemm"] + c["attn_fwd"] + c[f"{kind}_elem"]
+        return f + c["moe_sync"] if kind == "moe" else f
 
     def bwd(kind: str) -> np.ndarray:
         return gbf * c[f"{kind}_gemm"] + c["attn_bwd"] + ELEMENTWISE_BACKWARD_FACTOR * c[f"{kind}_elem"]

@@ -40,18 +40,6 @@ FP8_DISPATCH_BYTES: Final = 1.0
 
 _FP8 = TRAIN_PRECISIONS.index("fp8")
 
-#: GPU idle time per MoE layer forward where the dropless dispatcher brings the per-expert token counts
-#: to the host (stacks with ``moe_host_sync``): Megatron-Core's alltoall dispatcher and Transformer
-#: Engine's GroupedLinear need them as Python split sizes, so the host waits for the device queue to
-#: drain, copies the counts back, and the device then waits while the host issues the next kernels
-#: (the split bookkeeping and the all-to-all launch). Made of a synchronising device-to-host round trip,
-#: ~7 µs beyond a kernel launch (NVIDIA developer blog "Getting Started with CUDA Graphs", A. Gray, 2019:
-#: 9.6 vs 2.9 µs per short kernel with a sync after each), plus ~4 eager PyTorch operations issued
-#: after it at ~10 µs of host time each (PyTorch operator dispatch + cudaLaunchKernel). Chosen from
-#: these figures, not fitted to any run; conservative (the lost host run-ahead after the sync, which
-#: can leave the device starved for longer when the next kernels are short, is not counted).
-MOE_HOST_SYNC_S: Final = 50e-6
-
 #: Bytes per expert of the token counts the MoE dispatcher exchanges over the EP group before each
 #: all-to-all (int64 per expert; Megatron-Core gathers every rank's counts).
 MOE_COUNT_BYTES_PER_EXPERT: Final = 8.0
@@ -185,22 +173,21 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
         t_a2a = 2.0 * a2a(combine_bytes)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
     hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
-    return moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride, stack)) * (
+    return moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride)) * (
         1.0 - hidden)
 
 
-def moe_dispatch_fixed_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays, stride: np.ndarray,
-                         stack: TrainingStack) -> np.ndarray:
+def moe_dispatch_fixed_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays,
+                         stride: np.ndarray) -> np.ndarray:
     """Fixed (latency) cost of one MoE layer's dispatch per micro-batch, paid in each forward (the
     backward reuses the split sizes): the exchange of per-expert token counts over the EP group (an
-    all-gather of n_experts counts per rank, latency-bound) and, where the stack's dispatcher copies
-    the counts to the host, the device-host sync (:data:`MOE_HOST_SYNC_S`). A recomputed forward
-    routes again and pays both once more."""
+    all-gather of n_experts counts per rank, latency-bound; 0 without EP). A recomputed forward routes
+    again and pays it once more. (The device-host sync that follows it is compute time, paid with
+    or without EP: :data:`xpuplan.train.compute.MOE_HOST_SYNC_S`.)"""
     assert model.moe is not None
     counts = np.full_like(lay.tp, model.moe.n_routed_experts * MOE_COUNT_BYTES_PER_EXPERT, dtype=float)
     t_counts = group_time_s("all_gather", counts * p.ep, cluster, p.ep, stride)
-    sync = MOE_HOST_SYNC_S if stack.moe_host_sync else 0.0
-    return (1.0 + lay.full_rec) * (t_counts + sync)
+    return (1.0 + lay.full_rec) * t_counts
 
 
 def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster, ep: np.ndarray,

@@ -157,7 +157,7 @@ class StepModel:
                     self.model, self.device, self.eff, micro_batch=mb, seq_len=self.job.seq_len, tp=tp, cp=cp, ep=ep,
                     sp=bool(sp), precision=PRECISIONS[prec], flash=self.job.flash_attention,
                     qlora=self.job.method == "qlora", eager=self.job.kernels == "eager",
-                    lora=self.job.method != "full")
+                    lora=self.job.method != "full", moe_host_sync=self.stack.moe_host_sync)
             vals.append(self._compute[k])
         return {n: np.asarray([getattr(v, n) for v in vals], dtype=float)[inv] for n in LayerCompute.__dataclass_fields__}
 
