@@ -86,8 +86,8 @@ MOE_PROBS_BYTES_PER_ELEMENT: Final = 4.0
 #: Engine's GroupedLinear need them as Python split sizes, so the host waits for the device queue to
 #: drain, copies the counts back, and the device then waits while the host issues the next kernels
 #: (the split bookkeeping and the all-to-all launch). Made of a synchronising device-to-host round trip,
-#: ~7 µs beyond a kernel launch (NVIDIA developer blog "Getting Started with CUDA Graphs", A. Gray, 2019:
-#: 9.6 vs 2.9 µs per short kernel with a sync after each), plus ~4 eager PyTorch operations issued
+#: ~6 µs (NVIDIA developer blog "Getting Started with CUDA Graphs", A. Gray, 2019-09: a 2.9 µs kernel
+#: costs 9.6 µs per launch with a stream sync after each, 3.8 µs without), plus ~4 eager PyTorch operations issued
 #: after it at ~10 µs of host time each (PyTorch operator dispatch + cudaLaunchKernel). Chosen from
 #: these figures, not fitted to any run; conservative (the lost host run-ahead after the sync, which
 #: can leave the device starved for longer when the next kernels are short, is not counted).
@@ -274,10 +274,13 @@ def layer_compute(
                           op.flops * MOE_IMBALANCE_FACTOR * (k_down if op.name == "experts down" else 1.0),
                           op.bytes * MOE_IMBALANCE_FACTOR, op.min_dim) for op in ep_ops if op.name.startswith("experts")]
         routed = tokens * model.moe.top_k * model.d_model
+        # with SP the router and the probability scaling see the rank's sequence shard only
+        shard = tp if sp and tp > 1 else 1
         moe_extra = [OpCost("token permutation", "elementwise", 0.0, routed * MOE_PERMUTE_BYTES_PER_ELEMENT),
-                     OpCost("gate probabilities", "elementwise", routed, routed * MOE_PROBS_BYTES_PER_ELEMENT),
+                     OpCost("gate probabilities", "elementwise", routed / shard,
+                            routed / shard * MOE_PROBS_BYTES_PER_ELEMENT),
                      OpCost("router softmax/top-k/aux-loss", "elementwise", 0.0,
-                            tokens * model.moe.n_routed_experts * MOE_ROUTER_BYTES_PER_SCORE)]
+                            tokens / shard * model.moe.n_routed_experts * MOE_ROUTER_BYTES_PER_SCORE)]
         if precision == "fp8":
             moe_extra.append(_fp8_cast_op(model, tokens, tp, moe=True))
         if eager:
@@ -285,8 +288,10 @@ def layer_compute(
         if lora:
             moe_extra.append(_lora_adapter_op(model, tokens, tp))
         mg, me = classify([op for op in base if not op.name.startswith("experts")] + experts + moe_extra)
-        # one GEMM launch (and tail) per local expert touched, for each of the two expert GEMMs: the
-        # roofline charged one kernel overhead per op above
+        # per-expert GEMM launch/tail: a grouped GEMM over the local experts is one launch per expert
+        # (Transformer Engine's GroupedLinear issues one GEMM per expert; a single-kernel grouped GEMM
+        # pays a partly filled last tile per expert instead), each with the family's fixed kernel
+        # overhead; the roofline charged one per op above. Two expert GEMMs per forward.
         touched, _ = routed_rows(max(1, model.moe.n_routed_experts // ep), model.moe.top_k,
                                  tokens * model.moe.top_k)
         mg += 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
