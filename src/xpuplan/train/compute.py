@@ -272,7 +272,8 @@ def layer_compute(
         k_down = expert_gemm_k_factor(model, tp)
         experts = [OpCost(op.name, op.op_class,
                           op.flops * MOE_IMBALANCE_FACTOR * (k_down if op.name == "experts down" else 1.0),
-                          op.bytes * MOE_IMBALANCE_FACTOR, op.min_dim) for op in ep_ops if op.name.startswith("experts")]
+                          op.bytes * MOE_IMBALANCE_FACTOR, op.min_dim)
+                   for op in ep_ops if op.name.startswith("experts")]
         routed = tokens * model.moe.top_k * model.d_model
         # with SP the router and the probability scaling see the rank's sequence shard only
         shard = tp if sp and tp > 1 else 1
@@ -288,10 +289,11 @@ def layer_compute(
         if lora:
             moe_extra.append(_lora_adapter_op(model, tokens, tp))
         mg, me = classify([op for op in base if not op.name.startswith("experts")] + experts + moe_extra)
-        # per-expert GEMM launch/tail: a grouped GEMM over the local experts is one launch per expert
-        # (Transformer Engine's GroupedLinear issues one GEMM per expert; a single-kernel grouped GEMM
-        # pays a partly filled last tile per expert instead), each with the family's fixed kernel
-        # overhead; the roofline charged one per op above. Two expert GEMMs per forward.
+        # per-expert GEMM launch/tail: a grouped GEMM over the local experts is one launch per
+        # expert (Transformer Engine's GroupedLinear: one cuBLAS GEMM per expert over several
+        # streams; a single-kernel grouped GEMM pays a partly filled last tile per expert instead),
+        # each with the family's fixed kernel overhead; the roofline charged one per op above.
+        # Two expert GEMMs per forward.
         touched, _ = routed_rows(max(1, model.moe.n_routed_experts // ep), model.moe.top_k,
                                  tokens * model.moe.top_k)
         mg += 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
