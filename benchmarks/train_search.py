@@ -1,5 +1,5 @@
-"""Speed of the training-plan search (not a test): plans evaluated per second per core, and the
-time of a complete search for a 405B dense model on 16,384 devices.
+"""Speed of the training-plan search (not a test): plans evaluated per second per core (dense and MoE
+models, DeepSeek-V3 included), and the time of a complete search for a 405B dense model on 16,384 devices.
 
 Targets (issue 3): >= 200,000 plans/s per core; the 405B @ 16,384 search in under 2 s.
 
@@ -42,7 +42,7 @@ def main() -> None:
 
     print("throughput (one process = one core):")
     total_plans = total_s = 0.0
-    for model_id in ("llama3-70b", "mixtral-8x22b", "llama3.1-405b"):
+    for model_id in ("llama3-70b", "mixtral-8x22b", "deepseek-v3", "llama3.1-405b"):
         n, dt = timed_search(model_id, "nvidia-h100-sxm-80gb", counts, job8k,
                              SearchSpace(uneven_pipeline=True, precision=("bf16", "fp8")))
         total_plans += n
