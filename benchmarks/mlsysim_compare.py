@@ -545,6 +545,19 @@ class MlsysimUnavailable(RuntimeError):
     """mlsysim (or the interpreter meant to run it) cannot be used."""
 
 
+def check_mlsysim(python: str) -> str:
+    """mlsysim's version as ``python`` imports it; :class:`MlsysimUnavailable` when it cannot."""
+    try:
+        proc = subprocess.run([python, "-c", "import mlsysim; print(mlsysim.__version__)"], capture_output=True,
+                              text=True, check=False)
+    except OSError as exc:
+        raise MlsysimUnavailable(f"cannot run {python!r}: {exc}") from exc
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise MlsysimUnavailable(f"{python} cannot import mlsysim ({last})")
+    return proc.stdout.strip()
+
+
 def run_mlsysim(python: str, cases: list[Case]) -> dict[str, Any]:
     """Run :data:`RUNNER` in mlsysim's interpreter on every case; its answer as JSON."""
     payload = json.dumps([{"id": c.id, "hardware": c.hardware, "model": c.model, "fleet": c.fleet,
@@ -746,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.mlsysim_python = args.mlsysim_python or sys.executable
     try:
+        check_mlsysim(args.mlsysim_python)
         rows, meta = compare(args)
     except MlsysimUnavailable as exc:
         print(f"mlsysim is not usable: {exc}\nInstall it in its own venv and point --mlsysim-python at it:\n"
