@@ -213,8 +213,8 @@ def map_row(fields: Mapping[str, Any], model: ModelFacts, device: DeviceFacts, *
         return Skip(rid, "seq_len blank")
     tp, pp = _int(fields, "tp"), _int(fields, "pp")
     if tp is None and pp is None:
-        return Skip(rid, "layout not printed (no tp/pp): xpuplan predicts its own best plan; mlsysim needs a "
-                         "layout (its ParallelismOptimizer is a different question), so not compared")
+        return Skip(rid, "layout not printed (no tp/pp) and no conventional layout from xpuplan to share: mlsysim "
+                         "needs a layout")
     cp = _int(fields, "cp") or 1
     if cp > 1:
         return Skip(rid, f"context parallelism (cp={cp}): mlsysim {MLSYSIM_VERSION} has no context/sequence-"
@@ -264,6 +264,25 @@ def map_row(fields: Mapping[str, Any], model: ModelFacts, device: DeviceFacts, *
     fleet = {"per_node": per_node, "nodes": n // per_node, "fabric_bw": device.scale_out_bw,
              "intra_bw": device.scale_up_bw}
     return Case(rid, hw, mdict, fleet, candidates, seq, n, gbt, notes)
+
+
+_REC = {"rnone": "none", "rsel": "selective", "rfull": "full"}
+
+
+def parse_plan_key(key: str) -> dict[str, Any]:
+    """xpuplan's plan key (``tp8-pp1-vpp1-dp8-cp1-ep1-sp1-z1-rsel-mb2-ga64-fp8``) as row columns."""
+    out: dict[str, Any] = {}
+    for part in key.split("-"):
+        if part in _REC:
+            out["recompute"] = _REC[part]
+            continue
+        m = re.fullmatch(r"(tp|pp|vpp|dp|cp|ep|sp|z|mb)(\d+)", part)
+        if m:
+            col = {"z": "zero_stage", "mb": "micro_batch"}.get(m.group(1), m.group(1))
+            out[col] = int(m.group(2))
+    if "tp" not in out or "pp" not in out:
+        raise ValueError(f"not a plan key: {key!r}")
+    return out
 
 
 def best_candidate(results: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -385,7 +404,7 @@ def group_stats(rows: list[CompareRow]) -> list[dict[str, Any]]:
     issue's subset per group, and per hardware family per group."""
     both = [r for r in rows if r.both]
     keyed: dict[str, list[CompareRow]] = {}
-    for grp in ("held-out", "public"):
+    for grp in dict.fromkeys(r.group for r in rows):
         g = [r for r in both if r.group == grp]
         keyed[f"{grp}: all"] = g
         recent = [r for r in g if in_recent_subset(r.hardware)]
@@ -648,6 +667,13 @@ def compare(args: argparse.Namespace) -> tuple[list[CompareRow], dict[str, Any]]
                             vrow.precision or "bf16")
             x = xp.get(vrow.id, {})
             cr.xpuplan, cr.xpuplan_reason = x.get("predicted"), x.get("reason")
+            conv = (x.get("details") or {}).get("conventional") or {}
+            if vrow.get("tp") is None and vrow.get("pp") is None and conv.get("plan"):
+                # no printed layout: both tools on the conventional layout xpuplan's validator reports
+                fields.update(parse_plan_key(conv["plan"]))
+                cr.group = f"{group}, layout not printed"
+                cr.xpuplan = conv.get("predicted")
+                cr.notes.append(f"layout not printed: both on xpuplan's conventional plan {conv['plan']}")
             rows.append(cr)
             try:
                 mf, df, peak = _facts(vrow)
@@ -659,7 +685,7 @@ def compare(args: argparse.Namespace) -> tuple[list[CompareRow], dict[str, Any]]
             if isinstance(case, Skip):
                 cr.mlsysim_reason = case.reason
                 continue
-            cr.notes = list(case.notes)
+            cr.notes += case.notes
             if "custom" in case.hardware:
                 cr.notes.append("device built from xpuplan's catalog")
             cases[f"{group}/{vrow.id}"] = (case, cr, mf, peak, vrow)
@@ -693,7 +719,7 @@ def compare(args: argparse.Namespace) -> tuple[list[CompareRow], dict[str, Any]]
             assert eff is not None
             predict(eff)
             by_eff[eff] = [r.mlsysim_error for _, r, *_ in cases.values()
-                           if r.group == "public" and r.mlsysim_error is not None]
+                           if r.group.startswith("public") and r.mlsysim_error is not None]
         chosen = choose_efficiency(by_eff, ans["default_efficiency"])
         predict(chosen)
         meta.update(efficiency=chosen, efficiency_note="fitted on the public files (lowest median |error|)")
@@ -712,19 +738,19 @@ def _git_commit() -> str:
 
 def _print(rows: list[CompareRow], stats: list[dict[str, Any]], quiet: bool) -> None:
     if not quiet:
-        print(f"{'id':<22} {'group':<8} {'hardware':<24} {'metric':<24} {'measured':>10} {'mlsysim':>10} "
+        print(f"{'id':<22} {'group':<27} {'hardware':<24} {'metric':<24} {'measured':>10} {'mlsysim':>10} "
               f"{'err':>8} {'fits':>4} {'xpuplan':>10} {'err':>8}")
         for r in rows:
             if r.mlsysim is None:
                 continue
             fits = "-" if r.mlsysim_feasible is None else ("y" if r.mlsysim_feasible else "n")
-            print(f"{r.id:<22} {r.group:<8} {r.hardware:<24} {r.metric:<24} {_num(r.measured):>10} "
+            print(f"{r.id:<22} {r.group:<27} {r.hardware:<24} {r.metric:<24} {_num(r.measured):>10} "
                   f"{_num(r.mlsysim):>10} {_err(r.mlsysim_error):>8} {fits:>4} {_num(r.xpuplan):>10} "
                   f"{_err(r.xpuplan_error):>8}")
         print("\nnot expressible in mlsysim:")
         for r in rows:
             if r.mlsysim is None:
-                print(f"  {r.id:<22} {r.group:<8} {r.hardware:<24} {r.mlsysim_reason}")
+                print(f"  {r.id:<22} {r.group:<27} {r.hardware:<24} {r.mlsysim_reason}")
         print()
     print(f"{'group (rows both predicted)':<52} {'n':>3}   mlsysim med/P90    xpuplan med/P90")
     for s in stats:

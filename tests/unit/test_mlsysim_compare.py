@@ -218,3 +218,21 @@ def test_missing_mlsysim_is_a_clear_message_and_exit_2(mc, capsys):
     err = capsys.readouterr().err
     assert "mlsysim is not usable" in err and "pip install mlsysim==0.3.0" in err
     assert mc.main(["--fit-efficiency", "--no-public"]) == 2
+
+
+def test_plan_key_parses_into_row_columns(mc):
+    cols = mc.parse_plan_key("tp8-pp2-vpp1-dp8-cp1-ep1-sp1-z1-rsel-mb2-ga64-fp8")
+    assert cols == {"tp": 8, "pp": 2, "vpp": 1, "dp": 8, "cp": 1, "ep": 1, "sp": 1, "zero_stage": 1,
+                    "recompute": "selective", "micro_batch": 2}
+    assert mc.parse_plan_key("tp1-pp1-z3-rfull")["recompute"] == "full"
+    with pytest.raises(ValueError):
+        mc.parse_plan_key("dp8-mb2")
+
+
+def test_groups_follow_the_rows_groups_including_assumed_layouts(mc):
+    R = mc.CompareRow
+    rows = [R("a", "public, layout not printed", "intel-gaudi2", "Intel Gaudi 2", "m", 100.0, mlsysim=120.0,
+              xpuplan=90.0)]
+    stats = {s["group"]: s for s in mc.group_stats(rows)}
+    assert stats["public, layout not printed: all"]["n"] == 1
+    assert stats["public, layout not printed: Intel Gaudi 2"]["mlsysim"]["median_abs_pct"] == pytest.approx(20.0)
