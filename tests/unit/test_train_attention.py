@@ -217,3 +217,21 @@ def test_async_all_gather_hides_under_the_local_block():
     _, _, sync = _cp_est("meta-4d")
     _, _, asyn = _cp_est("torchtitan")
     assert asyn.step.cp_comm_s < sync.step.cp_comm_s
+
+
+@pytest.mark.parametrize("model_id", ["gemma3-27b", "llama4-scout", "gpt-oss-20b", "mistral-7b"])
+def test_prefill_ops_count_local_attention_as_perf_flops_does(model_id):
+    """A block over its own keys longer than the window (training, a fresh prefill): the ops attend
+    mean_local_context keys per query, sliding (causal ramp then w) or chunked (within each chunk)."""
+    import numpy as np
+
+    from xpuplan.perf.flops import flops_linear_per_token, flops_prefill
+    from xpuplan.perf.ops import layer_ops
+
+    m, s = get_model(model_id), 32768
+    attn = flops_prefill(m, s) - flops_linear_per_token(m, include_head=False) * s - 2.0 * m.vocab_size * m.d_model
+    one = sum(o.flops for o in layer_ops(m, batch=1, q_len=s, kv_len=s) if o.op_class == "attention")
+    assert one * m.n_layers == pytest.approx(attn, rel=1e-3)
+    arr = next(o for o in layer_ops(m, batch=np.array([1, 1]), q_len=np.array([s, 64]), kv_len=np.array([s, 64]))
+               if o.op_class == "attention")
+    assert arr.flops[0] == pytest.approx(one)
