@@ -326,14 +326,10 @@ def _launch_dict(launch: Any) -> dict[str, Any] | None:
     return None if launch is None else clean(launch.to_dict())
 
 
-def _stack(req: _TrainCommon) -> Any:
-    """The request's training-stack profile (UserInputError naming --stack when unknown)."""
-    from xpuplan.catalog.stacks import training_stack
-
-    try:
-        return training_stack(req.stack)
-    except UserInputError as exc:
-        raise UserInputError(exc.message, field="--stack") from None
+def _stack(ctx: RunContext, req: _TrainCommon) -> Any:
+    """The request's training-stack profile, from the context's assumptions (built-in stacks plus
+    any an overrides file changes or adds); UserInputError naming --stack when unknown."""
+    return ctx.assumptions().training_stack(req.stack, field="--stack")
 
 
 def what_it_would_take(model: ModelArch, cluster: Cluster, job: TrainingJob, precision: str,
@@ -379,7 +375,7 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
         raise UserInputError("give --devices (or 'devices' in the scenario)", field="--devices")
     job = _job(req, sc, dp_compression=req.dp_compression, tp_overlap=req.tp_overlap, ep_overlap=req.ep_overlap)
     cluster = _cluster(ctx, req, n, sc)
-    st = _stack(req)
+    st = _stack(ctx, req)
     pin = (sc.plan if sc and sc.plan else PlanIn()).model_dump()
     pin.update({k: v for k, v in dict(tp=req.tp, pp=req.pp, vpp=req.vpp, cp=req.cp, ep=req.ep, dp=req.dp, sp=req.sp,
                                       zero_stage=req.zero, recompute=req.recompute, micro_batch=req.micro_batch,
@@ -501,7 +497,7 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
     cluster = _cluster(ctx, req, counts[0], sc)
     space = _space(req, sc)
     k = req.top or (sc.top if sc else 10)
-    st = _stack(req)
+    st = _stack(ctx, req)
     sm = StepModel(m, cluster.device, cluster.efficiency, job, stack=st)
     parts: list[SearchResult] = []
     interrupted = False
