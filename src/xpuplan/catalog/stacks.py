@@ -2,7 +2,8 @@
 
 ``training_stacks.yaml``: what a training framework (and version) does by default that changes the
 physics of a step — sequence parallelism with TP, TP communication overlap, asynchronous pipeline
-sends, ZeRO-3/FSDP collective granularity and prefetch, MoE all-to-all overlap — and how a free-text
+sends, ZeRO-3/FSDP collective granularity and prefetch, MoE all-to-all overlap, the context-parallel
+exchange (ring, all-gather, all-to-all) and whether FP8 training runs attention in FP8 — and how a free-text
 framework name maps to a stack. ``collective_libraries.yaml``: which algorithms each library (NCCL,
 RCCL, HCCL, CNCL) offers across scale-up domains, which sets a collective's latency term.
 
