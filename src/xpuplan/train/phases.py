@@ -137,7 +137,8 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
     * ``ring`` (Megatron-Core/TE p2p, ring attention): cp-1 steps, each sending one KV block to the
       next rank while the current block's attention (1/cp of the layer's attention) runs; a step is
       exposed where its send outlasts its block (plus the interference of the hidden part,
-      :func:`exposed_after_overlap_s`). Backward: each step also returns the block's dK, dV (2x).
+      :func:`exposed_after_overlap_s`). Backward: each step also passes on the dK, dV accumulated
+      so far (2x), and after the last block they take one more hop to their owner, exposed.
     * ``all_gather`` (Llama 3, MaxText): K and V all-gathered before the local attention, exposed;
       backward gathers them again and reduce-scatters dK, dV.
     * ``all_gather_async`` (PyTorch context_parallel, torchtitan): the same collectives issued
@@ -160,7 +161,9 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
         t_kv = group_time_s("p2p", kv_bytes, cluster, p.cp, p.tp)
         steps = lay.cp - 1.0
         fwd = steps * exposed_after_overlap_s(t_kv, comp.attn_fwd / lay.cp, zero)
-        bwd = steps * exposed_after_overlap_s(2.0 * t_kv, comp.attn_bwd / lay.cp, zero)
+        # the dK, dV accumulators travel with the blocks and take one more hop home after the last
+        # block's backward: that send has nothing left to hide under
+        bwd = steps * exposed_after_overlap_s(2.0 * t_kv, comp.attn_bwd / lay.cp, zero) + t_kv
     elif algo in ("all_gather", "all_gather_async"):
         t_ag = group_time_s("all_gather", kv_bytes * lay.cp, cluster, p.cp, p.tp)
         t_rs = group_time_s("reduce_scatter", kv_bytes * lay.cp, cluster, p.cp, p.tp)
