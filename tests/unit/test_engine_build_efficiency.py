@@ -64,3 +64,10 @@ def test_build_fitted_entries_are_validated_and_name_known_families() -> None:
     with pytest.raises(UserInputError):
         a.with_overrides({"engines": {"vllm": {"build_fitted": [
             {"family": "amd-cdna3", "fields": ["low_precision_factor"], "from_version": "latest", "note": "x"}]}}})
+
+
+def test_an_unversioned_engine_name_says_the_values_are_the_older_builds() -> None:
+    note = [n for n in _eff("vllm").notes if "amd-cdna3" in n]
+    assert note and "before 0.9" in note[0] and "vllm 0.9" in note[0]
+    assert not [n for n in _eff("vLLM 0.10.2").notes if "amd-cdna3" in n]
+    assert not [n for n in _eff("vllm", "H100").notes if "fitted on" in n]

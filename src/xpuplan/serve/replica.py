@@ -150,6 +150,8 @@ def make_replica(
                      "its collectives cross the scale-out network")
     validity.check_prefix_hit_rate(prefix_hit_rate)
     e = eff or engine_build_efficiency(prof, device, a)
+    if eff is None and prof.version is None:
+        notes.extend(unversioned_build_notes(prof, device, a, e))
     return Replica(model=model, device=device, precision=prec, engine=prof, eff=e,
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
                    notes=tuple(notes), links=device_links(device, e, assumptions=a),
@@ -172,6 +174,19 @@ def engine_build_efficiency(engine: EngineProfile, device: Device, assumptions: 
                          f"{e.source} (engine build {engine.id} >= {'.'.join(map(str, b.from_version))}: "
                          f"{', '.join(b.fields)} from the prior)")
     return e
+
+
+def unversioned_build_notes(engine: EngineProfile, device: Device, assumptions: Assumptions,
+                            eff: Efficiency) -> list[str]:
+    """What a result says when the engine name prints no version and the device's family values were
+    fitted on older builds of it (``build_fitted``): they are kept, and naming the version changes them."""
+    family = assumptions.efficiency_family(device)
+    if eff.source != f"family:{family}":
+        return []
+    return [f"{family} efficiencies ({', '.join(b.fields)}) were fitted on {engine.name} builds before "
+            f"{'.'.join(map(str, b.from_version))}; name the engine with its version (e.g. '{engine.id} "
+            f"{'.'.join(map(str, b.from_version))}') for a later build"
+            for b in engine.build_fitted if b.family == family]
 
 
 # ---------------------------------------------------------------------------------------------
