@@ -132,6 +132,10 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                 if tp > 1 and 1 in sps and (s // cp) % tp:
                     sps = [x for x in sps if x == 0]
                 zeros = [z for z in zero_all if dp * cp > 1 or z == 0]
+                if pp > 1 and 1 in zeros and 2 in zeros:
+                    # pipelined ZeRO-2 accumulates full gradients and reduce-scatters once per step:
+                    # the same plan as ZeRO-1 (perf.memory.gradients_sharded), so it is not searched twice
+                    zeros.remove(2)
                 if not (mbs and vpps and eps and sps and zeros):
                     continue
                 grid = np.meshgrid(vpps, eps, sps, zeros, rec_all, mbs, prec_all, indexing="ij")
