@@ -105,3 +105,27 @@ def test_conventional_layout_deepens_the_pipeline_until_it_fits():
     tp, pp = conventional_layout(row(model="llama2-70b", seq_len="8192", n_devices="64", sp="0",
                                      global_batch_tokens="4194304", zero_stage="1", recompute="selective"))
     assert tp == 8 and pp > 1
+
+
+def test_vpp_candidates_follow_the_stack_schedule():
+    from xpuplan.catalog.stacks import training_stack
+    from xpuplan.validate.train_predictor import inferred_vpp_candidates
+
+    core, legacy = training_stack("megatron-core"), training_stack("megatron-lm-legacy")
+    assert core.interleaved_pipeline and not legacy.interleaved_pipeline
+    assert inferred_vpp_candidates(32, 4, core) == [1, 2, 4, 8]  # divisors of 32/4, at most MAX_VPP
+    assert inferred_vpp_candidates(32, 1, core) == [1]  # no pipeline
+    assert inferred_vpp_candidates(32, 4, legacy) == [1]  # plain 1F1B stack
+    assert inferred_vpp_candidates(32, 4, core, known=False) == [1]  # unrecognised framework: no assumption
+    assert inferred_vpp_candidates(30, 4, core) == [1, 2, 3, 4, 5, 6, 7]  # uneven stages: a layer per virtual stage
+
+
+def test_blank_vpp_is_inferred_for_an_interleaving_stack_only():
+    cols = dict(GPT, tp="2", pp="4", global_batch_tokens=str(64 * 2048), micro_batch="1")
+    core = predict(row(**dict(cols, framework="Megatron-Core")))
+    legacy = predict(row(**dict(cols, framework="Megatron-LM", source="Narayanan et al. 2021")))
+    given = predict(row(**dict(cols, framework="Megatron-Core", vpp="1")))
+    assert "vpp" in core.details["inferred"] and "vpp1" not in core.details["plan"]
+    assert core.value > given.value  # the fastest valid vpp beats plain 1F1B (smaller bubble)
+    assert "vpp" not in legacy.details["inferred"] and "-vpp1-" in legacy.details["plan"]
+    assert "vpp" not in given.details["inferred"] and "-vpp1-" in given.details["plan"]

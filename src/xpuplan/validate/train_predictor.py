@@ -37,7 +37,7 @@ from xpuplan.errors import UserInputError
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.estimate import TrainEstimate, estimate
 from xpuplan.train.plan import ParallelPlan, make_plan
-from xpuplan.train.search import SearchSpace, search_plans
+from xpuplan.train.search import MAX_MICRO_BATCH, SearchSpace, search_plans, vpp_options
 from xpuplan.train.step import StepModel
 from xpuplan.validate.core import Prediction
 from xpuplan.validate.rows import ValidationRow, model_from_row
@@ -157,38 +157,57 @@ def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None)
     sp_b = bool(sp) if sp is not None else (stack.sequence_parallel and tp > 1)
     if sp is None:
         inferred["sp"] = sp_b
-    vpp = row.get("vpp") or 1
     ep = row.get("ep") or 1
     mb = row.get("micro_batch")
     n = row.n_devices
+    vpps = [row.get("vpp")] if row.get("vpp") else inferred_vpp_candidates(model.n_layers, pp, stack, known)
 
-    def build(micro: int) -> ParallelPlan:
+    def build(micro: int, vpp: int) -> ParallelPlan:
         return make_plan(n_devices=n, global_batch_seqs=job.global_batch_seqs, tp=tp, pp=pp, cp=cp, dp=dp, vpp=vpp,
                          ep=ep, sp=sp_b, zero_stage=zero, recompute=recompute, micro_batch=micro,
                          precision=precision)  # type: ignore[arg-type]
 
-    uneven = model.n_layers % (pp * vpp) != 0
+    uneven = model.n_layers % pp != 0
     if uneven:
         inferred["pipeline"] = f"uneven: {model.n_layers} layers on {pp} stages"
-    if mb is not None:
-        return estimate(model, cluster, build(mb), job, step_model=sm, uneven_pipeline=uneven), inferred
     per_replica = job.global_batch_seqs // (dp or n // (tp * pp * cp))
+    micros = [mb] if mb is not None else [d for d in range(1, min(per_replica, MAX_MICRO_BATCH) + 1)
+                                          if per_replica % d == 0]
     best: TrainEstimate | None = None
     first_error: UserInputError | None = None
-    for micro in [d for d in range(1, min(per_replica, 32) + 1) if per_replica % d == 0]:
-        try:
-            e = estimate(model, cluster, build(micro), job, step_model=sm, uneven_pipeline=uneven)
-        except UserInputError as exc:
-            first_error = first_error or exc
-            continue
-        if best is None or (e.feasible, e.tokens_per_s) > (best.feasible, best.tokens_per_s):
-            best = e
+    for vpp in vpps:
+        for micro in micros:
+            try:
+                e = estimate(model, cluster, build(micro, vpp), job, step_model=sm,
+                             uneven_pipeline=uneven or model.n_layers % (pp * vpp) != 0)
+            except UserInputError as exc:
+                first_error = first_error or exc
+                continue
+            if best is None or (e.feasible, e.tokens_per_s) > (best.feasible, best.tokens_per_s):
+                best = e
     if best is None:
-        if first_error is not None:  # every micro-batch fails for the same structural reason: say it
+        if first_error is not None:  # every candidate fails for the same structural reason: say it
             raise first_error
         raise UserInputError("no micro-batch size gives a valid plan", field="micro_batch")
-    inferred["micro_batch"] = best.plan.micro_batch
+    if mb is None:
+        inferred["micro_batch"] = best.plan.micro_batch
+    if len(vpps) > 1:
+        inferred["vpp"] = f"{best.plan.vpp} (the fastest valid: {stack.id} interleaves its pipeline)"
     return best, inferred
+
+
+def inferred_vpp_candidates(n_layers: int, pp: int, stack: TrainingStack, known: bool = True) -> list[int]:
+    """Virtual stages per device to try for a row that does not state vpp: 1 for a single stage, a
+    stack that runs plain 1F1B, or a framework no stack profile recognises (``known`` False: the
+    default stack stands in for its physics, not for its schedule); for a recognised stack whose
+    recipes interleave (``interleaved_pipeline``),
+    every vpp the search would try (:func:`xpuplan.train.search.vpp_options`: the divisors of
+    layers/pp up to :data:`~xpuplan.train.search.MAX_VPP`, or any vpp leaving each virtual stage a
+    layer when the stages are uneven). The predictor keeps the fastest valid one, as it does for the
+    micro-batch."""
+    if pp <= 1 or not known or not stack.interleaved_pipeline:
+        return [1]
+    return vpp_options(n_layers, pp, uneven=True)
 
 
 def conventional_layout(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[int, int]:
