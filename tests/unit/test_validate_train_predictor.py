@@ -86,17 +86,21 @@ def test_old_sources_use_unfused_attention():
     assert old.value < new.value
 
 
-def test_missing_plan_is_searched_and_a_conventional_layout_reported():
+def test_missing_layout_predicts_the_conventional_layout_and_reports_the_best_plan():
     r = row(model="llama2-7b", seq_len="4096", n_devices="16", global_batch_tokens="1048576")
     p = predict(r)
-    assert p.value is not None and p.details["inferred"]["plan"].startswith("searched:")
-    assert "upper bound" in p.details["layout"]
-    conv = p.details["conventional"]
-    assert conv["plan"].startswith("tp8-") and conv["predicted"] > 0
-    assert conv["error"] == pytest.approx(conv["predicted"] / 1000 - 1)
-    # the searched plan is the planner's best: the conventional layout is not faster
-    assert conv["predicted"] <= p.value * (1 + 1e-9)
     assert conventional_layout(r) == (8, 1)
+    assert p.value is not None and p.details["inferred"]["plan"].startswith("conventional: tp8-pp1")
+    assert p.details["plan"].startswith("tp8-pp1-")
+    assert "conventional layout" in p.details["layout"] and "upper bound" in p.details["layout"]
+    best = p.details["best_plan"]
+    assert best["predicted"] > 0 and best["error"] == pytest.approx(best["predicted"] / 1000 - 1)
+    # the searched plan is the planner's best: the conventional layout is not faster
+    assert p.value <= best["predicted"] * (1 + 1e-9)
+    # the conventional prediction is the prediction of a row that states tp8-pp1
+    stated = predict(row(model="llama2-7b", seq_len="4096", n_devices="16", global_batch_tokens="1048576",
+                         tp="8", pp="1"))
+    assert p.value == pytest.approx(stated.value) and "best_plan" not in stated.details
 
 
 def test_conventional_layout_deepens_the_pipeline_until_it_fits():
