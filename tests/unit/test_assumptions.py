@@ -332,3 +332,49 @@ def test_the_serving_fit_script_writes_the_data_file(tmp_path: Path) -> None:
     written = target.read_text(encoding="utf-8")
     assert len(written.splitlines()) == len(original.splitlines()) and "# Default block (page) sizes" in written
     assert infer_fit.write_engines(target, {"trtllm": 2.5}, a) == []
+
+
+def test_an_overrides_file_changes_and_adds_training_stacks(tmp_path):
+    from xpuplan.catalog.assumptions import default_assumptions
+
+    f = tmp_path / "stacks.yaml"
+    f.write_text("training_stacks:\n  nemo: {ep_overlap: 0.5}\n  Our-Fork:\n    name: fork\n"
+                 "    sequence_parallel: true\n    tp_comm_overlap: true\n    p2p_overlap: true\n"
+                 "    zero3_granularity: bucket\n    sources: [our scripts]\n")
+    a = default_assumptions().with_overrides_file(f)
+    assert a.training_stack("nemo").ep_overlap == 0.5
+    assert a.training_stack("nemo").tp_comm_overlap is True  # untouched fields keep the built-in value
+    fork = a.training_stack("our-fork")
+    assert fork.id == "our-fork" and fork.tp_comm_overlap
+    assert a.overridden["training_stacks.nemo.ep_overlap"].startswith("user override")
+    assert default_assumptions().training_stack("nemo").ep_overlap != 0.5  # the built-in bundle is unchanged
+    assert a.fingerprint != default_assumptions().fingerprint
+
+
+def test_a_bad_training_stack_override_names_the_field(tmp_path):
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.errors import UserInputError
+
+    f = tmp_path / "stacks.yaml"
+    f.write_text("training_stacks:\n  nemo: {ep_overlap: 1.5}\n")
+    with pytest.raises(UserInputError) as e:
+        default_assumptions().with_overrides_file(f)
+    assert "training_stacks.nemo.ep_overlap" in e.value.render() and "stacks.yaml:2" in e.value.render()
+    with pytest.raises(UserInputError) as e:
+        default_assumptions().training_stack("nope", field="--stack")
+    assert e.value.field == "--stack" and "megatron-core" in e.value.message
+
+
+def test_train_estimate_runs_under_a_users_stack(tmp_path, monkeypatch):
+    from xpuplan.jobs.context import RunContext
+    from xpuplan.jobs.train import TrainEstimateRequest, train_estimate
+
+    f = tmp_path / "stacks.yaml"
+    f.write_text("training_stacks:\n  mine:\n    name: mine\n    sequence_parallel: true\n    tp_comm_overlap: true\n"
+                 "    p2p_overlap: true\n    zero3_granularity: bucket\n    sources: [ours]\n")
+    monkeypatch.setenv("XPUPLAN_ASSUMPTIONS_PATH", str(f))
+    req = dict(model="llama3-70b", hw="H100", devices=64, tp=8, pp=2)
+    mine = train_estimate(TrainEstimateRequest(**req, stack="mine"), RunContext())
+    core = train_estimate(TrainEstimateRequest(**req, stack="megatron-core"), RunContext())
+    assert mine.used.assumptions["training_stack"]["id"] == "mine"
+    assert mine.step["tp_comm_s"] < core.step["tp_comm_s"]  # TP overlap on in the user's stack

@@ -156,3 +156,12 @@ def test_stored_calibration_reaches_a_result_through_the_context(tmp_path, monke
     assert on.total_time_s > off.total_time_s
     eff = on.to_dict()["used"]["assumptions"]["efficiency"][dev.id]
     assert eff["gemm_peak_fraction"]["source"].startswith(f"calibration:#{cal_id}")
+
+
+def test_training_results_name_the_stack_they_assumed():
+    from xpuplan.jobs.context import RunContext
+    from xpuplan.jobs.train import TrainEstimateRequest, train_estimate
+
+    res = train_estimate(TrainEstimateRequest(model="llama3-8b", hw="H100", devices=8, stack="nemo"), RunContext())
+    stack = res.used.assumptions["training_stack"]
+    assert stack["id"] == "nemo" and stack["tp_comm_overlap"] is True and stack["sources"]

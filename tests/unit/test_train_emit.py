@@ -181,3 +181,21 @@ def test_no_pytorch_launcher_for_a_tpu(framework):
     with pytest.raises(UserInputError) as e:
         emit_launch(plan, get_model("llama3-8b"), cluster, TrainingJob(), framework)
     assert e.value.field == "--emit" and "TPU" in str(e.value)
+
+
+def test_the_stacks_overlaps_reach_the_command():
+    """A plan estimated under a stack that overlaps TP collectives (NeMo) is launched with the overlap on;
+    under the default Megatron-Core stack it is off unless the job asks for it."""
+    from xpuplan.catalog.stacks import training_stack
+
+    c = Cluster.from_catalog("H100", PLAN.n_devices, efficiency=default_efficiency())
+    nemo = emit_launch(PLAN, MODEL, c, JOB, "megatron", training_stack("nemo")).commands[0].argv
+    core = emit_launch(PLAN, MODEL, c, JOB, "megatron", training_stack("megatron-core")).commands[0].argv
+    assert "--tp-comm-overlap" in nemo
+    assert "--tp-comm-overlap" not in core
+    # the job's explicit fraction wins over the stack
+    off = emit_launch(PLAN, MODEL, c, TrainingJob(seq_len=8192, tp_overlap=0.0), "megatron",
+                      training_stack("nemo")).commands[0].argv
+    assert "--tp-comm-overlap" not in off
+    bridge = emit_launch(PLAN, MODEL, c, JOB, "bridge", training_stack("nemo")).commands[0].argv
+    assert "model.tp_comm_overlap=true" in bridge

@@ -9,7 +9,10 @@ is the last of these. An :class:`Assumptions` bundle holds
   interconnect;
 * **serving-engine profiles** (``engines.yaml``): host overheads, memory and scheduling defaults;
 * **training-state recipes** (``state_recipes.yaml``): bytes per parameter by role;
-* the default **comparison set** of devices (``comparison_set.yaml``).
+* the default **comparison set** of devices (``comparison_set.yaml``);
+* **training-stack profiles** (``training_stacks.yaml``, see :mod:`xpuplan.catalog.stacks`): what a
+  framework does by default (SP, TP overlap, pipeline-send overlap, ZeRO-3 granularity, MoE dispatch);
+  an overrides file can change a built-in stack's properties or add the user's own stack.
 
 Every resolved value says where it came from: ``defaults`` (the package data files),
 ``family:<name>``, ``device:<id>``, ``calibration:#<id> ...`` or ``user override``.
@@ -44,6 +47,7 @@ from xpuplan.catalog.efficiency import (
     EfficiencyOverrides,
     FamilyRule,
 )
+from xpuplan.catalog.stacks import TrainingStack, load_stacks
 from xpuplan.datafile import Path_t, format_loc, line_for, load_model, parse_text, read_text
 from xpuplan.errors import UserInputError
 from xpuplan.registry import normalise_alias
@@ -309,6 +313,7 @@ class AssumptionOverrides(_Strict):
     link_types: dict[str, dict[str, Any]] = Field(default_factory=dict)
     engines: dict[str, dict[str, Any]] = Field(default_factory=dict)
     state_recipes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    training_stacks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     comparison_set: list[str] | None = Field(default=None, min_length=1)
 
 
@@ -363,6 +368,9 @@ class Assumptions(BaseModel):
     state_recipe_specs: dict[str, StateRecipeSpec]
     comparison_set: tuple[str, ...]
     comparison_set_note: str | None = None
+    training_stack_specs: dict[str, TrainingStack] = Field(
+        default_factory=lambda: dict(load_stacks().stacks),
+        description="training-stack profiles by id (built-in training_stacks.yaml plus the user's)")
     calibrations: dict[str, Efficiency] = Field(default_factory=dict, description="device id -> calibration profile")
     user_device_efficiency: dict[str, EfficiencyOverrides] = Field(
         default_factory=dict, description="user's per-device efficiency values (applied above calibration)"
@@ -555,6 +563,22 @@ class Assumptions(BaseModel):
                 f"unknown optimizer-state recipe {name!r}; choose one of {', '.join(self._state_recipes)}", field=field
             ) from None
 
+    # -- training stacks -----------------------------------------------------------------------
+    @property
+    def training_stacks(self) -> Mapping[str, TrainingStack]:
+        """Training-stack profiles by id (read-only)."""
+        return MappingProxyType(self.training_stack_specs)
+
+    def training_stack(self, name: str | None = None, *, field: str = "stack") -> TrainingStack:
+        """The stack ``name`` (case-insensitive; the built-in default stack when None);
+        UserInputError naming ``field`` and listing the known ones when unknown."""
+        key = load_stacks().default_stack if name is None else name.strip().casefold()
+        try:
+            return self.training_stack_specs[key]
+        except KeyError:
+            raise UserInputError(f"unknown training stack {name!r}; known: {', '.join(self.training_stack_specs)}",
+                                 field=field) from None
+
     # -- deriving ------------------------------------------------------------------------------
     def _derive(self, **update: Any) -> Assumptions:
         """A new bundle with some fields replaced (a fresh object: nothing cached is carried over)."""
@@ -634,6 +658,15 @@ class Assumptions(BaseModel):
         if ov.state_recipes:
             update["state_recipe_specs"] = merge_section("state_recipes", self.state_recipe_specs, StateRecipeSpec,
                                                          ov.state_recipes)
+        if ov.training_stacks:
+            stacks = dict(self.training_stack_specs)
+            for name, fields in ov.training_stacks.items():
+                key = name.strip().casefold()
+                base = stacks[key].model_dump() if key in stacks else {}
+                stacks[key] = _validate(TrainingStack, {**base, **fields, "id": key}, file, lines,
+                                        ("training_stacks", name))
+                marks.update({f"training_stacks.{key}.{k}": label for k in fields})
+            update["training_stack_specs"] = stacks
         if ov.comparison_set is not None:
             update["comparison_set"] = tuple(ov.comparison_set)
             marks["comparison_set"] = label
@@ -669,6 +702,7 @@ class Assumptions(BaseModel):
                                         for k, v in self.engine_specs.shared_overheads.items()},
             "state_recipes": {k: {**self.state_recipe_specs[k].model_dump(), "source": v.source}
                               for k, v in self.state_recipes.items()},
+            "training_stacks": {k: v.model_dump(mode="json") for k, v in self.training_stack_specs.items()},
             "comparison_set": list(self.comparison_set),
             "overridden": dict(self.overridden),
             "files": list(self.files),

@@ -304,30 +304,32 @@ def _cluster(ctx: RunContext, req: _TrainCommon, n: int, sc: TrainingScenario | 
                                 **{k: v for k, v in over.items() if v is not None})
 
 
-def _used(ctx: RunContext, cluster: Cluster, precisions: list[str]) -> Any:
-    return used(ctx.assumptions([cluster.device]), [cluster.device], TRAIN_FIGURES, precisions=precisions)
+def _used(ctx: RunContext, cluster: Cluster, precisions: list[str], stack: Any) -> Any:
+    """``used`` block of a training result, with the training-stack profile the step model ran
+    under (its id, every property and its sources), so a result says which framework defaults
+    (SP, TP overlap, pipeline-send overlap, ZeRO-3 granularity, MoE dispatch) it assumed."""
+    u = used(ctx.assumptions([cluster.device]), [cluster.device], TRAIN_FIGURES, precisions=precisions)
+    u.assumptions["training_stack"] = clean(stack.model_dump(mode="json"))
+    return u
 
 
-def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: Cluster, job: TrainingJob) -> Any:
+def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: Cluster, job: TrainingJob,
+            stack: Any) -> Any:
     if framework is None:
         return None
     from xpuplan.train import emit_launch
 
-    return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework)
+    return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework, stack)
 
 
 def _launch_dict(launch: Any) -> dict[str, Any] | None:
     return None if launch is None else clean(launch.to_dict())
 
 
-def _stack(req: _TrainCommon) -> Any:
-    """The request's training-stack profile (UserInputError naming --stack when unknown)."""
-    from xpuplan.catalog.stacks import training_stack
-
-    try:
-        return training_stack(req.stack)
-    except UserInputError as exc:
-        raise UserInputError(exc.message, field="--stack") from None
+def _stack(ctx: RunContext, req: _TrainCommon) -> Any:
+    """The request's training-stack profile, from the context's assumptions (built-in stacks plus
+    any an overrides file changes or adds); UserInputError naming --stack when unknown."""
+    return ctx.assumptions().training_stack(req.stack, field="--stack")
 
 
 def what_it_would_take(model: ModelArch, cluster: Cluster, job: TrainingJob, precision: str,
@@ -373,7 +375,7 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
         raise UserInputError("give --devices (or 'devices' in the scenario)", field="--devices")
     job = _job(req, sc, dp_compression=req.dp_compression, tp_overlap=req.tp_overlap, ep_overlap=req.ep_overlap)
     cluster = _cluster(ctx, req, n, sc)
-    st = _stack(req)
+    st = _stack(ctx, req)
     pin = (sc.plan if sc and sc.plan else PlanIn()).model_dump()
     pin.update({k: v for k, v in dict(tp=req.tp, pp=req.pp, vpp=req.vpp, cp=req.cp, ep=req.ep, dp=req.dp, sp=req.sp,
                                       zero_stage=req.zero, recompute=req.recompute, micro_batch=req.micro_batch,
@@ -391,11 +393,11 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
         model=m, uneven_pipeline=req.uneven_pipeline,
     )
     e = estimate(m, cluster, plan, job, uneven_pipeline=req.uneven_pipeline, stack=st)
-    launch = _launch(req.emit, e, m, cluster, job)
+    launch = _launch(req.emit, e, m, cluster, job, st)
     advice = [] if e.feasible else what_it_would_take(m, cluster, job, plan.precision, stack=st)
     res = TrainEstimateResult(**clean(e.to_dict()), cluster=clean(cluster.to_dict()),
                               launch=_launch_dict(launch), advice=advice,
-                              used=_used(ctx, cluster, [plan.precision]))
+                              used=_used(ctx, cluster, [plan.precision], st))
     if not e.feasible:
         raise InfeasibleError(f"plan {e.key} does not fit on {n} x {cluster.device.id}",
                               reasons=list(e.reasons) + [a.message for a in advice], result=res)
@@ -495,7 +497,7 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
     cluster = _cluster(ctx, req, counts[0], sc)
     space = _space(req, sc)
     k = req.top or (sc.top if sc else 10)
-    st = _stack(req)
+    st = _stack(ctx, req)
     sm = StepModel(m, cluster.device, cluster.efficiency, job, stack=st)
     parts: list[SearchResult] = []
     interrupted = False
@@ -520,14 +522,14 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
                                      same_count=space.uneven_pipeline is False, stack=st)
     if interrupted:
         reasons.append(f"interrupted after {len(parts)} of {len(counts)} device counts: results so far")
-    launch = _launch(req.emit, best, m, cluster, job) if best is not None else None
+    launch = _launch(req.emit, best, m, cluster, job, st) if best is not None else None
     res = TrainSearchResult(
         model=m.id, hardware=cluster.device.id, device_counts=counts, plans_evaluated=evaluated,
         plans_feasible=feasible, elapsed_s=elapsed, plans_per_s=evaluated / elapsed if elapsed > 0 else None,
         efficiency_source=cluster.efficiency.source, reasons=reasons,
         plans=[TrainEstimateOut(**clean(e.to_dict())) for e in top_ests], pareto=clean(_pareto(best_per_count)),
         interrupted=interrupted, counts_done=len(parts), launch=_launch_dict(launch),
-        advice=advice, used=_used(ctx, cluster, list(space.precision)),
+        advice=advice, used=_used(ctx, cluster, list(space.precision), st),
     )
     if best is None and not interrupted:
         raise InfeasibleError(f"no plan of {m.id} fits on {', '.join(map(str, counts))} x {cluster.device.id}",

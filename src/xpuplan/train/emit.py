@@ -17,6 +17,7 @@ import json
 from typing import Any, Final
 
 from xpuplan.catalog.launch_targets import Command, LaunchPlan, Segment, check_keys, target
+from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.train.cluster import Cluster
@@ -130,7 +131,17 @@ def _megatron_model(model: ModelArch, job: TrainingJob) -> tuple[list[str], list
     return a, notes
 
 
-def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob) -> tuple[list[str], list[str]]:
+def _overlaps(job: TrainingJob, stack: TrainingStack) -> tuple[bool, bool]:
+    """(TP-communication overlap on, MoE all-to-all overlap on) as the estimate assumed them: the
+    job's fractions when given, else the training stack's defaults (so a plan estimated under a
+    stack that overlaps TP collectives is launched with that overlap switched on)."""
+    tp_on = job.tp_overlap > 0 if job.tp_overlap is not None else stack.tp_comm_overlap
+    ep_on = job.ep_overlap > 0 if job.ep_overlap is not None else stack.ep_overlap > 0
+    return tp_on, ep_on
+
+
+def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
+                       stack: TrainingStack) -> tuple[list[str], list[str]]:
     a = ["--tensor-model-parallel-size", str(plan.tp), "--pipeline-model-parallel-size", str(plan.pp),
          "--context-parallel-size", str(plan.cp)]
     notes: list[str] = []
@@ -153,11 +164,12 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob) -
               "--no-gradient-accumulation-fusion", "--ckpt-format", "fsdp_dtensor"]
     else:
         a += ["--overlap-grad-reduce"]
-    if (job.tp_overlap or 0.0) > 0 and plan.tp > 1 and plan.sp:
+    tp_on, ep_on = _overlaps(job, stack)
+    if tp_on and plan.tp > 1 and plan.sp:
         a += ["--tp-comm-overlap"]
-    elif (job.tp_overlap or 0.0) > 0 and plan.tp > 1:
+    elif tp_on and plan.tp > 1:
         notes.append("--tp-comm-overlap needs sequence parallelism; the estimate's TP overlap is not reachable without it")
-    if (job.ep_overlap or 0.0) > 0 and plan.ep > 1:
+    if ep_on and plan.ep > 1:
         a += ["--overlap-moe-expert-parallel-comm"]
     a += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch_seqs)]
     if plan.recompute == "selective":
@@ -171,9 +183,10 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob) -
     return a, notes
 
 
-def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
+def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
+              stack: TrainingStack) -> LaunchPlan:
     shape, notes = _megatron_model(model, job)
-    par, pnotes = _megatron_parallel(plan, model, job)
+    par, pnotes = _megatron_parallel(plan, model, job, stack)
     run = ["--train-iters", str(_train_iters(job, plan)), "--lr", "3.0e-4", "--min-lr", "3.0e-5",
            "--lr-decay-style", "cosine", "--weight-decay", "0.1", "--clip-grad", "1.0", "--mock-data"]
     notes = pnotes + notes + ["--mock-data and the optimizer settings make the command run as printed; "
@@ -202,7 +215,8 @@ def _bridge_recipe(model: ModelArch, plan: ParallelPlan, task: str = "pretrain")
     return cands[0] if cands else None
 
 
-def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
+def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
+            stack: TrainingStack) -> LaunchPlan:
     notes: list[str] = []
     task = "pretrain" if job.method == "full" else "peft"
     recipe = _bridge_recipe(model, plan, task)
@@ -256,7 +270,7 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
         strategy = "optim_grads" if plan.zero_stage == 2 else "optim_grads_params"
         over += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={strategy}",
                  "ddp.use_distributed_optimizer=true"]
-    if (job.tp_overlap or 0.0) > 0 and plan.tp > 1 and plan.sp:
+    if _overlaps(job, stack)[0] and plan.tp > 1 and plan.sp:
         over += ["model.tp_comm_overlap=true"]
     seg = Segment("bridge", "scripts/training/run_recipe.py", ("scripts/training/run_recipe.py",), tuple(a + over),
                   overrides=True)
@@ -278,7 +292,8 @@ _TITAN: Final = {
 _TITAN_FP8: Final = {"llama3_8b": "llama3_8b_mxfp8", "deepseek_v3_671b": "deepseek_v3_671b_float8"}
 
 
-def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
+def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
+                stack: TrainingStack) -> LaunchPlan:
     if model.id not in _TITAN:
         configs = target("torchtitan").extra("configs") or {}
         raise UserInputError(f"torchtitan {target('torchtitan').version} ships no config function for {model.id} "
@@ -366,7 +381,8 @@ def deepspeed_config_problems(cfg: dict[str, Any]) -> list[str]:
     return out
 
 
-def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob) -> LaunchPlan:
+def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
+               stack: TrainingStack) -> LaunchPlan:
     notes = ["train.py is your script: it calls deepspeed.add_config_arguments(parser) and deepspeed.initialize(args=...)"]
     cfg = deepspeed_config(plan)
     if plan.precision == "fp8":
@@ -398,8 +414,11 @@ def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trai
 _EMITTERS: Final = {"megatron": _megatron, "bridge": _bridge, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
 
 
-def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str) -> LaunchPlan:
-    """The launch command of ``plan`` for ``framework`` (megatron, bridge, torchtitan, deepspeed)."""
+def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str,
+                stack: TrainingStack | None = None) -> LaunchPlan:
+    """The launch command of ``plan`` for ``framework`` (megatron, bridge, torchtitan, deepspeed).
+    ``stack``: the training-stack profile the estimate ran under (default stack when None); the
+    overlaps it assumed (TP communication, MoE all-to-all) are switched on in the command."""
     try:
         emitter = _EMITTERS[framework]
     except KeyError:
@@ -407,4 +426,4 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
     if cluster.device.kind.upper() == "TPU":  # all four are PyTorch-distributed (NCCL/HCCL) launchers
         raise UserInputError(f"--emit {framework}: {framework} does not run on TPUs ({cluster.device.id}); "
                              "TPU training runs on JAX (MaxText) or PyTorch/XLA", field="--emit")
-    return emitter(plan, model, cluster, job)
+    return emitter(plan, model, cluster, job, stack or default_training_stack())
