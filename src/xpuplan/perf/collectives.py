@@ -373,8 +373,10 @@ def torus_share(local: ArrayLike, stride: ArrayLike, slice_chips: int, dims: int
     strd = np.broadcast_to(np.asarray(stride, dtype=np.int64), loc.shape)
     if loc.ndim == 0:
         return torus_group_share(int(loc), int(strd), slice_chips, dims, wrap_axis)
-    pairs, inverse = np.unique(np.stack([loc.ravel(), strd.ravel()], axis=1), axis=0, return_inverse=True)
-    vals = np.asarray([torus_group_share(int(a), int(b), slice_chips, dims, wrap_axis) for a, b in pairs])
+    key = loc.ravel() * (1 << 32) + strd.ravel()  # group sizes and strides are far below 2**32
+    keys, inverse = np.unique(key, return_inverse=True)
+    vals = np.asarray([torus_group_share(int(k >> 32), int(k & 0xFFFFFFFF), slice_chips, dims, wrap_axis)
+                       for k in keys])
     return vals[np.asarray(inverse).ravel()].reshape(loc.shape)
 
 
