@@ -132,7 +132,7 @@ class Cluster:
             out_lat = scale_out_latency_us * units.US
         dom = domain_size or dom
         topo = topology or topo
-        hint = _hint(dev, dom, topo, up_kind)
+        hint = _hint(dev, dom, topo, up_kind, links.torus_dims if topo == "torus" else 0)
         return cls(
             device=dev,
             n_devices=n_devices,
@@ -180,8 +180,10 @@ _scale_up_kind = scale_up_kind
 _scale_out_kind = scale_out_kind
 
 
-def _hint(dev: Device, domain: int, topo: Topology, kind: str) -> str:
+def _hint(dev: Device, domain: int, topo: Topology, kind: str, torus_dims: int = 0) -> str:
     if topo == "pcie":
         return f"PCIe-only cards: {domain} per server, peer traffic over PCIe, servers over the scale-out NIC"
     what = {"switch": "switched", "mesh": "point-to-point mesh", "torus": "torus"}[topo]
+    if topo == "torus" and torus_dims:
+        what = (f"{torus_dims}D torus (a ring along one axis uses 2 of each chip's {2 * torus_dims} links)")
     return f"{dev.scale_up_name or kind} {what} domain of {domain} devices; larger groups cross the scale-out network"
