@@ -95,3 +95,32 @@ def test_weight_sensitivity_matches_brute_force():
             assert found is None
         else:
             assert found is not None and abs(abs(found) - abs(d)) < 0.02
+
+
+def test_band_sigma_spans_the_p10_p90_band():
+    import math
+
+    s = facts.band_sigma(0.2, 0.25)
+    assert math.isclose(math.exp(-facts.Z_P90 * s) * math.exp(facts.Z_P90 * s), 1.0)
+    assert math.isclose(2 * facts.Z_P90 * s, math.log(1.25) - math.log(0.8))
+
+
+def test_efficiency_sigma_is_at_least_the_familys_validation_band_unless_calibrated():
+    wide = (0.4, 0.6)
+    base = facts.efficiency_sigma("B", "family:x")
+    assert facts.efficiency_sigma("B", "family:x", wide) == facts.band_sigma(*wide) > base
+    narrow = (0.01, 0.01)
+    assert facts.efficiency_sigma("B", "family:x", narrow) == base  # the table's floor stays
+    cal = facts.efficiency_sigma("B", "calibration:#3", wide)
+    assert cal == facts.efficiency_sigma("B", "calibration:#3")  # the user's own measurement wins
+
+
+def test_a_part_uses_its_familys_training_or_serving_band():
+    from xpuplan.catalog import get_device
+    from xpuplan.validate.band import validation_band
+
+    dev = get_device("huawei-ascend-910b")
+    for role, kind in (("train", "train"), ("serve", "infer")):
+        band = validation_band(dev, kind)
+        want = facts.efficiency_sigma(dev.min_trust(), "family:huawei-ascend", band)
+        assert facts.part_efficiency_sigma(dev, role, "family:huawei-ascend") == want

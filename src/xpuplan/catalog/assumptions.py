@@ -146,6 +146,25 @@ class EngineProfile:
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
     source: SourceLabel = "defaults"
+    build_fitted: tuple[BuildFitted, ...] = ()
+
+
+@dataclass(frozen=True)
+class BuildFitted:
+    """Efficiency fields of a hardware family that were fitted on published runs of *older builds*
+    of this engine: from ``from_version`` on (a printed version; a name without one keeps the fitted
+    values, which are what the family's rows measured) they are the family's prior instead (the
+    defaults and the broader family rules, links from their link type), because the later build
+    replaced the kernels the fit measured. ``note`` says which kernels and cites the source."""
+
+    family: str
+    fields: tuple[str, ...]
+    from_version: tuple[int, ...]
+    note: str
+
+    def applies(self, version: tuple[int, ...] | None) -> bool:
+        """Whether an engine of printed ``version`` (None: not printed) is the later build."""
+        return version is not None and version[: len(self.from_version)] >= self.from_version
 
 
 @dataclass(frozen=True)
@@ -228,6 +247,7 @@ class EngineSpec(_Strict):
     gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
     custom_allreduce: bool = True
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
+    build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
 
     @field_validator("min_versions")
     @classmethod
@@ -235,6 +255,30 @@ class EngineSpec(_Strict):
         for feature, text in v.items():
             if not re.fullmatch(r"\d+(\.\d+)*", text.strip()):
                 raise ValueError(f"{feature}: version must look like 0.8 (got {text!r})")
+        return v
+
+
+class BuildFittedSpec(_Strict):
+    """One ``build_fitted`` entry of an engine (see :class:`BuildFitted`)."""
+
+    family: str = Field(min_length=1, description="efficiency family (efficiency.yaml) whose fit it qualifies")
+    fields: list[str] = Field(min_length=1, description="efficiency fields fitted on the older build")
+    from_version: str = Field(description="first printed engine version that is the later build")
+    note: str = Field(min_length=1, description="what changed in the build, with the source")
+
+    @field_validator("from_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.fullmatch(r"\d+(\.\d+)*", v.strip()):
+            raise ValueError(f"version must look like 0.9 (got {v!r})")
+        return v
+
+    @field_validator("fields")
+    @classmethod
+    def _fields(cls, v: list[str]) -> list[str]:
+        bad = [f for f in v if f not in EFFICIENCY_FIELDS]
+        if bad:
+            raise ValueError(f"unknown efficiency field(s) {', '.join(bad)}; known: {', '.join(EFFICIENCY_FIELDS)}")
         return v
 
 
@@ -427,6 +471,16 @@ class Assumptions(BaseModel):
         self._eff_cache[key] = (eff, prov)
         return eff, prov
 
+    def efficiency_prior(self, device: Device, without_family: str) -> Efficiency:
+        """The built-in efficiency of ``device`` without the family rule ``without_family``: the
+        defaults and the other matching family rules (the prior a fitted family refines)."""
+        f = self.efficiency_layers
+        eff = f.defaults
+        for name, rule in f.families.items():
+            if name != without_family and rule.matches(device.vendor, device.kind, device.architecture):
+                eff = eff.merged(rule.values(), f"family:{name}")
+        return eff
+
     def efficiency_families(self, device: Device) -> list[str]:
         """The family rules of ``efficiency.yaml`` that apply to ``device``, in the order they are
         applied (broad first: the last one is the device's own family)."""
@@ -499,6 +553,8 @@ class Assumptions(BaseModel):
                 memory_fraction_of=s.memory_fraction_of, split_prompts=s.split_prompts, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
+                build_fitted=tuple(BuildFitted(b.family, tuple(b.fields), _parse_version(b.from_version), b.note)
+                                   for b in s.build_fitted),
             )
         return MappingProxyType(out)
 

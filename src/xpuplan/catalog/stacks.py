@@ -2,7 +2,8 @@
 
 ``training_stacks.yaml``: what a training framework (and version) does by default that changes the
 physics of a step — sequence parallelism with TP, TP communication overlap, asynchronous pipeline
-sends, ZeRO-3/FSDP collective granularity and prefetch, MoE all-to-all overlap — and how a free-text
+sends, ZeRO-3/FSDP collective granularity and prefetch, MoE all-to-all overlap, the context-parallel
+exchange (ring, all-gather, all-to-all) and whether FP8 training runs attention in FP8 — and how a free-text
 framework name maps to a stack. ``collective_libraries.yaml``: which algorithms each library (NCCL,
 RCCL, HCCL, CNCL) offers across scale-up domains, which sets a collective's latency term.
 
@@ -25,6 +26,7 @@ DATA_DIR: Final = Path(__file__).parent / "data"
 
 Zero3Granularity = Literal["parameter", "unit", "bucket"]
 InterAlgorithm = Literal["ring", "tree", "halving_doubling"]
+CpAlgorithm = Literal["ring", "all_gather", "all_gather_async", "all_to_all"]
 
 
 class _Strict(BaseModel):
@@ -54,6 +56,12 @@ class TrainingStack(_Strict):
     moe_fp8_dispatch: bool = Field(default=False, description="FP8 dispatch payload in FP8 training (combine stays bf16)")
     note: str = ""
     sources: tuple[str, ...] = Field(min_length=1)
+    cp_algorithm: CpAlgorithm = Field(
+        default="ring", description="how context parallelism exchanges K and V: ring (P2P blocks under the block "
+                                   "attention), all_gather (exposed), all_gather_async (under the local block's "
+                                   "attention), all_to_all (Ulysses: q, k, v and o re-sharded over heads)")
+    fp8_attention: bool = Field(default=False, description="FP8 training runs the attention core in FP8 too "
+                                                           "(Transformer Engine fp8_dpa); false: attention in BF16")
 
 
 class _Pattern(_Strict):

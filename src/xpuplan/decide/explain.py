@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from xpuplan.decide.engine import Evaluation
-from xpuplan.decide.facts import efficiency_sigma, efficiency_source_kind
+from xpuplan.decide.facts import efficiency_source_kind, part_efficiency_sigma
 from xpuplan.decide.result import Explanation
 from xpuplan.i18n import t
 
@@ -107,7 +107,7 @@ def explain(ev: Evaluation, lang: str) -> Explanation:
     for c in lead:
         for p in c.parts.values():
             dev = c.device(p.device_id)
-            sigma = efficiency_sigma(dev.min_trust(), p.efficiency_source)
+            sigma = part_efficiency_sigma(dev, p.role, p.efficiency_source)
             if p.device_id not in devs or sigma > devs[p.device_id][0]:
                 devs[p.device_id] = (sigma, dev, p.efficiency_source, p.compute_bound_fraction)
     for dev_id, (sig, dev, src, cb) in sorted(devs.items(), key=lambda kv: -kv[1][0]):

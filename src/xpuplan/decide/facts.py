@@ -8,11 +8,12 @@ number is assigned per chip.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from xpuplan.datafile import parse_text, read_text
 from xpuplan.decide.weights import criteria_data
@@ -91,11 +92,41 @@ def technical_score(min_trust: str, efficiency_source: str) -> float:
     return mix["trust"] * trust_score(min_trust) + mix["efficiency"] * eff
 
 
-def efficiency_sigma(min_trust: str, efficiency_source: str) -> float:
-    """Log-normal sigma of the efficiency multiplier (data/criteria.yaml ``uncertainty``)."""
+#: z-score of the 90th percentile of a normal distribution: a P10..P90 band spans 2 x 1.2816 sigma.
+Z_P90: Final = 1.2815515655446004
+
+
+def band_sigma(low_fraction: float, high_fraction: float) -> float:
+    """Log-normal sigma of a P10..P90 band [p(1 - low), p(1 + high)] around a prediction p:
+    (ln(1 + high) - ln(1 - low)) / (2 z90)."""
+    return (math.log1p(high_fraction) - math.log1p(-min(low_fraction, 0.95))) / (2.0 * Z_P90)
+
+
+def efficiency_sigma(min_trust: str, efficiency_source: str, band: tuple[float, float] | None = None) -> float:
+    """Log-normal sigma of the efficiency multiplier.
+
+    The floor by where the efficiency comes from (data/criteria.yaml ``uncertainty``), widened by the
+    worst trust grade of the device's figures. ``band``: the hardware family's measured validation
+    band (``xpuplan.validate.validation_band``, P10..P90 of measured/predicted on the public rows,
+    already widened for families without enough rows); when given and the efficiency is not the
+    user's own calibration, the sigma is at least that band's (+ the trust widening), so the
+    uncertainty of a recommendation is the one the planner has shown on published runs."""
     u = criteria_data().uncertainty
-    return float(u["efficiency_sigma"][efficiency_source_kind(efficiency_source)]) + float(
-        u["trust_widening"].get(min_trust, 0.1))
+    kind = efficiency_source_kind(efficiency_source)
+    widening = float(u["trust_widening"].get(min_trust, 0.1))
+    sigma = float(u["efficiency_sigma"][kind]) + widening
+    if band is not None and kind != "calibration":
+        sigma = max(sigma, band_sigma(*band) + widening)
+    return sigma
+
+
+def part_efficiency_sigma(device: Any, role: str, efficiency_source: str) -> float:
+    """:func:`efficiency_sigma` of one part of an option: ``device``'s family band for training
+    (role ``train``) or serving (any other role)."""
+    from xpuplan.validate.band import validation_band
+
+    band = validation_band(device, "train" if role == "train" else "infer")
+    return efficiency_sigma(device.min_trust(), efficiency_source, band)
 
 
 # -- availability ------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Sampled per device (shared by every option using it, so options on the same hard
 
 * achievable efficiency: a log-normal multiplier, median 1, sigma from where the efficiency comes
   from (calibrated, device, family or generic defaults) widened by the worst trust grade of the
-  device's figures (``data/criteria.yaml`` ``uncertainty``);
+  device's figures (``data/criteria.yaml`` ``uncertainty``), and at least the sigma of the device
+  family's measured validation band (``validate/data/bands.json``) unless the user calibrated it;
 * the catalog's ranges: dense peak (the precision used) and memory bandwidth, uniform over
   ``low..high`` of the figure, as a ratio to the value used;
 * prices: the purchase (or cloud) price and the electricity price, uniform over their ranges.
@@ -35,6 +36,13 @@ from xpuplan.decide.scoring import PERF_LEAVES, F, leaf_scores, totals
 QUANTILES = (10, 50, 90)
 
 
+def _sigma(cands: list[Candidate], device_id: str, dev: Any) -> float:
+    """Efficiency sigma of a device: the widest over the parts that use it (training and serving
+    parts have their own validation bands)."""
+    return max(facts.part_efficiency_sigma(dev, p.role, p.efficiency_source)
+               for c in cands for p in c.parts.values() if p.device_id == device_id)
+
+
 def _ratio_range(fig: Any) -> tuple[float, float]:
     if fig is None or not fig.value:
         return 1.0, 1.0
@@ -60,8 +68,7 @@ def run_monte_carlo(cands: list[Candidate], s: Scenario, share: dict[str, float]
     elec_u: dict[str, F] = {}
     for d in dev_ids:
         dev = devs[d]
-        src = next(p.efficiency_source for c in cands for p in c.parts.values() if p.device_id == d)
-        sigma = facts.efficiency_sigma(dev.min_trust(), src)
+        sigma = _sigma(cands, d, dev)
         eff[d] = np.exp(rng.normal(0.0, sigma, n))
         peak_u[d] = rng.random(n)
         bw_u[d] = rng.random(n)
@@ -160,6 +167,5 @@ def run_monte_carlo(cands: list[Candidate], s: Scenario, share: dict[str, float]
         "time_s": spread(time_s),
         "cost_usd": spread(cost),
         "p_rank_first": [float(x) for x in p_first],
-        "sigma_by_device": {d: facts.efficiency_sigma(devs[d].min_trust(), next(
-            p.efficiency_source for c in cands for p in c.parts.values() if p.device_id == d)) for d in dev_ids},
+        "sigma_by_device": {d: _sigma(cands, d, devs[d]) for d in dev_ids},
     }

@@ -89,14 +89,14 @@ def _joules(kwh: float | None) -> float | None:
 
 
 def _option_assumptions(c: Any) -> list[dict[str, Any]]:
-    from xpuplan.decide.facts import efficiency_sigma, efficiency_source_kind
+    from xpuplan.decide.facts import efficiency_source_kind, part_efficiency_sigma
 
     out = []
     for p in c.parts.values():
         dev = c.device(p.device_id)
         out.append({"role": p.role, "device": p.device_id, "efficiency_source": p.efficiency_source,
                     "efficiency_source_kind": efficiency_source_kind(p.efficiency_source),
-                    "efficiency_sigma": efficiency_sigma(dev.min_trust(), p.efficiency_source),
+                    "efficiency_sigma": part_efficiency_sigma(dev, p.role, p.efficiency_source),
                     "worst_trust": dev.min_trust(), "cost_mode": p.cost_mode})
     return out
 

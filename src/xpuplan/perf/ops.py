@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from xpuplan.models.arch import ModelArch
+from xpuplan.perf.flops import mean_local_context
 from xpuplan.perf.params import kv_replication, params_attention_per_layer, params_kv_per_layer
 from xpuplan.perf.roofline import OpCost, cost_attention, cost_elementwise, cost_linear
 
@@ -157,8 +158,12 @@ def _layer_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, head
 def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int, kvh: int,
                      dtype: str) -> OpCost:
     """Attention of a local layer: each query sees at most w = sliding_window keys. A block shorter
-    than w is the ordinary (causal) attention; a longer block is charged w keys per query (non-causal
-    q_len × w: the upper bound, exact once q_len ≫ w); a decode step reads min(kv_len, w) keys."""
+    than w is the ordinary (causal) attention; a decode step reads min(kv_len, w) keys. A longer
+    block over its own keys (q_len = kv_len: training, a fresh prefill) attends
+    :func:`~xpuplan.perf.flops.mean_local_context` keys per query (sliding: the causal ramp, then w;
+    chunked: within each chunk), the figure :mod:`xpuplan.perf.flops` counts; a longer block that
+    continues a context (q_len < kv_len, chunked prefill) is charged w keys per query (the upper
+    bound, exact once q_len ≫ w). Bytes: Q and O of the block, K and V of a window."""
     assert model.sliding_window is not None
     w = model.sliding_window
     kv_eff = np.minimum(kv_len, w) if isinstance(kv_len, np.ndarray) else min(kv_len, w)
@@ -169,6 +174,14 @@ def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, head
         return _attention(model, batch, q_eff, kv_eff, heads, kvh, dtype)
     windowed = cost_attention(batch, heads, q_len, kv_eff, model.qk_head_dim, causal=False, dtype=dtype,  # type: ignore[arg-type]
                               kv_heads=kvh, v_head_dim=model.v_head_dim)
+    causal = model.type != "encoder"
+    own = np.asarray(q_len) == kv_len
+    if np.any(own):
+        mean_keys = np.vectorize(lambda s: mean_local_context(model, int(s), causal))(np.maximum(q_len, 1))
+        exact = 2.0 * batch * heads * q_len * mean_keys * (model.qk_head_dim + model.v_head_dim)
+        flops = np.where(own, exact, windowed.flops)
+        windowed = OpCost("attention", "attention", float(flops) if np.ndim(flops) == 0 else flops,  # type: ignore[arg-type]
+                          windowed.bytes, windowed.min_dim)
     if not (isinstance(q_len, np.ndarray) or isinstance(kv_len, np.ndarray)):
         return windowed
     short = _attention(model, batch, np.minimum(q_len, kv_eff), kv_eff, heads, kvh, dtype)

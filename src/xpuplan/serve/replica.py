@@ -149,11 +149,44 @@ def make_replica(
         notes.append(f"tp·ep = {tp * ep} exceeds the {device.id} scale-up domain ({device.scale_up_domain}); "
                      "its collectives cross the scale-out network")
     validity.check_prefix_hit_rate(prefix_hit_rate)
-    e = eff or a.efficiency(device)
+    e = eff or engine_build_efficiency(prof, device, a)
+    if eff is None and prof.version is None:
+        notes.extend(unversioned_build_notes(prof, device, a, e))
     return Replica(model=model, device=device, precision=prec, engine=prof, eff=e,
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
                    notes=tuple(notes), links=device_links(device, e, assumptions=a),
                    speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
+
+
+def engine_build_efficiency(engine: EngineProfile, device: Device, assumptions: Assumptions) -> Efficiency:
+    """The device's efficiency under ``assumptions`` for this engine build: the built-in one, except
+    that fields of the device's family fitted on older builds of the engine (``build_fitted`` in
+    ``engines.yaml``) take the family's prior when the printed version is the later build.
+    Calibrations, device entries and user overrides are measurements of their own: left as they are."""
+    e = assumptions.efficiency(device)
+    family = assumptions.efficiency_family(device)
+    if not (e.source == f"family:{family}"):
+        return e
+    for b in engine.build_fitted:
+        if b.family == family and b.applies(engine.version):
+            prior = assumptions.efficiency_prior(device, family)
+            e = e.merged({f: getattr(prior, f) for f in b.fields},
+                         f"{e.source} (engine build {engine.id} >= {'.'.join(map(str, b.from_version))}: "
+                         f"{', '.join(b.fields)} from the prior)")
+    return e
+
+
+def unversioned_build_notes(engine: EngineProfile, device: Device, assumptions: Assumptions,
+                            eff: Efficiency) -> list[str]:
+    """What a result says when the engine name prints no version and the device's family values were
+    fitted on older builds of it (``build_fitted``): they are kept, and naming the version changes them."""
+    family = assumptions.efficiency_family(device)
+    if eff.source != f"family:{family}":
+        return []
+    return [f"{family} efficiencies ({', '.join(b.fields)}) were fitted on {engine.name} builds before "
+            f"{'.'.join(map(str, b.from_version))}; name the engine with its version (e.g. '{engine.id} "
+            f"{'.'.join(map(str, b.from_version))}') for a later build"
+            for b in engine.build_fitted if b.family == family]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Each layer's operations come from :func:`xpuplan.perf.ops.layer_ops`, timed with
 :func:`xpuplan.perf.roofline.op_time` (efficiency by operation size and precision); the attention
-core is replaced by :func:`attention_core_ops` (fused or unfused). Backward = 2 x forward for GEMMs
+core is replaced by :func:`attention_core_ops` (fused or unfused), whose FLOPs are those of
+:mod:`xpuplan.perf.flops` (each layer's attended keys: sliding-window layers see at most their
+window) and which runs in 16-bit even in FP8 training unless the stack enables FP8 attention. Backward = 2 x forward for GEMMs
 (1 x for the frozen base of LoRA/QLoRA: no weight gradients), :data:`ATTENTION_BACKWARD_FACTOR` x for
 fused attention, 2 x for elementwise ops; recomputation adds the layer's forward (full) or the
 attention core's (selective); the last stage adds the output head and the loss.
@@ -19,6 +21,7 @@ import numpy as np
 from xpuplan.catalog.device import Device
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.flops import flops_attention_core_per_token, mean_causal_context, mean_local_context
 from xpuplan.perf.memory import NF4_OVERHEAD_BYTES_PER_PARAM, params_per_device
 from xpuplan.perf.ops import head_ops, layer_ops
 from xpuplan.perf.params import param_breakdown
@@ -39,10 +42,6 @@ FROZEN_GEMM_BACKWARD_FACTOR: Final = 1.0
 #: Backward of an elementwise op (norm, activation, residual): reads the upstream gradient and the
 #: saved input, writes the input gradient: ~2x the forward's bytes.
 ELEMENTWISE_BACKWARD_FACTOR: Final = 2.0
-
-#: Causal attention with CP: load-balanced ring attention computes half of the (s/cp) x s scores
-#: each rank would compute without the causal mask.
-CAUSAL_FRACTION: Final = 0.5
 
 #: Unfused attention (no FlashAttention): bytes moved per attention score in the forward besides
 #: the two GEMMs' own traffic: the fused scale-mask-softmax reads the fp16 scores (2 B) and writes
@@ -116,27 +115,53 @@ def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> 
     return op_time(op, device, dtype, eff).time_s
 
 
+def attention_precision(precision: str, fp8_attention: bool) -> str:
+    """Precision the attention core (QK^T, softmax, P·V) runs in. FP8 training recipes quantise the
+    linear layers only: Transformer Engine runs fused attention in BF16 unless the recipe sets
+    ``fp8_dpa`` (off by default), and torchao's float8 training converts ``nn.Linear`` modules only.
+    So the core runs at the plan's precision only for FP8 plans on a stack with ``fp8_attention``."""
+    return precision if precision == "fp8" and fp8_attention else "bf16"
+
+
+def mean_attended_keys(model: ModelArch, seq_len: int) -> float:
+    """Keys one query attends, averaged over the model's layers, in a training sequence of
+    ``seq_len`` tokens: the causal mean (s+1)/2 on global layers and
+    :func:`~xpuplan.perf.flops.mean_local_context` on local (sliding-window / chunked) layers;
+    encoders attend all s keys (window-capped on local layers). The same figures
+    :func:`~xpuplan.perf.flops.flops_training_per_token` counts, so FLOPs and step time agree."""
+    causal = model.type != "encoder"
+    per_token = flops_attention_core_per_token(model, mean_causal_context(seq_len, causal),
+                                               local_context=mean_local_context(model, seq_len, causal))
+    one_key = flops_attention_core_per_token(model, 1.0, local_context=1.0)
+    return per_token / one_key if one_key else 0.0
+
+
 def attention_core_ops(
     model: ModelArch, *, micro_batch: int, q_len: int, kv_len: int, tp: int, cp: int, flash: bool,
 ) -> tuple[list[OpCost], float]:
-    """The attention core of one layer on one device and its backward/forward time ratio.
+    """The attention core of one (average) layer on one device and its backward/forward time ratio.
 
-    Flash (fused) attention: one kernel; with CP the local queries meet every key once over the
-    ring, half of them masked (load-balanced causal). Unfused attention (Megatron-LM before
-    FlashAttention): QK^T and P·V batched GEMMs over the *whole* s x s score matrix (cuBLAS does
-    not skip the masked half) plus a fused scale-mask-softmax-dropout kernel whose score traffic is
+    ``q_len`` = the local sequence chunk (seq_len / cp), ``kv_len`` = the whole sequence.
+    Flash (fused) attention: one kernel that skips masked blocks, causal and sliding-window alike, so
+    its FLOPs are the model's attention FLOPs (:func:`mean_attended_keys` keys per query, the average
+    over global and local layers) for this device's queries and heads. With CP the split is load
+    balanced (ring and all-gather CP: each rank holds two mirrored chunks of s/(2·cp) tokens;
+    all-to-all CP: every token for 1/cp of the heads), so every rank computes 1/cp of the total and
+    the causally masked half is counted once, not twice.
+    Bytes: Q and O of the local chunk, K and V of every key the rank meets.
+
+    Unfused attention (Megatron-LM before FlashAttention, eager code): QK^T and P·V batched GEMMs
+    over the *whole* q x kv score matrix (cuBLAS does not skip masked scores, causal or outside a
+    window) plus a fused scale-mask-softmax-dropout kernel whose score traffic is
     :data:`UNFUSED_SOFTMAX_BYTES_PER_SCORE`; its backward is 2x (GEMMs and elementwise alike).
     """
     heads = max(1, model.n_heads // tp)
     kvh = max(1, model.kv_heads // tp)
     dqk, dv = model.qk_head_dim, model.v_head_dim
     if flash:
-        causal_square = cp == 1
-        op = cost_attention(micro_batch, heads, q_len, kv_len if cp == 1 else kv_len, dqk, causal=causal_square,
-                            kv_heads=kvh, v_head_dim=dv)
-        if not causal_square:
-            op = OpCost("attention (ring, causal)", "attention", op.flops * CAUSAL_FRACTION, op.bytes, op.min_dim)
-        return [op], ATTENTION_BACKWARD_FACTOR
+        full = cost_attention(micro_batch, heads, q_len, kv_len, dqk, causal=False, kv_heads=kvh, v_head_dim=dv)
+        flops = 2.0 * micro_batch * heads * q_len * mean_attended_keys(model, kv_len) * (dqk + dv)
+        return [OpCost("attention (flash)", "attention", flops, full.bytes, full.min_dim)], ATTENTION_BACKWARD_FACTOR
     bh = micro_batch * heads
     qk = cost_gemm(q_len, kv_len, dqk, name="attention scores QK^T")
     pv = cost_gemm(q_len, dv, kv_len, name="attention P·V")
@@ -195,13 +220,14 @@ def _lora_adapter_op(model: ModelArch, tokens: int, tp: int) -> OpCost:
 def layer_compute(
     model: ModelArch, device: Device, eff: Efficiency, *, micro_batch: int, seq_len: int, tp: int, cp: int,
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
-    lora: bool = False,
+    lora: bool = False, fp8_attention: bool = False,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
     Tokens on a device: micro_batch · seq_len / cp. With SP the norms and residual adds run on
     1/tp of the tokens. GEMMs come from :func:`xpuplan.perf.ops.layer_ops`; the attention core is
-    replaced by :func:`attention_core_ops`.
+    replaced by :func:`attention_core_ops`, timed at :func:`attention_precision` (16-bit unless
+    ``fp8_attention``: the training stack's FP8 dot-product attention).
     """
     s_loc = max(1, seq_len // cp)
 
@@ -252,7 +278,8 @@ def layer_compute(
         mg, me = classify([op for op in base if not op.name.startswith("experts")] + experts + moe_extra)
     attn_ops, bwd_factor = attention_core_ops(model, micro_batch=micro_batch, q_len=s_loc, kv_len=seq_len if cp > 1 else s_loc,
                                               tp=tp, cp=cp, flash=flash)
-    af = sum(_op_seconds(op, device, "bf16", eff) for op in attn_ops)
+    attn_dtype = attention_precision(precision, fp8_attention)
+    af = sum(op_time(op, device, attn_dtype if op.op_class != "elementwise" else "bf16", eff).time_s for op in attn_ops)
     hops = head_ops(model, rows=tokens, tp=tp, dtype=precision)
     loss = OpCost("loss", "elementwise", 5.0 * tokens * model.vocab_size / tp,
                   tokens * model.vocab_size / tp * LOSS_BYTES_PER_LOGIT)

@@ -127,15 +127,59 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     return lay.layers_stage * np.where(can_overlap, overlapped, lay.passes * comm_layer)
 
 
-def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays, comp: StageCompute) -> np.ndarray:
-    """Ring-attention KV exchange of one micro-batch beyond what the attention it feeds hides."""
+def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays, comp: StageCompute,
+                     stack: TrainingStack) -> np.ndarray:
+    """Exposed context-parallel communication of one micro-batch, by the stack's ``cp_algorithm``.
+
+    Each rank holds s/cp tokens (two mirrored chunks: load-balanced causal split) and their K and V
+    (``kv_heads``/tp heads, GQA; MLA's K and V are per query head). Per layer and forward pass:
+
+    * ``ring`` (Megatron-Core/TE p2p, ring attention): cp-1 steps, each sending one KV block to the
+      next rank while the current block's attention (1/cp of the layer's attention) runs; a step is
+      exposed where its send outlasts its block (plus the interference of the hidden part,
+      :func:`exposed_after_overlap_s`). Backward: each step also passes on the dK, dV accumulated
+      so far (2x), and after the last block they take one more hop to their owner, exposed.
+    * ``all_gather`` (Llama 3, MaxText): K and V all-gathered before the local attention, exposed;
+      backward gathers them again and reduce-scatters dK, dV.
+    * ``all_gather_async`` (PyTorch context_parallel, torchtitan): the same collectives issued
+      asynchronously under the local block's attention (1/cp of the layer's).
+    * ``all_to_all`` (DeepSpeed Ulysses, cp_comm_type a2a): one all-to-all of q, k, v (sequence to
+      heads; KV heads replicated up to cp when fewer) before attention and one of the output after;
+      backward the same volumes, exposed.
+
+    Forward passes: the forward, plus the recomputed forward under full or selective recomputation
+    (both re-run the attention, and with it its exchange)."""
     heads = model.n_heads if model.mla is not None else model.kv_heads
-    kv_width = np.maximum(1.0, heads / lay.tp) * (model.qk_head_dim + model.v_head_dim)
-    kv_bytes = lay.mb * (lay.s / lay.cp) * kv_width * ACTIVATION_BYTES
-    t_kv = group_time_s("p2p", kv_bytes, cluster, p.cp, p.tp)
-    cp_fwd = np.maximum(0.0, (lay.cp - 1.0) * t_kv - comp.attn_fwd)
-    cp_bwd = np.maximum(0.0, (lay.cp - 1.0) * 2.0 * t_kv - comp.attn_bwd)
-    return lay.layers_stage * (cp_fwd * (1.0 + lay.full_rec) + cp_bwd)
+    kv_heads = np.maximum(1.0, heads / lay.tp)
+    dqk, dv = model.qk_head_dim, model.v_head_dim
+    chunk = lay.mb * (lay.s / lay.cp)  # tokens per rank
+    kv_bytes = chunk * kv_heads * (dqk + dv) * ACTIVATION_BYTES  # this rank's K and V
+    fwd_passes = 1.0 + lay.full_rec + lay.sel_rec
+    algo = stack.cp_algorithm
+    zero = np.zeros_like(lay.tp, dtype=float)
+    if algo == "ring":
+        t_kv = group_time_s("p2p", kv_bytes, cluster, p.cp, p.tp)
+        steps = lay.cp - 1.0
+        fwd = steps * exposed_after_overlap_s(t_kv, comp.attn_fwd / lay.cp, zero)
+        # the dK, dV accumulators travel with the blocks and take one more hop home after the last
+        # block's backward: that send has nothing left to hide under
+        bwd = steps * exposed_after_overlap_s(2.0 * t_kv, comp.attn_bwd / lay.cp, zero) + t_kv
+    elif algo in ("all_gather", "all_gather_async"):
+        t_ag = group_time_s("all_gather", kv_bytes * lay.cp, cluster, p.cp, p.tp)
+        t_rs = group_time_s("reduce_scatter", kv_bytes * lay.cp, cluster, p.cp, p.tp)
+        if algo == "all_gather":
+            fwd, bwd = t_ag, t_ag + t_rs
+        else:
+            fwd = exposed_after_overlap_s(t_ag, comp.attn_fwd / lay.cp, zero)
+            bwd = exposed_after_overlap_s(t_ag + t_rs, comp.attn_bwd / lay.cp, zero)
+    else:  # all_to_all (Ulysses)
+        q_heads = np.maximum(1.0, model.n_heads / lay.tp)
+        qkv_bytes = chunk * (q_heads * dqk + np.maximum(kv_heads, lay.cp) * (dqk + dv)) * ACTIVATION_BYTES
+        o_bytes = chunk * q_heads * dv * ACTIVATION_BYTES
+        fwd = group_time_s("all_to_all", qkv_bytes, cluster, p.cp, p.tp) + group_time_s(
+            "all_to_all", o_bytes, cluster, p.cp, p.tp)
+        bwd = fwd
+    return lay.layers_stage * (fwd * fwd_passes + bwd)
 
 
 def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,

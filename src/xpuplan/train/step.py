@@ -56,7 +56,6 @@ from xpuplan.train.arrays import _REC_INDEX, PlanArrays, StepArrays
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.compute import (
     ATTENTION_BACKWARD_FACTOR,
-    CAUSAL_FRACTION,
     EAGER_RMSNORM_EXTRA_BYTES,
     EAGER_ROPE_EXTRA_BYTES,
     EAGER_SWIGLU_EXTRA_BYTES,
@@ -99,7 +98,7 @@ from xpuplan.train.plan import PRECISIONS, RECOMPUTE_MODES
 from xpuplan.workload.training import TrainingJob
 
 __all__ = [
-    "ACTIVATION_BYTES", "ATTENTION_BACKWARD_FACTOR", "CAUSAL_FRACTION", "DP_BUCKET_BYTES", "EAGER_RMSNORM_EXTRA_BYTES",
+    "ACTIVATION_BYTES", "ATTENTION_BACKWARD_FACTOR", "DP_BUCKET_BYTES", "EAGER_RMSNORM_EXTRA_BYTES",
     "EAGER_ROPE_EXTRA_BYTES", "EAGER_SWIGLU_EXTRA_BYTES", "EAGER_TRANSPOSE_BYTES", "ELEMENTWISE_BACKWARD_FACTOR",
     "FP8_CAST_BYTES_PER_ELEMENT", "FROZEN_GEMM_BACKWARD_FACTOR", "GEMM_BACKWARD_FACTOR", "GRAD_REDUCE_BYTES",
     "LORA_OUTPUT_PASSES", "LOSS_BYTES_PER_LOGIT", "MOE_IMBALANCE_FACTOR", "MOE_PERMUTE_BYTES_PER_ELEMENT",
@@ -157,7 +156,7 @@ class StepModel:
                     self.model, self.device, self.eff, micro_batch=mb, seq_len=self.job.seq_len, tp=tp, cp=cp, ep=ep,
                     sp=bool(sp), precision=PRECISIONS[prec], flash=self.job.flash_attention,
                     qlora=self.job.method == "qlora", eager=self.job.kernels == "eager",
-                    lora=self.job.method != "full")
+                    lora=self.job.method != "full", fp8_attention=self.stack.fp8_attention)
             vals.append(self._compute[k])
         return {n: np.asarray([getattr(v, n) for v in vals], dtype=float)[inv] for n in LayerCompute.__dataclass_fields__}
 
@@ -222,7 +221,7 @@ class StepModel:
         comp = stage_compute(self.compute_table(p), lay, model, frozen=frozen)
         st = self.stack
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
-        cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp)
+        cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
         ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st)
         bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb, st)
         dense_p, expert_p = self.params_table(p)
