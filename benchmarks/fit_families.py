@@ -154,7 +154,7 @@ FAMILIES: tuple[Family, ...] = (
         fixed={"low_precision_factor": 1.0},
         stack="Intel Gaudi software 1.18 (PyTorch bridge, HPU graphs; Optimum-Habana style serving)",
         why="Gaudi 2 serving rows (FP8 throughput and TTFT); the training rows print no layout (the validator "
-            "predicts the planner's best plan, an upper bound) and are reported, not fitted. Every row is FP8, so "
+            "predicts a conventional layout, TP over a server) and are reported, not fitted. Every row is FP8, so "
             "FP8 and bf16 share one fraction (low_precision_factor held at 1.0: FP8 runs on the same MME data "
             "path, at twice the bf16 rate on Gaudi 2 and the same rate on Gaudi 3, as the catalog peaks say). Gaudi 3 has no public row and takes Gaudi 2's fractions as its prior (same MME "
             "design and software stack).",
@@ -360,8 +360,9 @@ def rows_of(fam: Family, rows: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
 
 
 def upper_bound(row: Any) -> bool:
-    """A training row without a printed layout: the validator predicts the planner's own best plan, an upper
-    bound on the run, not a prediction of it; such rows are reported but not fitted on."""
+    """A training row without a printed layout: the validator predicts a conventional layout the source did not
+    print (TP over a server, the smallest pipeline that fits; the planner's best plan, an upper bound, in the
+    details), an assumption about the run rather than its plan; such rows are reported but not fitted on."""
     return bool(row.kind == "train" and row.get("tp") is None and row.get("pp") is None)
 
 

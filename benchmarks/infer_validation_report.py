@@ -7,7 +7,7 @@
 
 The same predictions as ``xpuplan validate FILE``, under the built-in assumptions (no calibration
 profile, no override file), so the numbers depend only on the repository. Inference rows print the
-replica; training rows print the plan (and, for rows without a layout, the conventional layout's error).
+replica; training rows print the plan (and, for rows without a layout, the best plan's error, an upper bound).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def train_table(report: ValidationReport, by_id: dict[str, ValidationRow]) -> No
             what = res.reason or ""
         else:
             what = res.details.get("plan", "")
-            conv = res.details.get("conventional") or {}
-            if conv.get("error") is not None:
-                what = f"best plan (upper bound) {what}; conventional {conv['plan']}: {conv['error'] * 100:+.1f}%"
+            best = res.details.get("best_plan") or {}
+            if best.get("error") is not None:
+                what = f"conventional layout {what}; best plan (upper bound) {best['plan']}: {best['error'] * 100:+.1f}%"
         print(f"| {res.id} | {res.trust} | {row.get('model') or str(row.get('params_b')) + 'B'} | {res.hardware} "
               f"| {row.n_devices} | {res.metric} | {_fmt(res.measured)} | {_fmt(res.predicted)} | {_err(res)} | {what} |")
 

@@ -309,3 +309,32 @@ def test_maxtext_multislice_shards_inside_the_slice_and_all_reduces_across_slice
     ar_s = 2.0 * 7 / 8 * shard_bytes / slow.scale_out.bus_bw
     slow_e = estimate(m, slow, plan, job_for(2048), stack=mt)
     assert slow_e.step.zero3_comm_s > 0.5 * ar_s
+
+
+def test_maxtext_cross_slice_all_reduce_waits_for_the_backward():
+    """MaxText's DCN gradient all-reduce across slices is not hidden under the backward
+    (``grad_reduce_overlap`` false): the step pays all of it, where an overlapping stack pays only
+    its last bucket and the interference."""
+    from xpuplan.train.phases import GRAD_REDUCE_BYTES, cross_domain_all_reduce_s
+
+    mt = training_stack("maxtext")
+    assert not mt.grad_reduce_overlap
+    hiding = mt.model_copy(update={"grad_reduce_overlap": True})
+    m = get_model("llama3-8b")
+    kw = dict(tp=1, pp=1, zero_stage=3, recompute="full", micro_batch=4)
+
+    def run(n, stack):
+        job = TrainingJob(seq_len=2048, global_batch_tokens=2048 * 4 * n)
+        plan = make_plan(n_devices=n, global_batch_seqs=job.global_batch_seqs, **kw)
+        return estimate(m, Cluster.from_catalog("google-tpu-v5e", n), plan, job, stack=stack)
+
+    one = run(256, mt)
+    assert one.step.zero3_comm_s == pytest.approx(run(256, hiding).step.zero3_comm_s)  # no DCN inside a slice
+    c = Cluster.from_catalog("google-tpu-v5e", 2048)
+    dense = StepModel(m, c.device, c.efficiency, TrainingJob(seq_len=2048, global_batch_tokens=2048 * 4 * 2048),
+                      stack=mt).params_table(PlanArrays.from_plans([make_plan(
+                          n_devices=2048, global_batch_seqs=4 * 2048, **kw)]))[0][0]
+    ar = cross_domain_all_reduce_s(np.array([dense * GRAD_REDUCE_BYTES / 256]), c, np.array([8]), np.array([256]))[0]
+    exposed = run(2048, mt).step.zero3_comm_s - one.step.zero3_comm_s
+    assert exposed == pytest.approx(ar, rel=0.05)
+    assert run(2048, hiding).step.zero3_comm_s - one.step.zero3_comm_s < 0.5 * ar

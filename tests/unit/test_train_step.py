@@ -104,6 +104,60 @@ def test_dp_group_across_nodes_uses_the_nic():
     assert estimate(m, slow, p, job).step.dp_comm_s > e.step.dp_comm_s
 
 
+def test_zero2_reduce_scatters_every_micro_batch_without_pipelining_once_per_step_with_it():
+    m = get_model("llama3-8b")
+    job = TrainingJob(seq_len=4096, global_batch_tokens=256 * 4096)
+    c = _cluster("nvidia-h100-sxm-80gb", 64)
+
+    def est(pp: int, zero: int):
+        return estimate(m, c, make_plan(n_devices=64, global_batch_seqs=256, tp=2, pp=pp, zero_stage=zero,
+                                        recompute="selective", micro_batch=1), job)
+
+    # no pipeline: ZeRO-2 keeps a gradient shard, so it reduce-scatters every micro-batch (ga of them)
+    z1, z2 = est(1, 1), est(1, 2)
+    assert z2.plan.grad_accum > 1
+    assert z2.step.dp_comm_s > 2.0 * z1.step.dp_comm_s
+    assert z2.memory.gradients_bytes == pytest.approx(z1.memory.gradients_bytes / 32)  # dp = 32
+    # pipelined: gradients accumulate in a full-size buffer and are reduce-scattered once per step, as ZeRO-1
+    p1, p2 = est(4, 1), est(4, 2)
+    assert p2.step.dp_comm_s == pytest.approx(p1.step.dp_comm_s)
+    assert p2.step_time_s == pytest.approx(p1.step_time_s)
+    assert p2.memory.gradients_bytes == pytest.approx(p1.memory.gradients_bytes)
+    assert p2.memory.total_bytes == pytest.approx(p1.memory.total_bytes)
+    assert any("ZeRO-2 with pipelining" in n for n in p2.notes)
+    assert not any("ZeRO-2 with pipelining" in n for n in z2.notes)
+
+
+def test_gradients_sharded_only_by_zero3_or_unpipelined_zero2():
+    import numpy as np
+
+    from xpuplan.perf.memory import gradients_sharded
+
+    zero = np.array([0, 1, 2, 2, 3, 3])
+    pp = np.array([1, 1, 1, 4, 1, 4])
+    assert gradients_sharded(zero, pp).tolist() == [False, False, True, False, True, True]
+    # the scalar memory model agrees: pipelined ZeRO-2 holds the full buffer
+    m = get_model("llama3-8b")
+    kw = dict(seq_len=4096, tp=2, dp=8, recompute="selective")
+    assert training_memory(m, pp=4, zero_stage=2, **kw).gradients == pytest.approx(
+        training_memory(m, pp=4, zero_stage=1, **kw).gradients)
+    assert training_memory(m, pp=1, zero_stage=2, **kw).gradients == pytest.approx(
+        training_memory(m, pp=1, zero_stage=1, **kw).gradients / 8)
+
+
+def test_search_does_not_enumerate_pipelined_zero2_twice():
+    m = get_model("llama3-8b")
+    job = TrainingJob(seq_len=4096, global_batch_tokens=256 * 4096)
+    c = _cluster("nvidia-h100-sxm-80gb", 64)
+    from xpuplan.train.search import enumerate_plans
+
+    plans = enumerate_plans(m, 64, job, c, SearchSpace(tp=[2], recompute=["selective"]))
+    assert ((plans.zero == 2) & (plans.pp > 1)).sum() == 0
+    assert ((plans.zero == 2) & (plans.pp == 1)).sum() > 0
+    only2 = enumerate_plans(m, 64, job, c, SearchSpace(tp=[2], pp=[4], zero_stage=[2], recompute=["selective"]))
+    assert len(only2) and (only2.zero == 2).all()  # asked for explicitly: kept
+
+
 def test_recompute_trades_time_for_memory():
     m = get_model("llama3-8b")
     c = _cluster("nvidia-a100-sxm-80gb", 8)

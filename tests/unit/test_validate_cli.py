@@ -64,15 +64,16 @@ def test_table_shows_the_error_on_every_row(tmp_path):
     assert "no model preset" in r.stdout and "1/2 rows predicted" in r.stdout
 
 
-def test_no_layout_row_shows_best_plan_and_conventional_layout(tmp_path):
+def test_no_layout_row_shows_conventional_layout_and_best_plan(tmp_path):
     p = tmp_path / "nolayout.csv"
     p.write_text(HEADER + ROW.replace(",8,", ",16,").replace(",1,1,", ",,,"), encoding="utf-8")
     r = run("validate", str(p), "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)["rows"][0]["details"]
-    assert "upper bound" in d["layout"] and d["conventional"]["predicted"] > 0
+    assert "conventional layout" in d["layout"] and d["plan"].startswith("tp8-pp1")
+    assert d["best_plan"]["predicted"] > 0
     r = run("validate", str(p))
-    assert "best plan, an upper bound" in r.stdout and "tp8-pp1" in r.stdout
+    assert "conventional layout; best plan, an upper bound" in r.stdout
 
 
 @pytest.mark.parametrize("data, message, line, field", [

@@ -86,17 +86,21 @@ def test_old_sources_use_unfused_attention():
     assert old.value < new.value
 
 
-def test_missing_plan_is_searched_and_a_conventional_layout_reported():
+def test_missing_layout_predicts_the_conventional_layout_and_reports_the_best_plan():
     r = row(model="llama2-7b", seq_len="4096", n_devices="16", global_batch_tokens="1048576")
     p = predict(r)
-    assert p.value is not None and p.details["inferred"]["plan"].startswith("searched:")
-    assert "upper bound" in p.details["layout"]
-    conv = p.details["conventional"]
-    assert conv["plan"].startswith("tp8-") and conv["predicted"] > 0
-    assert conv["error"] == pytest.approx(conv["predicted"] / 1000 - 1)
-    # the searched plan is the planner's best: the conventional layout is not faster
-    assert conv["predicted"] <= p.value * (1 + 1e-9)
     assert conventional_layout(r) == (8, 1)
+    assert p.value is not None and p.details["inferred"]["plan"].startswith("conventional: tp8-pp1")
+    assert p.details["plan"].startswith("tp8-pp1-")
+    assert "conventional layout" in p.details["layout"] and "upper bound" in p.details["layout"]
+    best = p.details["best_plan"]
+    assert best["predicted"] > 0 and best["error"] == pytest.approx(best["predicted"] / 1000 - 1)
+    # the searched plan is the planner's best: the conventional layout is not faster
+    assert p.value <= best["predicted"] * (1 + 1e-9)
+    # the conventional prediction is the prediction of a row that states tp8-pp1
+    stated = predict(row(model="llama2-7b", seq_len="4096", n_devices="16", global_batch_tokens="1048576",
+                         tp="8", pp="1"))
+    assert p.value == pytest.approx(stated.value) and "best_plan" not in stated.details
 
 
 def test_conventional_layout_deepens_the_pipeline_until_it_fits():
@@ -105,3 +109,27 @@ def test_conventional_layout_deepens_the_pipeline_until_it_fits():
     tp, pp = conventional_layout(row(model="llama2-70b", seq_len="8192", n_devices="64", sp="0",
                                      global_batch_tokens="4194304", zero_stage="1", recompute="selective"))
     assert tp == 8 and pp > 1
+
+
+def test_vpp_candidates_follow_the_stack_schedule():
+    from xpuplan.catalog.stacks import training_stack
+    from xpuplan.validate.train_predictor import inferred_vpp_candidates
+
+    core, legacy = training_stack("megatron-core"), training_stack("megatron-lm-legacy")
+    assert core.interleaved_pipeline and not legacy.interleaved_pipeline
+    assert inferred_vpp_candidates(32, 4, core) == [1, 2, 4, 8]  # divisors of 32/4, at most MAX_VPP
+    assert inferred_vpp_candidates(32, 1, core) == [1]  # no pipeline
+    assert inferred_vpp_candidates(32, 4, legacy) == [1]  # plain 1F1B stack
+    assert inferred_vpp_candidates(32, 4, core, known=False) == [1]  # unrecognised framework: no assumption
+    assert inferred_vpp_candidates(30, 4, core) == [1, 2, 3, 4, 5, 6, 7]  # uneven stages: a layer per virtual stage
+
+
+def test_blank_vpp_is_inferred_for_an_interleaving_stack_only():
+    cols = dict(GPT, tp="2", pp="4", global_batch_tokens=str(64 * 2048), micro_batch="1")
+    core = predict(row(**dict(cols, framework="Megatron-Core")))
+    legacy = predict(row(**dict(cols, framework="Megatron-LM", source="Narayanan et al. 2021")))
+    given = predict(row(**dict(cols, framework="Megatron-Core", vpp="1")))
+    assert "vpp" in core.details["inferred"] and "vpp1" not in core.details["plan"]
+    assert core.value > given.value  # the fastest valid vpp beats plain 1F1B (smaller bubble)
+    assert "vpp" not in legacy.details["inferred"] and "-vpp1-" in legacy.details["plan"]
+    assert "vpp" not in given.details["inferred"] and "-vpp1-" in given.details["plan"]

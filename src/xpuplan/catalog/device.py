@@ -139,6 +139,10 @@ class Device:
     #: any, is always there. An optional link's bandwidth is :attr:`optional_scale_up_bandwidth`.
     scale_up_optional_domain: int | None = None
     scale_up_topology: str | None = None
+    #: Torus scale-up (TPU ICI): dimensions, and the shortest slice axis with wraparound links
+    #: (``perf.collectives.torus_group_share``); None for switched and mesh domains.
+    scale_up_torus_dims: int | None = None
+    scale_up_torus_wrap_axis: int | None = None
     pcie_generation: int | None = None
     scale_out_name: str | None = None
     export_control: str | None = None
@@ -310,6 +314,7 @@ class Device:
                 "form_factor": self.form_factor,
                 "memory_type": self.memory_type,
                 "scale_up_topology": self.scale_up_topology,
+                "scale_up_torus_dims": self.scale_up_torus_dims,
                 "scale_out": self.scale_out_name,
                 "ecosystem": {
                     "software_stack": self.ecosystem.software_stack,

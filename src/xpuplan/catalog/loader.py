@@ -120,6 +120,8 @@ def _device_from(d: DeviceIn, vendor: str, sources: dict[str, Source], file: str
         scale_up_domain=d.scale_up.domain_size if d.scale_up and not d.scale_up.optional else 1,
         scale_up_optional_domain=d.scale_up.domain_size if d.scale_up and d.scale_up.optional else None,
         scale_up_topology=d.scale_up.topology if d.scale_up else None,
+        scale_up_torus_dims=d.scale_up.torus_dims if d.scale_up else None,
+        scale_up_torus_wrap_axis=d.scale_up.torus_wrap_axis if d.scale_up else None,
         pcie_generation=d.pcie.generation if d.pcie else None,
         scale_out_name=d.scale_out.name if d.scale_out else None,
         export_control=d.availability.export_control if d.availability else None,

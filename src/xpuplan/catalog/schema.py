@@ -104,6 +104,11 @@ class ScaleUpIn(_Strict):
     bandwidth_gb_per_s_per_direction: FigureIn | None = None
     domain_size: int = Field(default=1, ge=1)
     topology: str | None = None
+    #: A torus (TPU ICI): its number of dimensions (2 for v5e/v6e, 3 for v4/v5p; the chip has two links
+    #: per dimension, and ``bandwidth_gb_per_s_per_direction`` is the sum over all of them) and the
+    #: shortest axis that has wraparound links (a slice's axis shorter than it is an open line).
+    torus_dims: int | None = Field(default=None, ge=1, le=4)
+    torus_wrap_axis: int | None = Field(default=None, ge=2)
     #: An add-on link not in every server (A100/H100 PCIe NVLink bridges joining card pairs): kept in
     #: the catalog with its source, used only when a run asks for it (``scale_up_kind`` in a
     #: scenario's ``cluster``); by default the device talks over PCIe.

@@ -44,6 +44,10 @@ class TrainingStack(_Strict):
                                                                 "(Transformer Engine); False where the compiler "
                                                                 "overlaps any TP collective (XLA collective matmul)")
     p2p_overlap: bool = Field(description="pipeline sends overlap the other virtual stage's compute")
+    interleaved_pipeline: bool = Field(default=False, description="with pp > 1 the stack's recipes run an "
+                                                                   "interleaved (virtual-stage) 1F1B or circular "
+                                                                   "schedule; a run that does not state vpp is "
+                                                                   "inferred to use the fastest valid one")
     grad_reduce_overlap: bool = Field(default=True, description="DP gradient buckets reduce under the backward")
     zero3_granularity: Zero3Granularity = Field(description="what one ZeRO-3/FSDP collective covers")
     zero3_prefetch: bool = Field(default=True, description="next gather issued under the current unit's compute")

@@ -232,6 +232,8 @@ def _render_search(res: TrainSearchResult) -> None:
                      e.memory["total_bytes"] / units.GB, _days(e.time_to_train_s)])
     console.print(table("best plans", ["#", "devices", "plan", "tokens/s", "tok/s/dev", "MFU", "step s", "mem GB",
                                        "time to train"], rows))
+    for n in (res.plans[0].notes if res.plans else []):
+        console.print(f"[yellow]note (plan 1):[/] {n}", highlight=False)
     if len(res.device_counts) > 1 and res.pareto:
         console.print(table("Pareto front: time vs devices", ["devices", "plan", "tokens/s", "time to train"],
                             [[p["n_devices"], p["key"], p["tokens_per_s"], _days(p["time_to_train_s"])]

@@ -15,9 +15,13 @@ _STAT_COLUMNS = ["group", "n", "median |err| %", "P90 |err| %", "mean signed %"]
 def _error_or_reason(r: dict[str, Any]) -> str:
     if r["error"] is not None:
         text = f"{r['error'] * 100:+.1f}%"
-        conv = (r.get("details") or {}).get("conventional") or {}
-        if conv.get("error") is not None:  # no layout in the row: best plan and conventional layout, both
-            text += f" (best plan, an upper bound; {conv['layout'].split(' ')[0]}: {conv['error'] * 100:+.1f}%)"
+        details = r.get("details") or {}
+        best = details.get("best_plan") or {}
+        conv = details.get("conventional") or {}
+        if best.get("error") is not None:  # training row without a layout: conventional layout, best plan too
+            text += f" (conventional layout; best plan, an upper bound: {best['error'] * 100:+.1f}%)"
+        elif conv.get("error") is not None:  # serving row without tp: the conventional layout too
+            text += f" ({conv['layout'].split(' ')[0]}: {conv['error'] * 100:+.1f}%)"
         return text
     return r["reason"] or "-"
 

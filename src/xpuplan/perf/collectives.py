@@ -36,7 +36,10 @@ two, and the latency terms add.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Final, Literal, Protocol
 
 import numpy as np
@@ -295,6 +298,88 @@ def scale_up_share(local: ArrayLike, domain_size: int, topology: str) -> ArrayLi
     return float(out) if np.ndim(out) == 0 else out
 
 
+# ---------------------------------------------------------------------------------------
+# Torus domains (TPU ICI)
+# ---------------------------------------------------------------------------------------
+def torus_slice_shape(chips: int, dims: int) -> tuple[int, ...]:
+    """Axis lengths (ascending) of a slice of ``chips`` chips on a ``dims``-dimensional torus: powers of
+    two, as balanced as they go (``chips`` rounded up to a power of two), which are the slice shapes
+    Google Cloud offers: v5p 4x4x4, 4x4x8, 4x8x8, 8x8x8, 8x8x16, 8x16x16; v5e/v6e 2x4, 4x4, 8x8, 8x16, 16x16."""
+    if dims < 1:
+        raise ValueError("a torus has at least one dimension")
+    target = 1 << max(int(chips) - 1, 0).bit_length()
+    shape = [1] * dims
+    while math.prod(shape) < target:
+        i = min(range(dims), key=lambda k: (shape[k], -k))
+        shape[i] *= 2
+    return tuple(sorted(shape))
+
+
+def _place(block: int, free: list[tuple[int, bool]]) -> tuple[list[tuple[int, bool]], list[tuple[int, bool]]]:
+    """Put a logical mesh axis of ``block`` chips on the free physical axes ``(length, intact)`` as
+    jax's ``mesh_utils.create_device_mesh`` does on a TPU torus: whole physical axes whose lengths
+    multiply to ``block``, as many as possible (more axes, more links); else whole axes, shortest
+    first, and a segment of the next one (which is left to later blocks as a strided, non-intact
+    axis). Returns (the axes used as ``(chips on it, a whole intact axis)``, the axes still free)."""
+    if block <= 1:
+        return [], free
+    for k in range(len(free), 0, -1):
+        for combo in itertools.combinations(range(len(free)), k):
+            if math.prod(free[i][0] for i in combo) == block:
+                return ([(free[i][0], free[i][1]) for i in combo],
+                        [a for i, a in enumerate(free) if i not in combo])
+    used: list[tuple[int, bool]] = []
+    rest = sorted(free)
+    left = block
+    while rest and left > 1:
+        length, intact = rest.pop(0)
+        if left % length == 0:  # the whole axis
+            used.append((length, intact))
+            left //= length
+            continue
+        part = math.gcd(left, length)  # a segment of the axis; the rest of it stays free, strided
+        part = part if part > 1 else min(left, length)
+        used.append((part, False))
+        if length // part > 1:
+            rest.insert(0, (length // part, False))
+        left = max(left // part, 1)
+    return used, rest
+
+
+@lru_cache(maxsize=4096)
+def torus_group_share(local: int, stride: int, slice_chips: int, dims: int, wrap_axis: int) -> float:
+    """Fraction of a chip's ICI bandwidth (the sum over its 2·``dims`` links) that a ring collective
+    of a group of ``local`` chips, ``stride`` apart, gets on a torus slice of ``slice_chips`` chips
+    (:func:`torus_slice_shape`).
+
+    The inner ``stride`` chips (the more communication-intensive logical axes: tensor parallelism is
+    innermost) are placed first, then the group (:func:`_place`). A ring along one whole axis with
+    wraparound runs both directions over the axis's two links: 2 of the 2·dims links, so each axis the
+    group spans adds 1/dims (the scaling book: an all-gather over k axes takes V / (k · W_bidi));
+    an axis without wraparound (shorter than ``wrap_axis``, or a segment of one) is an open line on
+    which a bidirectional ring reaches half of that. Capped at 1."""
+    if local <= 1 or dims < 1:
+        return 1.0
+    free = [(a, a >= wrap_axis) for a in torus_slice_shape(max(slice_chips, local * max(stride, 1)), dims)]
+    _, free = _place(max(stride, 1), free)
+    used, _ = _place(local, free)
+    share = sum((1.0 if intact else 0.5) for length, intact in used if length > 1) / dims
+    return min(max(share, 0.5 / dims), 1.0)
+
+
+def torus_share(local: ArrayLike, stride: ArrayLike, slice_chips: int, dims: int, wrap_axis: int) -> ArrayLike:
+    """:func:`torus_group_share` over arrays of group sizes and strides (floats or arrays alike)."""
+    loc = np.asarray(local, dtype=np.int64)
+    strd = np.broadcast_to(np.asarray(stride, dtype=np.int64), loc.shape)
+    if loc.ndim == 0:
+        return torus_group_share(int(loc), int(strd), slice_chips, dims, wrap_axis)
+    key = loc.ravel() * (1 << 32) + strd.ravel()  # group sizes and strides are far below 2**32
+    keys, inverse = np.unique(key, return_inverse=True)
+    vals = np.asarray([torus_group_share(int(k >> 32), int(k & 0xFFFFFFFF), slice_chips, dims, wrap_axis)
+                       for k in keys])
+    return vals[np.asarray(inverse).ravel()].reshape(loc.shape)
+
+
 def all_reduce_latency_steps(n_ranks: ArrayLike, algorithm: AllReduceAlgorithm = "nccl") -> ArrayLike:
     """Latency steps (alphas) of an all-reduce over ``n_ranks`` (see :data:`AllReduceAlgorithm`)."""
     n = np.maximum(np.asarray(n_ranks, dtype=float), 1.0)
@@ -336,16 +421,29 @@ def time_group_s(
     local_f = np.asarray(local, dtype=float)
     nodes_f = np.asarray(nodes, dtype=float)
     ib = net.scale_up.bus_bw * np.asarray(scale_up_share(local_f, net.domain_size, net.topology))
+    dims = int(getattr(net, "torus_dims", 0) or 0)
+    ib_p2p = ib
+    if net.topology == "torus" and dims > 0:
+        # a torus: ring collectives use the links of the axes the group spans, a send to a neighbour one link
+        chips = getattr(net, "n_devices", None)
+        slice_chips = min(int(chips), net.domain_size) if chips else 0
+        stride_in = np.minimum(np.asarray(stride, dtype=np.int64), net.domain_size)
+        ib = ib * np.asarray(torus_share(local, stride_in, slice_chips, dims,
+                                         int(getattr(net, "torus_wrap_axis", 0) or 0)))
+        ib_p2p = net.scale_up.bus_bw / (2.0 * dims)
     il, ob, ol = net.scale_up.latency_s, net.scale_out.bus_bw, net.scale_out.latency_s
     # A full mesh (``perf.links.DeviceLinks.full_mesh``; a training Cluster has none) is single-hop:
     # HCCL's intra-server Mesh algorithm and the engines' custom all-reduce on xGMI run one step per phase.
     inside_hop = (nodes_f <= 1.0) & single_hop(net.topology, bool(getattr(net, "full_mesh", False)))
     if kind == "p2p":
-        t = np.where(nodes_f > 1.0, time_p2p_s(n_bytes, ob, ol), time_p2p_s(n_bytes, ib, il))
+        t = np.where(nodes_f > 1.0, time_p2p_s(n_bytes, ob, ol), time_p2p_s(n_bytes, ib_p2p, il))
     elif kind == "all_to_all":
-        t = np.asarray(time_hierarchical_all_to_all_s(n_bytes, local_f, nodes_f, ib, il, ob, ol))
+        # on a torus the all-to-all keeps the whole-chip figure (bisection-bound, not a ring: the scaling
+        # book prices it at a quarter of an all-gather on a bidirectional ring; not modelled further)
+        ib_a2a = net.scale_up.bus_bw * np.asarray(scale_up_share(local_f, net.domain_size, net.topology))
+        t = np.asarray(time_hierarchical_all_to_all_s(n_bytes, local_f, nodes_f, ib_a2a, il, ob, ol))
         if all_to_all == "direct":
-            direct = (local_f - 1.0) / local_f * n_bytes / ib + il
+            direct = (local_f - 1.0) / local_f * n_bytes / ib_a2a + il
             t = np.where(inside_hop, direct, t)
         elif all_to_all != "pairwise":
             raise ValueError(f"unknown all-to-all algorithm {all_to_all!r}; known: {', '.join(ALL_TO_ALL_ALGORITHMS)}")

@@ -17,6 +17,7 @@ from xpuplan import units
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
 from xpuplan.catalog.efficiency import Efficiency
+from xpuplan.perf.collectives import torus_group_share
 
 Topology = Literal["switch", "mesh", "torus", "pcie"]
 
@@ -69,7 +70,8 @@ class DeviceLinks:
 
     ``topology``: ``switch`` (NVSwitch, UB Clos: any subgroup gets the full per-device bandwidth),
     ``mesh`` (HCCS, xGMI, Gaudi: point-to-point links, a subgroup of g devices gets (g-1)/(domain-1)
-    of it), ``torus`` (TPU ICI, treated like a switch at the per-chip figure), ``pcie`` (no peer link).
+    of it), ``torus`` (TPU ICI: a group gets the links of the torus axes it spans, ``torus_dims``),
+    ``pcie`` (no peer link).
     """
 
     scale_up: Link
@@ -79,13 +81,23 @@ class DeviceLinks:
     full_mesh: bool = False
     """a ``mesh`` in which every device has a direct link to every other of its domain (910B HCCS,
     MI300X xGMI, Gaudi RoCE): one hop between any two, so single-hop collective algorithms apply"""
+    torus_dims: int = 0
+    """a ``torus`` domain's dimensions (TPU ICI: 2 on v5e/v6e, 3 on v4/v5p); 0 = not described, the
+    whole per-chip figure for every group"""
+    torus_wrap_axis: int = 0
+    """the shortest slice axis of the torus with wraparound links (shorter axes are open lines)"""
 
     def scale_up_bus_bw(self, group_local: int) -> float:
         """Bus bandwidth (bytes/s) one device gets for a group with ``group_local`` members in its
-        domain: full on a switch/torus/PCIe, (g-1)/(domain-1) of it on a point-to-point mesh."""
+        domain: full on a switch/PCIe, (g-1)/(domain-1) of it on a point-to-point mesh, and on a
+        torus the links of the axes a slice of ``group_local`` chips spans
+        (:func:`~xpuplan.perf.collectives.torus_group_share`)."""
         if self.topology == "mesh" and self.domain_size > 1:
             share = max(group_local - 1, 1) / (self.domain_size - 1)
             return self.scale_up.bus_bw * min(share, 1.0)
+        if self.topology == "torus" and self.torus_dims > 0:
+            return self.scale_up.bus_bw * torus_group_share(int(group_local), 1, int(group_local), self.torus_dims,
+                                                            self.torus_wrap_axis)
         return self.scale_up.bus_bw
 
     @property
@@ -188,4 +200,6 @@ def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, ou
         domain_size=domain,
         topology=topo,
         full_mesh=is_full_mesh(dev, topo),
+        torus_dims=(dev.scale_up_torus_dims or 0) if topo == "torus" else 0,
+        torus_wrap_axis=(dev.scale_up_torus_wrap_axis or 0) if topo == "torus" else 0,
     )

@@ -204,6 +204,23 @@ def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarr
     return np.maximum(np.where(classic, dpcp_i // ep_i, tp_i * dpcp_i // ep_i), 1).astype(float)
 
 
+def gradients_sharded(zero: np.ndarray, pp: np.ndarray) -> np.ndarray:
+    """Whether each plan keeps only its 1/dp shard of the gradients between micro-batches.
+
+    ZeRO-3 always does. ZeRO-2 does without pipelining: it reduce-scatters every micro-batch's
+    gradients into its shard (DeepSpeed stage 2 under gradient accumulation). With pipelining
+    (pp > 1) a stage's gradients accumulate in a full-size local buffer over the step's
+    micro-batches and are reduce-scattered once per step, as ZeRO-1 does: DeepSpeed's pipeline
+    engine refuses ZeRO-2 ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
+    deepspeed/runtime/pipe/engine.py), Megatron-LM's distributed optimizer keeps a full gradient
+    buffer and reduce-scatters it once per step, and Meta's Llama 3 stack runs FSDP without
+    re-sharding between the micro-batches of its pipeline (Llama 3 Herd of Models, arXiv
+    2407.21783, sec. 3.3.2). The step model (``train.phases.dp_comm_s``) and the memory model
+    both read this, so time and memory agree."""
+    z = np.asarray(zero)
+    return (z >= 3) | ((z == 2) & (np.asarray(pp) <= 1))
+
+
 def pipeline_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
     """Peak (layers x micro-batches) of activations one pipeline stage holds under 1F1B.
 
@@ -396,7 +413,9 @@ def training_memory_arrays(
     rebuilt during a fully recomputed backward (0 otherwise) and the output logits.
 
     ZeRO: stage 1 shards optimizer states and master weights over the data-parallel group dp·cp,
-    stage 2 also gradients, stage 3 (FSDP) also weights; expert parameters shard over dp·cp/ep.
+    stage 2 also gradients (without pipelining: with pp > 1 the full-size gradient accumulation
+    buffer stays, :func:`gradients_sharded`), stage 3 (FSDP) also weights; expert parameters shard
+    over dp·cp/ep.
     LoRA/QLoRA freeze the base and keep gradients and optimizer states for the adapters only.
     The first pipeline stage holds the activations of the micro-batches in flight
     (:func:`pipeline_inflight_microbatches`); the last stage holds the logits. Returns a dict of
@@ -411,14 +430,14 @@ def training_memory_arrays(
 
     if method == "full":
         weights = shard(recipe["weights"], zero >= 3)
-        grads = shard(recipe["grads"], zero >= 2)
+        grads = shard(recipe["grads"], gradients_sharded(zero, pp))
         master = shard(recipe["master"], zero >= 1)
         opt = shard(recipe["optimizer"], zero >= 1)
     else:
         weights = total_dev * frozen_base_bytes_per_param / np.where(zero >= 3, dpcp, 1.0)
         adapters = lora_params_total / (tp * pp)
         weights = weights + adapters * recipe["weights"]
-        grads = adapters * recipe["grads"] / np.where(zero >= 2, dpcp, 1.0)
+        grads = adapters * recipe["grads"] / np.where(gradients_sharded(zero, pp), dpcp, 1.0)
         master = adapters * recipe["master"] / np.where(zero >= 1, dpcp, 1.0)
         opt = adapters * recipe["optimizer"] / np.where(zero >= 1, dpcp, 1.0)
     layers_stage = np.ceil(n_layers / pp)

@@ -48,8 +48,8 @@ class Cluster:
 
     ``topology`` says how a domain is wired: ``switch`` (NVSwitch, UB Clos: any subgroup gets the
     full per-device bandwidth), ``mesh`` (HCCS, xGMI, Gaudi: point-to-point links, a subgroup of g
-    devices gets (g-1)/(domain-1) of it), ``torus`` (TPU ICI, treated like a switch at the
-    per-chip figure), ``pcie`` (no peer link).
+    devices gets (g-1)/(domain-1) of it), ``torus`` (TPU ICI: a group's ring collectives get the
+    links of the torus axes it spans, ``torus_dims``), ``pcie`` (no peer link).
     """
 
     device: Device
@@ -63,6 +63,10 @@ class Cluster:
     #: The collective library (NCCL, RCCL, HCCL, CNCL...) whose algorithms set the latency of
     #: collectives across scale-up domains (``perf.collectives.inter_latency_steps``); None = NCCL.
     library: CollectiveLibrary | None = None
+    #: A torus domain's dimensions and shortest wrapped axis (TPU ICI; ``perf.links.DeviceLinks``):
+    #: ring collectives get the links of the axes a group spans. 0: not a described torus.
+    torus_dims: int = 0
+    torus_wrap_axis: int = 0
     #: The bundle the cluster was built with (None: the built-in defaults); later stages (state
     #: recipes, power) read their assumptions from it. Not part of equality or hashing.
     assumptions: Assumptions | None = field(default=None, compare=False, repr=False)
@@ -128,7 +132,7 @@ class Cluster:
             out_lat = scale_out_latency_us * units.US
         dom = domain_size or dom
         topo = topology or topo
-        hint = _hint(dev, dom, topo, up_kind)
+        hint = _hint(dev, dom, topo, up_kind, links.torus_dims if topo == "torus" else 0)
         return cls(
             device=dev,
             n_devices=n_devices,
@@ -140,6 +144,8 @@ class Cluster:
             hint=hint,
             library=library_for_vendor(dev.vendor),
             assumptions=a,
+            torus_dims=links.torus_dims if topo == "torus" else 0,
+            torus_wrap_axis=links.torus_wrap_axis if topo == "torus" else 0,
         )
 
     def with_devices(self, n_devices: int) -> Cluster:
@@ -154,7 +160,8 @@ class Cluster:
     def scale_up_bus_bw(self, group_local: int) -> float:
         """Bus bandwidth (bytes/s) one device gets for a group with ``group_local`` members in its
         domain (``perf.links.DeviceLinks.scale_up_bus_bw``: a share of it on a point-to-point mesh)."""
-        return DeviceLinks(self.scale_up, self.scale_out, self.domain_size, self.topology).scale_up_bus_bw(group_local)
+        return DeviceLinks(self.scale_up, self.scale_out, self.domain_size, self.topology,
+                           torus_dims=self.torus_dims, torus_wrap_axis=self.torus_wrap_axis).scale_up_bus_bw(group_local)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -173,8 +180,10 @@ _scale_up_kind = scale_up_kind
 _scale_out_kind = scale_out_kind
 
 
-def _hint(dev: Device, domain: int, topo: Topology, kind: str) -> str:
+def _hint(dev: Device, domain: int, topo: Topology, kind: str, torus_dims: int = 0) -> str:
     if topo == "pcie":
         return f"PCIe-only cards: {domain} per server, peer traffic over PCIe, servers over the scale-out NIC"
     what = {"switch": "switched", "mesh": "point-to-point mesh", "torus": "torus"}[topo]
+    if topo == "torus" and torus_dims:
+        what = (f"{torus_dims}D torus (a ring along one axis uses 2 of each chip's {2 * torus_dims} links)")
     return f"{dev.scale_up_name or kind} {what} domain of {domain} devices; larger groups cross the scale-out network"

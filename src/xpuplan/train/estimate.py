@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from xpuplan import units
+from xpuplan.catalog.published import plausibility_note
 from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.train import validity
@@ -196,6 +197,13 @@ def estimate_from_arrays(
         notes.append(f"{cluster.device.id} has no TDP in the catalog: power and energy unknown")
     if plan.precision in ("bf16", "fp16") and (sixteen := cluster.device.sixteen_bit_note(plan.precision)):
         notes.append(sixteen)
+    if plan.precision in ("bf16", "fp16") and (implausible := plausibility_note(
+            cluster.device, cluster.n_devices, float(r.mfu[i]))):
+        notes.append(implausible)
+    if plan.zero_stage == 2 and plan.pp > 1:
+        notes.append("ZeRO-2 with pipelining: each stage accumulates its full gradients over the micro-batches and "
+                     "reduce-scatters them once per step, as ZeRO-1 (the full-size gradient buffer is in the memory; "
+                     "DeepSpeed's pipeline engine refuses ZeRO-2)")
     return TrainEstimate(
         model_id=model.id, device_id=cluster.device.id, n_devices=cluster.n_devices, plan=plan,
         seq_len=job.seq_len, global_batch_seqs=plan.global_batch_seqs, method=job.method, step=step, memory=mem,

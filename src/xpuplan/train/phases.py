@@ -18,7 +18,7 @@ from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
-from xpuplan.perf.memory import expert_dp_size
+from xpuplan.perf.memory import expert_dp_size, gradients_sharded
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.train.arrays import PlanArrays
 from xpuplan.train.cluster import Cluster
@@ -316,8 +316,11 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     Gradients are all-reduced (ZeRO-0) or reduce-scattered (1, 2) in buckets overlapping the
     backward where the stack overlaps them (else after it). ZeRO-1 (Megatron's distributed
     optimizer) accumulates full gradients locally over the micro-batches, pipelined or not, and
-    reduce-scatters once per step; ZeRO-2 keeps only its gradient shard, so it reduce-scatters
-    every micro-batch. ZeRO-1/2 all-gather updated parameters under the next forward.
+    reduce-scatters once per step; ZeRO-2 without pipelining keeps only its gradient shard, so it
+    reduce-scatters every micro-batch; with pipelining (pp > 1) ZeRO-2 accumulates a full-size
+    buffer and reduce-scatters once per step like ZeRO-1, and the memory model holds that buffer
+    (:func:`xpuplan.perf.memory.gradients_sharded`). ZeRO-1/2 all-gather updated parameters under
+    the next forward.
 
     ZeRO-3 / FSDP gathers the stage's weights for the forward, again for the backward (and again
     for the recomputed forward under full recomputation) and reduce-scatters its gradients, per
@@ -349,10 +352,11 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     if not stack.grad_reduce_overlap:
         tail = np.ones_like(tail)
     zero, bwd = p.zero, comp.bwd
+    rs_once = exposed_after_overlap_s(rs, bwd, tail)
+    per_mb = (zero == 2) & gradients_sharded(zero, p.pp)  # ZeRO-2 without pipelining: every micro-batch
     grad_exposed = np.where(
         zero == 0, exposed_after_overlap_s(ar, bwd, tail),
-        np.where(zero == 1, exposed_after_overlap_s(rs, bwd, tail),
-                 np.where(zero == 2, lay.m * exposed_after_overlap_s(rs, bwd, tail), 0.0)))
+        np.where((zero == 1) | (zero == 2), np.where(per_mb, lay.m, 1.0) * rs_once, 0.0))
     param_exposed = np.where((zero == 1) | (zero == 2), exposed_after_overlap_s(ag_train, comp.fwd, tail), 0.0)
     dp_comm = np.where(dpcp > 1, grad_exposed + param_exposed, 0.0)
     # ---- ZeRO-3 / FSDP ----
@@ -410,7 +414,7 @@ def optimizer_s(cluster: Cluster, p: PlanArrays, device: Device, eff: Efficiency
     adam_s_per_param = np.where(grad_bytes_per_param >= 4.0, adam_4.time_s - adam_4.overhead_s,
                                 adam_2.time_s - adam_2.overhead_s) / 1e9
     bw = device.memory_bandwidth * eff.memory_bw_fraction
-    grads_local = (tr.dense + tr.expert) / np.where(zero >= 2, shard_dense, 1.0)
+    grads_local = (tr.dense + tr.expert) / np.where(gradients_sharded(zero, p.pp), shard_dense, 1.0)
     clip = (grads_local * grad_bytes_per_param / bw
             + 2.0 * coll.latency_steps(float(cluster.n_devices)) * cluster.scale_out.latency_s)
     return opt_params * adam_s_per_param + adam_4.overhead_s + clip

@@ -87,6 +87,19 @@ def _allowed(values: list[int], restrict: Sequence[int] | None) -> list[int]:
     return values if restrict is None else [v for v in values if v in set(restrict)]
 
 
+def vpp_options(n_layers: int, pp: int, *, uneven: bool) -> list[int]:
+    """Virtual pipeline stages per device worth trying: 1 without PP; the divisors of layers/pp up to
+    :data:`MAX_VPP` when pp divides the layers; with uneven stages allowed and pp not dividing the
+    layers, any vpp up to :data:`MAX_VPP` that leaves every virtual stage a layer."""
+    if pp <= 1:
+        return [1]
+    if n_layers % pp == 0:
+        return [v for v in _divisors(n_layers // pp) if v <= MAX_VPP]
+    if not uneven:
+        return []
+    return [v for v in range(1, MAX_VPP + 1) if pp * v <= n_layers]
+
+
 def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,
                     space: SearchSpace | None = None) -> PlanArrays:
     """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``)."""
@@ -115,13 +128,7 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                     continue
                 per_rank = B // dp
                 mbs = _allowed([d for d in _divisors(per_rank) if d <= MAX_MICRO_BATCH], space.micro_batch)
-                if pp == 1:
-                    vpps = [1]
-                elif L % pp == 0:
-                    vpps = [v for v in _divisors(L // pp) if v <= MAX_VPP]
-                else:  # uneven stages: any vpp that leaves every virtual stage a layer
-                    vpps = [v for v in range(1, MAX_VPP + 1) if pp * v <= L]
-                vpps = _allowed(vpps, space.vpp)
+                vpps = _allowed(vpp_options(L, pp, uneven=space.uneven_pipeline), space.vpp)
                 if model.moe is not None:
                     # EP carved out of dp·cp, or folded over tp·cp·dp (MoE parallel folding)
                     eps = [e for e in _divisors(tp * dp * cp) if model.moe.n_routed_experts % e == 0]
@@ -132,6 +139,10 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                 if tp > 1 and 1 in sps and (s // cp) % tp:
                     sps = [x for x in sps if x == 0]
                 zeros = [z for z in zero_all if dp * cp > 1 or z == 0]
+                if pp > 1 and 1 in zeros and 2 in zeros:
+                    # pipelined ZeRO-2 accumulates full gradients and reduce-scatters once per step:
+                    # the same plan as ZeRO-1 (perf.memory.gradients_sharded), so it is not searched twice
+                    zeros.remove(2)
                 if not (mbs and vpps and eps and sps and zeros):
                     continue
                 grid = np.meshgrid(vpps, eps, sps, zeros, rec_all, mbs, prec_all, indexing="ij")

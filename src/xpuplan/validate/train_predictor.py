@@ -7,7 +7,7 @@ inference is listed in the prediction's ``details``:
 * the training stack (``catalog/data/training_stacks.yaml``) from the ``framework`` column and the
   source's year (Megatron-LM before 2023 is the legacy stack); the default stack when none matches;
 * dp = n / (tp·pp·cp); sp as the stack does (on with tp > 1 for Megatron-Core, NeMo, MindSpeed,
-  torchtitan) unless given; vpp = 1; cp = ep = 1;
+  torchtitan) unless given; cp = ep = 1;
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
 * recomputation: selective (searched when the whole plan is);
 * kernels: eager for PyTorch-FSDP stacks, fused for Megatron-style frameworks;
@@ -19,10 +19,16 @@ inference is listed in the prediction's ``details``:
   busiest stage holding ceil(layers/pp);
 * micro-batch: when blank, the fastest that fits among the divisors of the per-replica batch
   (the value a team tuning the run would pick);
-* no tp/pp at all: the prediction is the planner's own best plan (``train.search_plans``) with
-  whatever the row fixes, an upper bound on what the run achieved; the details also give the
-  prediction for a conventional layout (:func:`conventional_layout`: TP across a server, the
-  smallest pipeline that fits) so both can be compared with the measurement.
+* virtual pipeline stages: when blank with pp > 1, the fastest valid vpp (jointly with a blank
+  micro-batch) if the row's recognised stack interleaves its pipeline by default
+  (``interleaved_pipeline`` in ``training_stacks.yaml``: Megatron-Core, NeMo/Megatron-Bridge, MaxText's
+  circular pipeline, Meta's Llama 3 stack), else 1 (plain 1F1B: legacy Megatron-LM, DeepSpeed,
+  torchtitan, MindSpeed-LLM scripts without virtual stages, unrecognised frameworks);
+* no tp/pp at all: the prediction is the conventional layout (:func:`conventional_layout`: TP
+  across a server, the smallest pipeline that fits), the standard recipe a team that publishes a
+  table without a layout most likely ran, not an exhaustive search; ``details.best_plan`` gives
+  the planner's own best plan (``train.search_plans``) with whatever the row fixes, an upper bound
+  on what the run achieved, so both can be compared with the measurement.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from xpuplan.errors import UserInputError
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.estimate import TrainEstimate, estimate
 from xpuplan.train.plan import ParallelPlan, make_plan
-from xpuplan.train.search import SearchSpace, search_plans
+from xpuplan.train.search import MAX_MICRO_BATCH, SearchSpace, search_plans, vpp_options
 from xpuplan.train.step import StepModel
 from xpuplan.validate.core import Prediction
 from xpuplan.validate.rows import ValidationRow, model_from_row
@@ -115,7 +121,62 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
 
 
 def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate, dict[str, Any]]:
-    """The estimate behind a row's prediction and what was inferred to build it."""
+    """The estimate behind a row's prediction and what was inferred to build it. A row with neither
+    tp nor pp is predicted on its conventional layout (:func:`conventional_layout`); when no
+    conventional layout gives a valid plan, on the planner's best plan (:func:`best_plan_estimate`)."""
+    if row.get("tp") is not None or row.get("pp") is not None:
+        return _estimate(row, assumptions)
+    try:
+        tp, pp = conventional_layout(row, assumptions)
+        e, inferred = _estimate(_with(row, tp=tp, pp=pp), assumptions)
+    except UserInputError as exc:
+        e, inferred = best_plan_estimate(row, assumptions)
+        inferred["plan"] += f" (no conventional layout is valid: {exc.render()})"
+        return e, inferred
+    inferred["plan"] = f"conventional: tp{tp}-pp{pp} ({CONVENTIONAL_LAYOUT})"
+    return e, inferred
+
+
+#: How :func:`conventional_layout` chooses, in words (the prediction's details repeat it).
+CONVENTIONAL_LAYOUT: Final = "TP over a server, the smallest pipeline that fits"
+
+
+def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate,
+                                                                                             dict[str, Any]]:
+    """The planner's best plan (``train.search_plans``) for a row with neither tp nor pp, with whatever
+    the row fixes: an upper bound on what the run achieved (the best plan that does not fit when none
+    fits)."""
+    check_row(row)
+    model = model_from_row(row)
+    inferred: dict[str, Any] = {}
+    job = _job(row, inferred)
+    precision = row.precision or "bf16"
+    cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
+    stack, known = row_stack(row)
+    inferred["stack"] = stack.id if known else f"{stack.id} (default)"
+    sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
+    zero = row.get("zero_stage")
+    if zero is None:
+        zero = _framework_zero(row)
+        inferred["zero_stage"] = zero
+    recompute = row.get("recompute")
+    space = SearchSpace(
+        cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero],
+        recompute=[recompute] if recompute else None,
+        sp=[bool(row.get("sp"))] if row.get("sp") is not None else None,
+        micro_batch=[row.get("micro_batch")] if row.get("micro_batch") else None, precision=[precision],
+    )
+    res = search_plans(model, cluster, job, space=space, top=1, step_model=sm)
+    if res.best is None:
+        res = search_plans(model, cluster, job, space=space, top=1, step_model=sm, require_feasible=False)
+    if res.best is None:
+        raise UserInputError("no valid plan for this row's model, devices and batch", field="tp")
+    inferred["plan"] = f"searched: {res.best.key}"
+    return res.best, inferred
+
+
+def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[TrainEstimate, dict[str, Any]]:
+    """The estimate of a row that gives tp and/or pp, inferring the rest."""
     check_row(row)
     model = model_from_row(row)
     inferred: dict[str, Any] = {}
@@ -131,20 +192,6 @@ def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None)
         inferred["zero_stage"] = zero
     recompute = row.get("recompute")
     tp, pp = row.get("tp"), row.get("pp")
-    if tp is None and pp is None:
-        space = SearchSpace(
-            cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero],
-            recompute=[recompute] if recompute else None,
-            sp=[bool(row.get("sp"))] if row.get("sp") is not None else None,
-            micro_batch=[row.get("micro_batch")] if row.get("micro_batch") else None, precision=[precision],
-        )
-        res = search_plans(model, cluster, job, space=space, top=1, step_model=sm)
-        if res.best is None:
-            res = search_plans(model, cluster, job, space=space, top=1, step_model=sm, require_feasible=False)
-        if res.best is None:
-            raise UserInputError("no valid plan for this row's model, devices and batch", field="tp")
-        inferred["plan"] = f"searched: {res.best.key}"
-        return res.best, inferred
     if recompute is None:
         recompute = "selective"
         inferred["recompute"] = recompute
@@ -157,38 +204,57 @@ def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None)
     sp_b = bool(sp) if sp is not None else (stack.sequence_parallel and tp > 1)
     if sp is None:
         inferred["sp"] = sp_b
-    vpp = row.get("vpp") or 1
     ep = row.get("ep") or 1
     mb = row.get("micro_batch")
     n = row.n_devices
+    vpps = [row.get("vpp")] if row.get("vpp") else inferred_vpp_candidates(model.n_layers, pp, stack, known)
 
-    def build(micro: int) -> ParallelPlan:
+    def build(micro: int, vpp: int) -> ParallelPlan:
         return make_plan(n_devices=n, global_batch_seqs=job.global_batch_seqs, tp=tp, pp=pp, cp=cp, dp=dp, vpp=vpp,
                          ep=ep, sp=sp_b, zero_stage=zero, recompute=recompute, micro_batch=micro,
                          precision=precision)  # type: ignore[arg-type]
 
-    uneven = model.n_layers % (pp * vpp) != 0
+    uneven = model.n_layers % pp != 0
     if uneven:
         inferred["pipeline"] = f"uneven: {model.n_layers} layers on {pp} stages"
-    if mb is not None:
-        return estimate(model, cluster, build(mb), job, step_model=sm, uneven_pipeline=uneven), inferred
     per_replica = job.global_batch_seqs // (dp or n // (tp * pp * cp))
+    micros = [mb] if mb is not None else [d for d in range(1, min(per_replica, MAX_MICRO_BATCH) + 1)
+                                          if per_replica % d == 0]
     best: TrainEstimate | None = None
     first_error: UserInputError | None = None
-    for micro in [d for d in range(1, min(per_replica, 32) + 1) if per_replica % d == 0]:
-        try:
-            e = estimate(model, cluster, build(micro), job, step_model=sm, uneven_pipeline=uneven)
-        except UserInputError as exc:
-            first_error = first_error or exc
-            continue
-        if best is None or (e.feasible, e.tokens_per_s) > (best.feasible, best.tokens_per_s):
-            best = e
+    for vpp in vpps:
+        for micro in micros:
+            try:
+                e = estimate(model, cluster, build(micro, vpp), job, step_model=sm,
+                             uneven_pipeline=uneven or model.n_layers % (pp * vpp) != 0)
+            except UserInputError as exc:
+                first_error = first_error or exc
+                continue
+            if best is None or (e.feasible, e.tokens_per_s) > (best.feasible, best.tokens_per_s):
+                best = e
     if best is None:
-        if first_error is not None:  # every micro-batch fails for the same structural reason: say it
+        if first_error is not None:  # every candidate fails for the same structural reason: say it
             raise first_error
         raise UserInputError("no micro-batch size gives a valid plan", field="micro_batch")
-    inferred["micro_batch"] = best.plan.micro_batch
+    if mb is None:
+        inferred["micro_batch"] = best.plan.micro_batch
+    if len(vpps) > 1:
+        inferred["vpp"] = f"{best.plan.vpp} (the fastest valid: {stack.id} interleaves its pipeline)"
     return best, inferred
+
+
+def inferred_vpp_candidates(n_layers: int, pp: int, stack: TrainingStack, known: bool = True) -> list[int]:
+    """Virtual stages per device to try for a row that does not state vpp: 1 for a single stage, a
+    stack that runs plain 1F1B, or a framework no stack profile recognises (``known`` False: the
+    default stack stands in for its physics, not for its schedule); for a recognised stack whose
+    recipes interleave (``interleaved_pipeline``),
+    every vpp the search would try (:func:`xpuplan.train.search.vpp_options`: the divisors of
+    layers/pp up to :data:`~xpuplan.train.search.MAX_VPP`, or any vpp leaving each virtual stage a
+    layer when the stages are uneven). The predictor keeps the fastest valid one, as it does for the
+    micro-batch."""
+    if pp <= 1 or not known or not stack.interleaved_pipeline:
+        return [1]
+    return vpp_options(n_layers, pp, uneven=True)
 
 
 def conventional_layout(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[int, int]:
@@ -204,7 +270,7 @@ def conventional_layout(row: ValidationRow, assumptions: Assumptions | None = No
     depths = [p for p in range(1, n // tp + 1) if (n // tp) % p == 0 and p <= model.n_layers]
     for pp in depths:
         try:
-            e, _ = predict_estimate(_with(row, tp=tp, pp=pp), assumptions)
+            e, _ = _estimate(_with(row, tp=tp, pp=pp), assumptions)
         except UserInputError:
             continue
         if e.feasible:
@@ -238,17 +304,19 @@ def predict(row: ValidationRow, assumptions: Assumptions | None = None) -> Predi
     if not e.feasible:
         details["note"] = "the planner's memory estimate exceeds the device (the run happened: prediction kept)"
     if row.get("tp") is None and row.get("pp") is None:
-        details["layout"] = "not given: the prediction is the planner's best plan, an upper bound on the run"
-        details["conventional"] = _conventional(row, assumptions)
+        details["layout"] = (f"not given: the prediction is the conventional layout ({CONVENTIONAL_LAYOUT}), the "
+                             "standard recipe a team publishing no layout most likely ran; best_plan is the "
+                             "planner's best plan, an upper bound on the run")
+        details["best_plan"] = _best_plan(row, assumptions)
     return Prediction(_metric(e, row.metric), None, details)
 
 
-def _conventional(row: ValidationRow, assumptions: Assumptions | None) -> dict[str, Any]:
+def _best_plan(row: ValidationRow, assumptions: Assumptions | None) -> dict[str, Any]:
+    """The planner's best plan for a row without a layout, and its error: the upper bound."""
     try:
-        tp, pp = conventional_layout(row, assumptions)
-        e, _ = predict_estimate(_with(row, tp=tp, pp=pp), assumptions)
+        e, _ = best_plan_estimate(row, assumptions)
     except UserInputError as exc:
         return {"reason": exc.render()}
     value = _metric(e, row.metric)
-    return {"layout": f"tp{tp}-pp{pp} (TP over a server, smallest pipeline that fits)", "plan": e.key,
-            "predicted": value, "error": value / row.value - 1.0, "feasible": e.feasible}
+    return {"plan": e.key, "predicted": value, "error": value / row.value - 1.0, "feasible": e.feasible,
+            "what": "the planner's best plan (train.search_plans): an upper bound on the run"}
