@@ -133,3 +133,29 @@ def test_blank_vpp_is_inferred_for_an_interleaving_stack_only():
     assert core.value > given.value  # the fastest valid vpp beats plain 1F1B (smaller bubble)
     assert "vpp" not in legacy.details["inferred"] and "-vpp1-" in legacy.details["plan"]
     assert "vpp" not in given.details["inferred"] and "-vpp1-" in given.details["plan"]
+
+
+def test_blank_recomputation_is_the_faster_valid_of_selective_and_full():
+    """OPT-175B-like: FSDP with TP8 on ~1,000 A100; selective recomputation fits only micro-batch 1, so
+    every micro-batch re-gathers the weights; full recomputation fits a large micro-batch and wins."""
+    cols = dict(model="opt-175b", n_devices="992", precision="fp16", seq_len="2048", global_batch_tokens="2031616",
+                tp="8", pp="1", zero_stage="3")
+    p = predict(row(**cols))
+    assert p.details["inferred"]["recompute"] == "full"
+    sel = predict(row(**dict(cols, recompute="selective")))
+    full = predict(row(**dict(cols, recompute="full")))
+    assert p.value == pytest.approx(full.value) and full.value > sel.value
+    # a printed recomputation is kept
+    assert "recompute" not in sel.details["inferred"]
+
+
+def test_the_row_stack_comes_from_the_assumptions():
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.validate.train_predictor import row_stack
+
+    r = row(**dict(GPT, framework="Megatron-Core 0.9"))
+    a = default_assumptions().with_overrides({"training_stacks": {"megatron-core": {"tp_comm_overlap": True}}})
+    built_in, known = row_stack(r)
+    mine, _ = row_stack(r, a)
+    assert known and built_in.id == mine.id == "megatron-core"
+    assert mine.tp_comm_overlap and not built_in.tp_comm_overlap

@@ -40,7 +40,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import numpy as np
 
@@ -422,7 +422,7 @@ def time_group_s(
     nodes_f = np.asarray(nodes, dtype=float)
     ib = net.scale_up.bus_bw * np.asarray(scale_up_share(local_f, net.domain_size, net.topology))
     dims = int(getattr(net, "torus_dims", 0) or 0)
-    ib_p2p = ib
+    ib_p2p: Any = ib
     if net.topology == "torus" and dims > 0:
         # a torus: ring collectives use the links of the axes the group spans, a send to a neighbour one link
         chips = getattr(net, "n_devices", None)

@@ -9,7 +9,8 @@ inference is listed in the prediction's ``details``:
 * dp = n / (tp·pp·cp); sp as the stack does (on with tp > 1 for Megatron-Core, NeMo, MindSpeed,
   torchtitan) unless given; cp = ep = 1;
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
-* recomputation: selective (searched when the whole plan is);
+* recomputation: the faster valid of selective and full, chosen with the micro-batch
+  (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is);
 * kernels: eager for PyTorch-FSDP stacks, fused for Megatron-style frameworks;
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
   the device count (so every dp divides it);
@@ -48,6 +49,7 @@ from xpuplan.train.step import StepModel
 from xpuplan.validate.core import Prediction
 from xpuplan.validate.rows import ValidationRow, model_from_row
 from xpuplan.workload.training import DEFAULT_GLOBAL_BATCH_TOKENS, TrainingJob
+from xpuplan.workload.vocabulary import Recompute
 
 METRICS: Final = ("tokens_per_s_per_device", "step_time_s", "mfu", "model_tflops_per_device",
                   "hw_tflops_per_device", "device_hours")
@@ -58,6 +60,13 @@ PRECISIONS: Final = ("bf16", "fp16", "fp8")
 #: FlashAttention (Dao et al., May 2022) reached the large-scale training frameworks in 2023; runs
 #: published before then used unfused attention.
 FLASH_ATTENTION_YEAR: Final = 2023
+
+#: Recomputation a row that does not print it is predicted with: the faster valid one of these, chosen
+#: together with the micro-batch (a team tuning the run trades recomputation against the micro-batch
+#: that fits: full recomputation frees the memory for larger micro-batches, which amortise per-micro-
+#: batch costs such as ZeRO-3/FSDP weight gathers). No recomputation is not assumed: a run that needs
+#: none usually prints it.
+INFERRED_RECOMPUTE: Final[tuple[Recompute, ...]] = ("selective", "full")
 
 #: Largest tensor-parallel degree of the conventional layout: the accelerators of one server
 #: (8 on HGX and OAM boards), the scale-up domain practitioners keep TP inside.
@@ -82,11 +91,15 @@ def _framework_zero(row: ValidationRow) -> int:
     return 3 if "fsdp" in fw else 1
 
 
-def row_stack(row: ValidationRow) -> tuple[TrainingStack, bool]:
+def row_stack(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainingStack, bool]:
     """(the training stack the row's ``framework`` names, given the source's year; whether it was
-    recognised — the default stack otherwise)."""
+    recognised — the default stack otherwise). The profile is the one ``assumptions`` hold (an
+    overrides file's ``training_stacks:`` changes apply); None means the built-in ones."""
     st = stack_for_framework(row.get("framework"), source_year(row))
-    return (st, True) if st is not None else (default_training_stack(), False)
+    chosen, known = (st, True) if st is not None else (default_training_stack(), False)
+    if assumptions is not None:
+        chosen = assumptions.training_stack(chosen.id)
+    return chosen, known
 
 
 def check_row(row: ValidationRow) -> None:
@@ -152,7 +165,7 @@ def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = Non
     job = _job(row, inferred)
     precision = row.precision or "bf16"
     cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
-    stack, known = row_stack(row)
+    stack, known = row_stack(row, assumptions)
     inferred["stack"] = stack.id if known else f"{stack.id} (default)"
     sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     zero = row.get("zero_stage")
@@ -183,7 +196,7 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
     job = _job(row, inferred)
     precision = row.precision or "bf16"
     cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
-    stack, known = row_stack(row)
+    stack, known = row_stack(row, assumptions)
     inferred["stack"] = stack.id if known else f"{stack.id} (default)"
     sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     zero = row.get("zero_stage")
@@ -192,9 +205,7 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
         inferred["zero_stage"] = zero
     recompute = row.get("recompute")
     tp, pp = row.get("tp"), row.get("pp")
-    if recompute is None:
-        recompute = "selective"
-        inferred["recompute"] = recompute
+    recomputes: list[Recompute] = [recompute] if recompute is not None else list(INFERRED_RECOMPUTE)
     tp, pp = tp or 1, pp or 1
     cp = row.get("cp") or 1
     dp = row.get("dp")
@@ -209,9 +220,9 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
     n = row.n_devices
     vpps = [row.get("vpp")] if row.get("vpp") else inferred_vpp_candidates(model.n_layers, pp, stack, known)
 
-    def build(micro: int, vpp: int) -> ParallelPlan:
+    def build(micro: int, vpp: int, rec: Recompute) -> ParallelPlan:
         return make_plan(n_devices=n, global_batch_seqs=job.global_batch_seqs, tp=tp, pp=pp, cp=cp, dp=dp, vpp=vpp,
-                         ep=ep, sp=sp_b, zero_stage=zero, recompute=recompute, micro_batch=micro,
+                         ep=ep, sp=sp_b, zero_stage=zero, recompute=rec, micro_batch=micro,
                          precision=precision)  # type: ignore[arg-type]
 
     uneven = model.n_layers % pp != 0
@@ -222,22 +233,25 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
                                           if per_replica % d == 0]
     best: TrainEstimate | None = None
     first_error: UserInputError | None = None
-    for vpp in vpps:
-        for micro in micros:
-            try:
-                e = estimate(model, cluster, build(micro, vpp), job, step_model=sm,
-                             uneven_pipeline=uneven or model.n_layers % (pp * vpp) != 0)
-            except UserInputError as exc:
-                first_error = first_error or exc
-                continue
-            if best is None or (e.feasible, e.tokens_per_s) > (best.feasible, best.tokens_per_s):
-                best = e
+    for rec in recomputes:
+        for vpp in vpps:
+            for micro in micros:
+                try:
+                    e = estimate(model, cluster, build(micro, vpp, rec), job, step_model=sm,
+                                 uneven_pipeline=uneven or model.n_layers % (pp * vpp) != 0)
+                except UserInputError as exc:
+                    first_error = first_error or exc
+                    continue
+                if best is None or (e.feasible, e.tokens_per_s) > (best.feasible, best.tokens_per_s):
+                    best = e
     if best is None:
         if first_error is not None:  # every candidate fails for the same structural reason: say it
             raise first_error
         raise UserInputError("no micro-batch size gives a valid plan", field="micro_batch")
     if mb is None:
         inferred["micro_batch"] = best.plan.micro_batch
+    if recompute is None:
+        inferred["recompute"] = best.plan.recompute
     if len(vpps) > 1:
         inferred["vpp"] = f"{best.plan.vpp} (the fastest valid: {stack.id} interleaves its pipeline)"
     return best, inferred
