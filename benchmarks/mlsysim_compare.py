@@ -667,9 +667,12 @@ def compare(args: argparse.Namespace) -> tuple[list[CompareRow], dict[str, Any]]
                             vrow.precision or "bf16")
             x = xp.get(vrow.id, {})
             cr.xpuplan, cr.xpuplan_reason = x.get("predicted"), x.get("reason")
-            conv = (x.get("details") or {}).get("conventional") or {}
+            det = x.get("details") or {}
+            conv = det.get("conventional") or ({"plan": det["plan"], "predicted": x.get("predicted")}
+                                               if "best_plan" in det and det.get("plan") else {})
             if vrow.get("tp") is None and vrow.get("pp") is None and conv.get("plan"):
-                # no printed layout: both tools on the conventional layout xpuplan's validator reports
+                # no printed layout: both tools on the conventional layout xpuplan's validator reports (its
+                # headline prediction; older versions gave it in details.conventional)
                 fields.update(parse_plan_key(conv["plan"]))
                 cr.group = f"{group}, layout not printed"
                 cr.xpuplan = conv.get("predicted")
