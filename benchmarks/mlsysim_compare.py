@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpuplan.validate.core import percentile
+
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT_FILE = ROOT / "benchmarks" / "data" / "heldout_training.csv"
 PUBLIC_NAMES = ("training_public.csv", "training_public_2.csv")
@@ -341,15 +343,6 @@ def metric_value(metric: str, tokens_per_s_per_device: float, *, model: ModelFac
     raise ValueError(f"unknown metric {metric!r}")
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in [0, 100]), the definition ``xpuplan validate`` uses."""
-    s = sorted(values)
-    if not s:
-        raise ValueError("no values")
-    pos = (len(s) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def abs_stats(errors: list[float]) -> dict[str, float | int | None]:

@@ -5,7 +5,6 @@ no mlsysim code runs here, only the inputs this script would hand it."""
 from __future__ import annotations
 
 import importlib.util
-import random
 import sys
 from pathlib import Path
 
@@ -148,13 +147,10 @@ def test_metric_conversions_share_xpuplans_flop_count(mc, dense):
         mc.metric_value("ttft_s", t, **kw)
 
 
-def test_percentile_is_the_validators(mc):
+def test_statistics_are_the_validators(mc):
     from xpuplan.validate.core import percentile
 
-    rng = random.Random(7)
-    for n in (1, 2, 5, 34, 117):
-        vals = [rng.uniform(0, 100) for _ in range(n)]
-        assert mc.percentile(vals, 90) == pytest.approx(percentile(vals, 90))
+    assert mc.percentile is percentile  # one definition of P90
     s = mc.abs_stats([0.1, -0.2, 0.3, -0.4])
     assert s["n"] == 4 and s["median_abs_pct"] == pytest.approx(25.0) and s["p90_abs_pct"] == pytest.approx(37.0)
     assert mc.abs_stats([]) == {"n": 0, "median_abs_pct": None, "p90_abs_pct": None}

@@ -154,16 +154,27 @@ def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None)
 CONVENTIONAL_LAYOUT: Final = "TP over a server, the smallest pipeline that fits"
 
 
-def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate,
-                                                                                             dict[str, Any]]:
-    """The planner's best plan (``train.search_plans``) for a row with neither tp nor pp, with whatever
-    the row fixes: an upper bound on what the run achieved (the best plan that does not fit when none
-    fits)."""
+@dataclasses.dataclass
+class _RowSetup:
+    """What every prediction of a training row starts from: the model, job, cluster, stack, step model
+    and ZeRO stage, with the inferences made so far."""
+
+    model: Any
+    inferred: dict[str, Any]
+    job: TrainingJob
+    precision: str
+    cluster: Cluster
+    stack: TrainingStack
+    known: bool
+    step_model: StepModel
+    zero: int
+
+
+def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
     check_row(row)
     model = model_from_row(row)
     inferred: dict[str, Any] = {}
     job = _job(row, inferred)
-    precision = row.precision or "bf16"
     cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
     stack, known = row_stack(row, assumptions)
     inferred["stack"] = stack.id if known else f"{stack.id} (default)"
@@ -172,6 +183,17 @@ def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = Non
     if zero is None:
         zero = _framework_zero(row)
         inferred["zero_stage"] = zero
+    return _RowSetup(model, inferred, job, row.precision or "bf16", cluster, stack, known, sm, zero)
+
+
+def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate,
+                                                                                             dict[str, Any]]:
+    """The planner's best plan (``train.search_plans``) for a row with neither tp nor pp, with whatever
+    the row fixes: an upper bound on what the run achieved (the best plan that does not fit when none
+    fits)."""
+    setup = _setup(row, assumptions)
+    model, inferred, job, precision, cluster, sm, zero = (setup.model, setup.inferred, setup.job, setup.precision,
+                                                          setup.cluster, setup.step_model, setup.zero)
     recompute = row.get("recompute")
     space = SearchSpace(
         cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero],
@@ -190,19 +212,10 @@ def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = Non
 
 def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[TrainEstimate, dict[str, Any]]:
     """The estimate of a row that gives tp and/or pp, inferring the rest."""
-    check_row(row)
-    model = model_from_row(row)
-    inferred: dict[str, Any] = {}
-    job = _job(row, inferred)
-    precision = row.precision or "bf16"
-    cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
-    stack, known = row_stack(row, assumptions)
-    inferred["stack"] = stack.id if known else f"{stack.id} (default)"
-    sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
-    zero = row.get("zero_stage")
-    if zero is None:
-        zero = _framework_zero(row)
-        inferred["zero_stage"] = zero
+    setup = _setup(row, assumptions)
+    model, inferred, job, precision, cluster, sm, zero = (setup.model, setup.inferred, setup.job, setup.precision,
+                                                          setup.cluster, setup.step_model, setup.zero)
+    stack, known = setup.stack, setup.known
     recompute = row.get("recompute")
     tp, pp = row.get("tp"), row.get("pp")
     recomputes: list[Recompute] = [recompute] if recompute is not None else list(INFERRED_RECOMPUTE)
