@@ -191,3 +191,14 @@ def test_estimates_carry_the_familys_validation_band():
     nv, asc = (next(v for k, v in bands.items() if x in k) for x in ("h100", "910b"))
     assert nv["n_rows"] > 0 and nv["widened_by"] == 1.0
     assert asc["n_rows"] == 0 and asc["widened_by"] > 1  # no public Ascend serving rows: the pooled band, widened
+
+
+def test_capacity_options_carry_a_device_range_in_whole_replicas():
+    from xpuplan.jobs.context import RunContext
+    from xpuplan.jobs.serve import CapacityRequest, infer_capacity
+
+    res = infer_capacity(CapacityRequest(model="llama3-70b", hw="H100", qps=20, ttft_ms=2000, tpot_ms=50), RunContext())
+    o = res.options[0]
+    lo, hi = o.uncertainty.ranges["devices"]
+    per_replica = o.devices // o.replicas
+    assert lo <= o.devices <= hi and lo % per_replica == 0 and hi % per_replica == 0

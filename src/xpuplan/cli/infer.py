@@ -213,6 +213,13 @@ def capacity_cmd(
         ["hardware", "replica", "dtype", "engine", "req/s/replica", "replicas", "devices", f"TTFT P{slo['percentile']:g} ms",
          "TPOT ms", "limited by", "disagg devices"], rows,
         caption="devices = replicas x devices per replica; latencies at the target load spread over the replicas"))
+    for o in plan.options:
+        u = o.uncertainty
+        if u is not None:
+            lo, hi = u.ranges["devices"]
+            line = band_line(u, f"{o.hardware}: {lo:,.0f} - {hi:,.0f} devices")
+            if line:
+                console.print(line, highlight=False, soft_wrap=True)
     for hw_id, reasons in plan.infeasible.items():
         console.print(f"[red]{hw_id}: no feasible configuration[/]", highlight=False)
         for reason in _distinct_by_dtype(reasons):

@@ -7,6 +7,7 @@ list or range bounded (:data:`MAX_SWEEP_POINTS` estimates per request).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from pydantic import Field, model_validator
@@ -30,7 +31,7 @@ from xpuplan.jobs.requests import (
     names_flags,
     str_list,
 )
-from xpuplan.jobs.results import SERVE_FIGURES, Detail, Result, clean, used
+from xpuplan.jobs.results import SERVE_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
 
 if TYPE_CHECKING:
     from xpuplan.catalog.device import Device
@@ -168,6 +169,8 @@ class CapacityOptionOut(Detail):
     devices: int
     limited_by: str
     at_target: dict[str, Any] | None = None
+    uncertainty: Uncertainty | None = Field(default=None, description="the hardware family's serving validation band "
+                                                                      "around the rate per replica and the devices")
     disaggregated: dict[str, Any] | None = None
     disaggregated_error: str | None = None
 
@@ -474,6 +477,16 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
                          assumed_lengths=req.input_len is None and req.output_len is None and traffic is None,
                          used=used(ctx.assumptions(devices), devices, SERVE_FIGURES, precisions=dtypes,
                                    engines=[e for e in engines if isinstance(e, str)]))
+    by_id = {d.id: d for d in devices}
+    for opt in res.options:
+        if opt.hardware in by_id:
+            # replicas scale inversely with the achieved rate, so the device count does too (rounded up)
+            u = uncertainty(by_id[opt.hardware], "infer", str(opt.replica.get("efficiency_source", "")), {
+                "max_requests_per_s_per_replica": (opt.max_requests_per_s_per_replica, "up"),
+                "devices": (float(opt.devices), "down")})
+            per_replica = max(opt.devices // max(opt.replicas, 1), 1)
+            u.ranges["devices"] = [float(math.ceil(x / per_replica - 1e-9) * per_replica) for x in u.ranges["devices"]]
+            opt.uncertainty = u
     if not plan.options:
         reasons = [f"{hw_id}: {r}" for hw_id, rs_ in plan.infeasible.items() for r in rs_[:3]]
         raise InfeasibleError(f"no hardware option serves {m.id} within the SLO", reasons=reasons, result=res)
