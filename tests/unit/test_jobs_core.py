@@ -165,3 +165,29 @@ def test_training_results_name_the_stack_they_assumed():
     res = train_estimate(TrainEstimateRequest(model="llama3-8b", hw="H100", devices=8, stack="nemo"), RunContext())
     stack = res.used.assumptions["training_stack"]
     assert stack["id"] == "nemo" and stack["tp_comm_overlap"] is True and stack["sources"]
+
+
+def test_estimates_carry_the_familys_validation_band():
+    from xpuplan.jobs.context import RunContext
+    from xpuplan.jobs.serve import InferEstimateRequest, infer_estimate
+    from xpuplan.jobs.train import TrainEstimateRequest, train_estimate
+    from xpuplan.validate.band import band_record
+
+    t = train_estimate(TrainEstimateRequest(model="llama3-70b", hw="H100", devices=64, tp=8, pp=2, tokens=1e12),
+                       RunContext())
+    u = t.uncertainty
+    b = band_record("nvidia-h100-sxm-80gb", "train")
+    assert u is not None and (u.family, u.low_fraction, u.high_fraction) == (b.family, b.low_fraction, b.high_fraction)
+    lo, hi = u.ranges["tokens_per_s_per_device"]
+    assert lo == pytest.approx(t.tokens_per_s_per_device * (1 - b.low_fraction))
+    assert hi == pytest.approx(t.tokens_per_s_per_device * (1 + b.high_fraction))
+    tlo, thi = u.ranges["time_to_train_s"]  # a time moves inversely with the speed
+    assert tlo < t.time_to_train_s < thi and tlo == pytest.approx(t.time_to_train_s / (1 + b.high_fraction))
+    s = infer_estimate(InferEstimateRequest(model="llama3-8b", hw="H100,910B", tp="1", batch="8", input_len=512,
+                                            output_len=128), RunContext())
+    bands = {r["replica"]["device"] if "device" in r["replica"] else r["replica"]["key"]: r["uncertainty"]
+             for r in s.results}
+    assert len(bands) == 2
+    nv, asc = (next(v for k, v in bands.items() if x in k) for x in ("h100", "910b"))
+    assert nv["n_rows"] > 0 and nv["widened_by"] == 1.0
+    assert asc["n_rows"] == 0 and asc["widened_by"] > 1  # no public Ascend serving rows: the pooled band, widened

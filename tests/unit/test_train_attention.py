@@ -236,3 +236,26 @@ def test_prefill_ops_count_local_attention_as_perf_flops_does(model_id):
     arr = next(o for o in layer_ops(m, batch=np.array([1, 1]), q_len=np.array([s, 64]), kv_len=np.array([s, 64]))
                if o.op_class == "attention")
     assert arr.flops[0] == pytest.approx(one)
+
+
+def test_all_to_all_context_parallelism_needs_heads_divisible_by_cp():
+    """Ulysses splits the heads: cp must divide the heads per TP rank (32 heads / tp 8 = 4: cp 8 is invalid);
+    ring CP splits the sequence and accepts it."""
+    from xpuplan.errors import UserInputError
+    from xpuplan.train.search import SearchSpace, enumerate_plans, search_plans
+    from xpuplan.workload.training import TrainingJob
+
+    model = get_model("llama3.1-8b")
+    cluster = Cluster.from_catalog("H100", 64)
+    job = TrainingJob(seq_len=32768, global_batch_tokens=32768 * 8)
+    plan = make_plan(n_devices=64, global_batch_seqs=8, tp=8, cp=8, dp=1, micro_batch=1, model=model)
+    with pytest.raises(UserInputError) as e:
+        estimate(model, cluster, plan, job, stack=training_stack("deepspeed"))
+    assert e.value.field == "cp" and "Ulysses" in e.value.message
+    assert estimate(model, cluster, plan, job, stack=training_stack("megatron-core")).step_time_s > 0  # ring CP: valid
+    ring = enumerate_plans(model, 64, job, cluster, SearchSpace(tp=[8]), "ring")
+    ulysses = enumerate_plans(model, 64, job, cluster, SearchSpace(tp=[8]), "all_to_all")
+    assert (ring.cp == 8).any() and not (ulysses.cp == 8).any() and (ulysses.cp == 4).any()
+    res = search_plans(model, cluster, job, space=SearchSpace(tp=[8]), top=50, stack=training_stack("deepspeed"),
+                       require_feasible=False)
+    assert res.best is not None and all((32 // p.plan.tp) % p.plan.cp == 0 for p in res.top)

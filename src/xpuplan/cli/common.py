@@ -167,6 +167,20 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def band_line(u: Any, what: str) -> str | None:
+    """One line saying how far to trust a prediction: the family's validation band (``Uncertainty``)."""
+    if u is None:
+        return None
+    d = u if isinstance(u, dict) else u.model_dump()
+    if d["n_rows"]:
+        basis = f"{d['family']}, {d['n_rows']} public {d['kind']} rows"
+    else:
+        basis = f"{d['family']}: no public {d['kind']} rows, the band of all rows x{d['widened_by']:g}"
+    cal = " (your calibration likely narrows it)" if d["calibrated"] else ""
+    return (f"band ({basis}): measured within -{d['low_fraction']:.0%}..+{d['high_fraction']:.0%} of the "
+            f"prediction for 80% of them{cal} -> {what}")
+
+
 def print_caveats(used: Any, skip: Sequence[str] = ()) -> None:
     """The result's caveats (trust-D or user-supplied figures, fp16 used for bf16), one line each
     (those in ``skip``, already printed as notes, are left out)."""

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from xpuplan.cli.common import cli_command, console, print_caveats, print_json, request, table
+from xpuplan.cli.common import band_line, cli_command, console, print_caveats, print_json, request, table
 from xpuplan.errors import InfeasibleError
 from xpuplan.units import GB
 
@@ -101,6 +101,20 @@ def estimate_cmd(
                 continue
             console.print(f"[yellow]note:[/] {n}", highlight=False)
             printed.add(n)
+    bands: set[str] = set()
+    for r in results:
+        u = r.get("uncertainty")
+        if not u or u["family"] in bands:
+            continue
+        bands.add(u["family"])
+        what = f"{r['replica']['key']} batch {r['batch']}: " if len(results) > 1 else ""
+        rng = u["ranges"]
+        if "output_tokens_per_s_per_device" in rng and "tpot_s" in rng:
+            what += (f"{rng['output_tokens_per_s_per_device'][0]:,.0f} - {rng['output_tokens_per_s_per_device'][1]:,.0f}"
+                     f" out tok/s/dev, TPOT {rng['tpot_s'][0] * 1e3:.1f} - {rng['tpot_s'][1] * 1e3:.1f} ms")
+        line = band_line(u, what)
+        if line:
+            console.print(line, highlight=False, soft_wrap=True)
     for f in failures:
         console.print(f"[red]infeasible:[/] {f}", highlight=False)
     print_caveats(res.used, skip=tuple(printed))

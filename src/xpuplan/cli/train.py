@@ -14,6 +14,7 @@ import typer
 
 from xpuplan import units
 from xpuplan.cli.common import (
+    band_line,
     cli_command,
     console,
     err_console,
@@ -26,6 +27,7 @@ from xpuplan.cli.common import (
 from xpuplan.errors import InfeasibleError
 
 if TYPE_CHECKING:
+    from xpuplan.jobs.results import Uncertainty
     from xpuplan.jobs.train import TrainEstimateResult, TrainSearchResult
 
 #: ``--emit`` choices (checked by the request model; ``xpuplan.jobs.train.FRAMEWORKS``).
@@ -45,6 +47,18 @@ def _gb(x: float) -> str:
 
 def _days(s: float | None) -> str:
     return "-" if s is None else f"{s / units.DAY:.1f} d"
+
+
+def _print_band(u: Uncertainty | None, prefix: str = "") -> None:
+    if u is None:
+        return
+    r = u.ranges
+    parts = [f"{r['tokens_per_s_per_device'][0]:,.0f} - {r['tokens_per_s_per_device'][1]:,.0f} tokens/s per device"]
+    if "time_to_train_s" in r:
+        parts.append(f"time to train {_days(r['time_to_train_s'][0])} - {_days(r['time_to_train_s'][1])}")
+    line = band_line(u, prefix + ", ".join(parts))
+    if line:
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def _render_estimate(e: TrainEstimateResult) -> None:
@@ -78,6 +92,7 @@ def _render_estimate(e: TrainEstimateResult) -> None:
         console.print(f"[bold red]does not fit:[/] {r}", highlight=False)
     for n in e.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
+    _print_band(e.uncertainty)
     print_caveats(e.used)
     if e.launch is not None:
         console.print(e.launch["text"], highlight=False, markup=False, soft_wrap=True)
@@ -244,6 +259,7 @@ def _render_search(res: TrainSearchResult) -> None:
     for a in res.advice:
         if a.kind == "uneven_pipeline":
             console.print(f"hint: {a.message}", highlight=False)
+    _print_band(res.uncertainty, "plan 1: ")
     print_caveats(res.used)
     if res.launch is not None:
         console.print(res.launch["text"], highlight=False, markup=False, soft_wrap=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,46 @@ class Used(BaseModel):
     caveats: list[str] = Field(default_factory=list,
                                description="figures the result rests on that need a warning: trust D (estimate or "
                                            "widest credible range), user-supplied (--hw-figure), fp16 used for bf16")
+
+
+class Uncertainty(BaseModel):
+    """How far to trust a prediction: the hardware family's measured validation band around it."""
+
+    kind: str = Field(description="train | infer: which public validation rows the band comes from")
+    family: str = Field(description="hardware family the error is pooled over (vendor and architecture)")
+    low_fraction: float = Field(description="the measured figure was >= prediction x (1 - low_fraction) on 90% of "
+                                            "the family's public rows (P10 of measured/predicted)")
+    high_fraction: float = Field(description="... and <= prediction x (1 + high_fraction) on 90% (P90)")
+    n_rows: int = Field(description="public rows of the family (0: the pooled band of all rows, widened)")
+    widened_by: float = Field(description="widening for weak evidence (no rows of its own, mostly trust C/D)")
+    calibrated: bool = Field(description="the device's efficiency is the user's calibration; the band is still the "
+                                         "family's public error (a calibration usually narrows it)")
+    ranges: dict[str, list[float]] = Field(description="metric -> [P10, P90] in the metric's unit: throughput-like "
+                                                       "metrics scale with the band, time-like ones inversely")
+    source: str = Field(description="where the band comes from (validate/data/bands.json, files, baseline)")
+
+
+#: How a metric moves with the achieved speed: "up" (throughput, MFU: x (1 - low) .. x (1 + high)) or
+#: "down" (times, devices needed: / (1 + high) .. / (1 - low)).
+Direction = Literal["up", "down"]
+
+
+def uncertainty(device: Device, kind: str, efficiency_source: str,
+                values: dict[str, tuple[float | None, Direction]]) -> Uncertainty:
+    """The validation band of ``device``'s family for ``kind`` (``train``/``infer``) applied to ``values``
+    (metric -> (value, direction)); metrics without a value are left out."""
+    from xpuplan.validate.band import band_record
+
+    b = band_record(device, kind)
+    lo, hi = b.low_fraction, b.high_fraction
+    ranges: dict[str, list[float]] = {}
+    for name, (v, direction) in values.items():
+        if v is None:
+            continue
+        ranges[name] = [v * (1 - lo), v * (1 + hi)] if direction == "up" else [v / (1 + hi), v / (1 - lo)]
+    return Uncertainty(kind=kind, family=b.family, low_fraction=lo, high_fraction=hi, n_rows=b.n_rows,
+                       widened_by=b.widened_by, calibrated="calib" in efficiency_source.casefold(), ranges=ranges,
+                       source=b.source)
 
 
 class Result(BaseModel):

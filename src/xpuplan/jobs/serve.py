@@ -359,6 +359,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
                     continue
                 fitted.append(b)
                 results.append(clean(e.to_dict()))
+                results[-1]["uncertainty"] = clean(_serving_uncertainty(dev, results[-1]).model_dump())
             if is_encoder or not fitted:
                 continue
             disagg_pools: tuple[int, int] | None = None
@@ -392,6 +393,22 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
         dtype=dt, encoder=is_encoder,
         used=used(assumptions, devices, SERVE_FIGURES, precisions=[dt], engines=[e for e in engines if e]),
     )
+
+
+def _serving_uncertainty(dev: Device, r: dict[str, Any]) -> Any:
+    """The family's serving validation band around one estimate's headline figures."""
+    from xpuplan.jobs.results import uncertainty
+
+    def g(k: str) -> float | None:
+        v = r.get(k)
+        return float(v) if isinstance(v, int | float) else None
+
+    return uncertainty(dev, "infer", str(r.get("efficiency_source", "")), {
+        "output_tokens_per_s": (g("output_tokens_per_s"), "up"),
+        "output_tokens_per_s_per_device": (g("output_tokens_per_s_per_device"), "up"),
+        "requests_per_s": (g("requests_per_s"), "up"), "ttft_s": (g("ttft_s"), "down"),
+        "tpot_s": (g("tpot_s"), "down"), "e2e_latency_s": (g("e2e_latency_s"), "down"),
+    })
 
 
 # =================================================================================================

@@ -36,7 +36,7 @@ from xpuplan.jobs.requests import (
     names_flags,
     str_list,
 )
-from xpuplan.jobs.results import TRAIN_FIGURES, Detail, Result, clean, used
+from xpuplan.jobs.results import TRAIN_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
 from xpuplan.workload.vocabulary import Kernels, Method, Recompute
 
 if TYPE_CHECKING:
@@ -221,6 +221,8 @@ class TrainEstimateResult(Result, TrainEstimateOut):
 
     NAME: ClassVar[str] = "train.estimate"
     cluster: dict[str, Any] = Field(description="cluster the plan runs on (links, domain, efficiency)")
+    uncertainty: Uncertainty | None = Field(default=None, description="the hardware family's validation band "
+                                                                      "around the headline figures")
     launch: dict[str, Any] | None = Field(default=None, description="launch arguments (--emit)")
     advice: list[Advice] = Field(default_factory=list)
 
@@ -242,6 +244,8 @@ class TrainSearchResult(Result, Detail):
     pareto: list[dict[str, Any]] = Field(description="best plan per device count on the time-vs-devices front")
     interrupted: bool = Field(default=False, description="stopped early (Ctrl-C): results so far")
     counts_done: int = Field(default=0, description="device counts searched")
+    uncertainty: Uncertainty | None = Field(default=None, description="the hardware family's validation band "
+                                                                      "around the best plan's headline figures")
     launch: dict[str, Any] | None = None
     advice: list[Advice] = Field(default_factory=list)
 
@@ -326,6 +330,14 @@ def _launch_dict(launch: Any) -> dict[str, Any] | None:
     return None if launch is None else clean(launch.to_dict())
 
 
+def _uncertainty(e: TrainEstimate, cluster: Cluster) -> Uncertainty:
+    """The family's training validation band around ``e``'s headline figures."""
+    return uncertainty(cluster.device, "train", e.efficiency_source, {
+        "tokens_per_s": (e.tokens_per_s, "up"), "tokens_per_s_per_device": (e.tokens_per_s_per_device, "up"),
+        "mfu": (e.mfu, "up"), "step_time_s": (e.step_time_s, "down"), "time_to_train_s": (e.time_to_train_s, "down"),
+    })
+
+
 def _stack(ctx: RunContext, req: _TrainCommon) -> Any:
     """The request's training-stack profile, from the context's assumptions (built-in stacks plus
     any an overrides file changes or adds); UserInputError naming --stack when unknown."""
@@ -396,7 +408,7 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
     launch = _launch(req.emit, e, m, cluster, job, st)
     advice = [] if e.feasible else what_it_would_take(m, cluster, job, plan.precision, stack=st)
     res = TrainEstimateResult(**clean(e.to_dict()), cluster=clean(cluster.to_dict()),
-                              launch=_launch_dict(launch), advice=advice,
+                              launch=_launch_dict(launch), advice=advice, uncertainty=_uncertainty(e, cluster),
                               used=_used(ctx, cluster, [plan.precision], st))
     if not e.feasible:
         raise InfeasibleError(f"plan {e.key} does not fit on {n} x {cluster.device.id}",
@@ -530,6 +542,7 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
         plans=[TrainEstimateOut(**clean(e.to_dict())) for e in top_ests], pareto=clean(_pareto(best_per_count)),
         interrupted=interrupted, counts_done=len(parts), launch=_launch_dict(launch),
         advice=advice, used=_used(ctx, cluster, list(space.precision), st),
+        uncertainty=_uncertainty(best, cluster) if best is not None else None,
     )
     if best is None and not interrupted:
         raise InfeasibleError(f"no plan of {m.id} fits on {', '.join(map(str, counts))} x {cluster.device.id}",

@@ -234,6 +234,8 @@ def estimate(
     check_plan(plan, model, seq_len=job.seq_len, global_batch_seqs=job.global_batch_seqs, n_devices=cluster.n_devices,
                uneven_pipeline=uneven_pipeline)
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
+    validity.raise_first([i for i in (validity.rule_cp_all_to_all_heads(plan.cp, plan.tp, model,
+                                                                         sm.stack.cp_algorithm),) if i])
     arrays = PlanArrays.from_plans([plan])
     r = sm.evaluate(cluster, arrays)
     return estimate_from_arrays(r, 0, arrays, model, cluster, job)

@@ -101,8 +101,9 @@ def vpp_options(n_layers: int, pp: int, *, uneven: bool) -> list[int]:
 
 
 def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,
-                    space: SearchSpace | None = None) -> PlanArrays:
-    """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``)."""
+                    space: SearchSpace | None = None, cp_algorithm: str = "ring") -> PlanArrays:
+    """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``, and
+    :func:`~xpuplan.train.validity.rule_cp_all_to_all_heads` for the stack's ``cp_algorithm``)."""
     space = space or SearchSpace()
     B = job.global_batch_seqs
     s = job.seq_len
@@ -123,6 +124,8 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
             rest_pp = rest_tp // pp
             cps = [c for c in _divisors(rest_pp) if c == 1 or (s % (2 * c) == 0 and s // c >= MIN_TOKENS_PER_CP_RANK)]
             for cp in _allowed(cps, space.cp):
+                if validity.rule_cp_all_to_all_heads(cp, tp, model, cp_algorithm) is not None:
+                    continue
                 dp = rest_pp // cp
                 if B % dp or (space.dp is not None and dp not in space.dp):
                     continue
@@ -266,7 +269,7 @@ def search_plans(
     closest: tuple[float, TrainEstimate] | None = None
     for i, n in enumerate(counts):
         cl = cluster.with_devices(n)
-        plans = enumerate_plans(model, n, job, cl, space)
+        plans = enumerate_plans(model, n, job, cl, space, sm.stack.cp_algorithm)
         if progress:
             progress(i, len(counts))
         if not len(plans):

@@ -161,6 +161,17 @@ def rule_cp_divides_seq(cp: int, seq_len: int) -> PlanIssue | None:
     return None
 
 
+def rule_cp_all_to_all_heads(cp: int, tp: int, model: ModelArch, cp_algorithm: str) -> PlanIssue | None:
+    """All-to-all context parallelism (DeepSpeed Ulysses, Jacobs et al. 2023, arXiv 2309.14509) hands
+    each rank 1/cp of the attention heads for the whole sequence: the heads per TP rank must divide by
+    cp (ring and all-gather CP split the sequence, not the heads, and have no such rule)."""
+    heads = model.n_heads // max(tp, 1)
+    if cp > 1 and cp_algorithm == "all_to_all" and heads % cp:
+        return PlanIssue("cp", f"cp ({cp}) must divide the attention heads per TP rank ({heads}) for all-to-all "
+                               "(Ulysses) context parallelism, which splits the heads")
+    return None
+
+
 def rule_sp_divides_seq(sp: bool, tp: int, cp: int, seq_len: int) -> PlanIssue | None:
     if sp and (seq_len // cp) % tp:
         return PlanIssue("sp", f"tp ({tp}) must divide the per-rank sequence ({seq_len // cp}) under sequence parallelism")
