@@ -42,7 +42,8 @@ def _subtitle(res: CapacityResult) -> str:
 
 def head(res: CapacityResult) -> list[str]:
     return ["hardware", "replica", "engine", "req/s per replica", "replicas", "devices",
-            f"TTFT P{res.slo.get('percentile', 99):g} at target", "TPOT at target", "out tok/s at target",
+            "devices, 80% band", f"TTFT P{res.slo.get('percentile', 99):g} at target", "TPOT at target",
+            "out tok/s at target",
             "limited by", "disaggregated devices"]
 
 
@@ -52,10 +53,18 @@ def _rows(res: CapacityResult) -> list[list[str]]:
         r, at = o.replica, o.at_target
         dis = str(o.disaggregated["devices"]) if o.disaggregated else ("infeasible" if o.disaggregated_error else "-")
         rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']} {r['precision']['scheme']}", str(r["engine"]),
-                     f"{o.max_requests_per_s_per_replica:.3g}", f"{o.replicas:,}", f"{o.devices:,}",
+                     f"{o.max_requests_per_s_per_replica:.3g}", f"{o.replicas:,}", f"{o.devices:,}", _band(o),
                      fmt_ms(at["ttft_p_s"]) if at else "-", fmt_ms(at["tpot_s"]) if at else "-",
                      f"{at['output_tokens_per_s']:,.0f}" if at else "-", o.limited_by, dis])
     return rows
+
+
+def _band(o: CapacityOptionOut) -> str:
+    """The option's device count over its family's validation band (P10 - P90, whole replicas)."""
+    if o.uncertainty is None or "devices" not in o.uncertainty.ranges:
+        return "-"
+    lo, hi = o.uncertainty.ranges["devices"]
+    return f"{lo:,.0f} - {hi:,.0f}"
 
 
 def _headline(res: CapacityResult) -> list[tuple[str, str]]:

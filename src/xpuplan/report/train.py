@@ -53,6 +53,13 @@ def _headline(res: TrainSearchResult) -> list[tuple[str, str]]:
            ("MFU", f"{b.mfu:.1%}"), ("step time", f"{b.step_time_s:.3f} s")]
     if b.time_to_train_s is not None:
         out.append(("time to train", fmt_time(b.time_to_train_s)))
+    u = res.uncertainty
+    if u is not None and "tokens_per_s" in u.ranges:
+        lo, hi = u.ranges["tokens_per_s"]
+        out.append((f"tokens/s, 80% band ({u.family})", f"{fmt_tokens_per_s(lo)} - {fmt_tokens_per_s(hi)}"))
+        if "time_to_train_s" in u.ranges:
+            tlo, thi = u.ranges["time_to_train_s"]
+            out.append(("time to train, 80% band", f"{fmt_time(tlo)} - {fmt_time(thi)}"))
     return out
 
 
