@@ -119,7 +119,8 @@ class TrainEstimateRequest(_TrainCommon):
     zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3")
     recompute: Recompute | None = Field(default=None, description="none | selective | full")
     micro_batch: int | None = Field(default=None, ge=1, le=1 << 20, description="sequences per micro-batch")
-    precision: Literal["bf16", "fp16", "fp8"] | None = Field(default=None, description="bf16 | fp16 | fp8")
+    precision: Literal["bf16", "fp16", "fp8", "fp4"] | None = Field(default=None,
+                                                                   description="bf16 | fp16 | fp8 | fp4 (NVFP4)")
     tp_overlap: Share | None = Field(default=None, description="fraction of TP comm hidden")
     ep_overlap: Share | None = Field(default=None, description="fraction of MoE all-to-all hidden")
     dp_compression: Share | None = Field(default=None, description="factor on DP gradient traffic")
@@ -139,7 +140,7 @@ class TrainSearchRequest(_TrainCommon):
     top: int | None = Field(default=None, ge=1, le=MAX_TOP, description="plans to show")
     uneven_pipeline: bool = Field(default=True, description="also try pp not dividing the layers (uneven "
                                   "first/last stages, as Meta trains Llama 3 405B); --no-uneven-pipeline turns it off")
-    precision: str | None = Field(default=None, max_length=100, description="bf16 | fp16 | fp8 (comma list)")
+    precision: str | None = Field(default=None, max_length=100, description="bf16 | fp16 | fp8 | fp4 (comma list)")
     tp: str | None = Field(default=None, max_length=200, description="restrict tp, e.g. '4,8'")
     pp: str | None = Field(default=None, max_length=200, description="restrict pp")
     cp: str | None = Field(default=None, max_length=200, description="restrict cp")
@@ -165,7 +166,7 @@ class TrainSearchRequest(_TrainCommon):
                 stages = []
             if not stages or any(s not in (0, 1, 2, 3) for s in stages):
                 raise flag_error(type(self), "zero", f"ZeRO stages are 0-3, e.g. '1,3' (got {self.zero!r})")
-        for name, allowed in (("recompute", ("none", "selective", "full")), ("precision", ("bf16", "fp16", "fp8"))):
+        for name, allowed in (("recompute", ("none", "selective", "full")), ("precision", ("bf16", "fp16", "fp8", "fp4"))):
             vals_s = str_list(getattr(self, name))
             if vals_s is not None and (not vals_s or any(v not in allowed for v in vals_s)):
                 raise flag_error(type(self), name, f"choose from {', '.join(allowed)} (got {getattr(self, name)!r})")

@@ -49,7 +49,9 @@ def state_recipe(name: str, assumptions: Assumptions | None = None) -> StateReci
 
 
 def default_recipe_for(precision: str) -> str:
-    return "fp8-adam" if precision == "fp8" else ("fp32-adam" if precision in ("fp32", "tf32") else "bf16-adam")
+    if precision in ("fp8", "fp4"):
+        return f"{precision}-adam"
+    return "fp32-adam" if precision in ("fp32", "tf32") else "bf16-adam"
 
 
 # ---------------------------------------------------------------------------------------

@@ -98,6 +98,15 @@ MOE_IMBALANCE_FACTOR: Final = 1.15
 
 #: FP8 GEMM inputs are quantised from bf16 first (Transformer Engine): read 2 B, write 1 B per element.
 FP8_CAST_BYTES_PER_ELEMENT: Final = 3.0
+#: NVFP4 quantisation of a GEMM input: read 2 B (bf16), write 0.5 B (E2M1) plus one FP8 scale per 16
+#: elements (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149, 2025, §2).
+FP4_CAST_BYTES_PER_ELEMENT: Final = 2.0 + 0.5 + 1.0 / 16.0
+#: Quantisation traffic per GEMM-input element by training precision (bf16/fp16 plans quantise nothing).
+CAST_BYTES_PER_ELEMENT: Final = {"fp8": FP8_CAST_BYTES_PER_ELEMENT, "fp4": FP4_CAST_BYTES_PER_ELEMENT}
+#: Share of a model's linear layers NVFP4 training keeps in BF16 for stability: NVIDIA's recipe keeps
+#: the first two and the last eight of the 62 blocks of its 12B model in BF16 (16%; arXiv 2509.25149,
+#: §4.1, "about 15% of the linear layers"). Their GEMMs run at the bf16 rate; the rest in FP4.
+FP4_BF16_LAYER_FRACTION: Final = 0.15
 
 #: Cross-entropy over the logits: fp32 softmax and loss read and write each logit once (fused).
 LOSS_BYTES_PER_LOGIT: Final = 2 * 4.0
@@ -145,7 +154,7 @@ def attention_precision(precision: str, fp8_attention: bool) -> str:
     linear layers only: Transformer Engine runs fused attention in BF16 unless the recipe sets
     ``fp8_dpa`` (off by default), and torchao's float8 training converts ``nn.Linear`` modules only.
     So the core runs at the plan's precision only for FP8 plans on a stack with ``fp8_attention``."""
-    return precision if precision == "fp8" and fp8_attention else "bf16"
+    return "fp8" if precision in ("fp8", "fp4") and fp8_attention else "bf16"
 
 
 def mean_attended_keys(model: ModelArch, seq_len: int) -> float:
@@ -196,8 +205,9 @@ def attention_core_ops(
     return ops, GEMM_BACKWARD_FACTOR
 
 
-def _fp8_cast_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost:
-    """FP8 (Transformer Engine) quantisation of every GEMM input per forward: read bf16, write fp8."""
+def _fp8_cast_op(model: ModelArch, tokens: int, tp: int, moe: bool, precision: str = "fp8") -> OpCost:
+    """FP8/FP4 (Transformer Engine) quantisation of every GEMM input per forward: read bf16, write the
+    low-precision copy (:data:`CAST_BYTES_PER_ELEMENT`)."""
     q_in = model.d_model  # QKV and MLP-up inputs
     o_in = model.n_heads * model.v_head_dim / tp
     if moe and model.moe is not None:
@@ -208,7 +218,7 @@ def _fp8_cast_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost:
         f = model.ffn_dim / tp
         up_in = q_in
     elems = tokens * (q_in + up_in + o_in + f)
-    return OpCost("fp8 casts", "elementwise", elems, elems * FP8_CAST_BYTES_PER_ELEMENT)
+    return OpCost(f"{precision} casts", "elementwise", elems, elems * CAST_BYTES_PER_ELEMENT[precision])
 
 
 def _eager_extra_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost:
@@ -266,6 +276,9 @@ def layer_compute(
         for op in ops:
             t = _op_seconds(op, device, precision, eff)
             if op.op_class == "gemm":
+                if precision == "fp4":  # the recipe's BF16 layers run their GEMMs at the bf16 rate
+                    t = ((1.0 - FP4_BF16_LAYER_FRACTION) * t
+                         + FP4_BF16_LAYER_FRACTION * _op_seconds(op, device, "bf16", eff))
                 g += t
             else:
                 if sp and tp > 1 and (op.name.startswith("norm") or op.name.startswith("residual")):
@@ -280,8 +293,8 @@ def layer_compute(
     extra: list[OpCost] = []
     dense_ops = without_attention(layer_ops(model, batch=micro_batch, q_len=s_loc, kv_len=s_loc, tp=tp,
                                             dtype=precision, moe_layer=False))
-    if precision == "fp8":
-        extra = [_fp8_cast_op(model, tokens, tp, moe=False)]
+    if precision in CAST_BYTES_PER_ELEMENT:
+        extra = [_fp8_cast_op(model, tokens, tp, moe=False, precision=precision)]
     if eager:
         extra.append(_eager_extra_op(model, tokens, tp, moe=False))
     if lora:
@@ -309,8 +322,8 @@ def layer_compute(
                             routed / shard * MOE_PROBS_BYTES_PER_ELEMENT),
                      OpCost("router softmax/top-k/aux-loss", "elementwise", 0.0,
                             tokens / shard * model.moe.n_routed_experts * MOE_ROUTER_BYTES_PER_SCORE)]
-        if precision == "fp8":
-            moe_extra.append(_fp8_cast_op(model, tokens, tp, moe=True))
+        if precision in CAST_BYTES_PER_ELEMENT:
+            moe_extra.append(_fp8_cast_op(model, tokens, tp, moe=True, precision=precision))
         if eager:
             moe_extra.append(_eager_extra_op(model, tokens, tp, moe=True))
         if lora:

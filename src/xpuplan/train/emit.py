@@ -178,6 +178,10 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     if plan.precision == "fp8":
         a += ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
+    elif plan.precision == "fp4":
+        a += ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
+        notes.append("NVFP4 training: keep about 15% of the layers (the last blocks) in bf16 as NVIDIA's recipe does "
+                     "(the estimate assumes it); the pinned release sets this through its FP4 quantizer options")
     else:
         a += [f"--{plan.precision}"]
     return a, notes
@@ -208,7 +212,7 @@ def _bridge_recipe(model: ModelArch, plan: ParallelPlan, task: str = "pretrain")
     recipes: list[str] = target("bridge").extra("recipes") or []
     cands = [r for r in recipes if r.startswith(f"{stem}_{task}_") and "mock" not in r and "deterministic" not in r
              and "k_config" not in r and "functional" not in r]
-    want = "fp8cs" if plan.precision == "fp8" else "bf16"
+    want = {"fp8": "fp8cs", "fp4": "nvfp4"}.get(plan.precision, "bf16")
     for r in cands:
         if f"_{want}_" in r or r.endswith(f"_{want}_config"):
             return r
@@ -260,7 +264,8 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
         over += [f"model.recompute_granularity={plan.recompute}"]
         if plan.recompute == "full":
             over += ["model.recompute_method=uniform", "model.recompute_num_layers=1"]
-    mp = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed"}[plan.precision]
+    mp = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed",
+          "fp4": "bf16_with_nvfp4_mixed"}[plan.precision]
     over += [f"mixed_precision={mp}"]
     if plan.zero_stage == 0:
         over += ["ddp.use_distributed_optimizer=false", "ddp.overlap_grad_reduce=true"]
@@ -300,6 +305,9 @@ def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
                              f"(modules: {', '.join(sorted(configs))}); use --emit megatron or bridge", field="emit")
     module, config = _TITAN[model.id]
     notes: list[str] = []
+    if plan.precision == "fp4":
+        raise UserInputError(f"torchtitan {target('torchtitan').version} has no NVFP4 training recipe; "
+                             "use --emit megatron or bridge for fp4", field="emit")
     if plan.precision == "fp8":
         if config in _TITAN_FP8:
             config = _TITAN_FP8[config]
@@ -385,6 +393,8 @@ def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trai
                stack: TrainingStack) -> LaunchPlan:
     notes = ["train.py is your script: it calls deepspeed.add_config_arguments(parser) and deepspeed.initialize(args=...)"]
     cfg = deepspeed_config(plan)
+    if plan.precision == "fp4":
+        raise UserInputError("DeepSpeed has no FP4 training path; use --emit megatron or bridge for fp4", field="emit")
     if plan.precision == "fp8":
         notes.append("DeepSpeed has no FP8 GEMM path of its own: wrap linears with Transformer Engine for fp8")
     if plan.pp > 1:

@@ -39,6 +39,7 @@ GRAD_REDUCE_BYTES: Final = 4.0
 FP8_DISPATCH_BYTES: Final = 1.0
 
 _FP8 = TRAIN_PRECISIONS.index("fp8")
+_FP4 = TRAIN_PRECISIONS.index("fp4")
 
 #: Bytes per expert of the token counts the MoE dispatcher exchanges over the EP group before each
 #: all-to-all (int64 per expert; Megatron-Core gathers every rank's counts).
@@ -209,7 +210,7 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
             return moe_dispatch_dedup_s(n_bytes, model, cluster, p.ep, stride)
         return group_time_s("all_to_all", n_bytes, cluster, p.ep, stride)
 
-    fp8_dispatch = stack.moe_fp8_dispatch & (p.prec == _FP8)
+    fp8_dispatch = stack.moe_fp8_dispatch & ((p.prec == _FP8) | (p.prec == _FP4))
     if fp8_dispatch.any():
         t_a2a = a2a(combine_bytes * np.where(fp8_dispatch, FP8_DISPATCH_BYTES / ACTIVATION_BYTES, 1.0)) + a2a(
             combine_bytes)

@@ -62,13 +62,13 @@ def check_precision(value: object, field: str = "precision") -> None:
 
 #: Training precisions that need the device's own tensor-core format (a device without it cannot
 #: run Transformer-Engine-style FP8 training: there is no FP8 GEMM to call).
-HARDWARE_PRECISIONS: Final = ("fp8",)
+HARDWARE_PRECISIONS: Final = ("fp8", "fp4")
 
 
 def rule_precision_on_device(precision: str, device: Any) -> PlanIssue | None:
     """FP8 (and any format in :data:`HARDWARE_PRECISIONS`) training only on devices whose catalog
-    entry lists that format's dense peak (H100/H200/B200, MI300, Gaudi 2/3...; not A100, V100 or
-    Ascend 910B)."""
+    entry lists that format's dense peak (FP8: H100/H200/B200, MI300, Gaudi 2/3...; not A100, V100 or
+    Ascend 910B. FP4: Blackwell, MI355X)."""
     if precision in HARDWARE_PRECISIONS and not device.supports(precision):
         have = ", ".join(device.dense_precisions) or "none listed"
         return PlanIssue("precision", f"{device.id} has no {precision.upper()} tensor cores (its dense formats: {have}): "

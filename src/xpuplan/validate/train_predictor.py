@@ -55,7 +55,7 @@ METRICS: Final = ("tokens_per_s_per_device", "step_time_s", "mfu", "model_tflops
                   "hw_tflops_per_device", "device_hours")
 
 #: Training precisions the step model covers.
-PRECISIONS: Final = ("bf16", "fp16", "fp8")
+PRECISIONS: Final = ("bf16", "fp16", "fp8", "fp4")
 
 #: FlashAttention (Dao et al., May 2022) reached the large-scale training frameworks in 2023; runs
 #: published before then used unfused attention.

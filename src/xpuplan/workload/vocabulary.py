@@ -12,8 +12,9 @@ from typing import Final, Literal, get_args
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: Final[tuple[str, ...]] = get_args(Recompute)
 
-#: Training GEMM precision: bf16/fp16 mixed precision, or fp8 (Transformer Engine style, bf16 elsewhere).
-TrainPrecision = Literal["bf16", "fp16", "fp8"]
+#: Training GEMM precision: bf16/fp16 mixed precision, fp8 (Transformer Engine style, bf16 elsewhere), or
+#: fp4 (block-scaled NVFP4 GEMMs, NVIDIA's recipe: a share of the layers stays bf16; see train.compute).
+TrainPrecision = Literal["bf16", "fp16", "fp8", "fp4"]
 TRAIN_PRECISIONS: Final[tuple[str, ...]] = get_args(TrainPrecision)
 
 #: Fine-tuning method: full training, or LoRA/QLoRA adapters on a frozen base.
