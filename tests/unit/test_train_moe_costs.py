@@ -20,7 +20,7 @@ from xpuplan.train.compute import (
     MOE_HOST_SYNC_S,
     MOE_PROBS_BYTES_PER_ELEMENT,
     MOE_ROUTER_BYTES_PER_SCORE,
-    _fp8_cast_op,
+    _cast_op,
     layer_compute,
 )
 from xpuplan.train.phases import MOE_COUNT_BYTES_PER_EXPERT
@@ -107,11 +107,11 @@ def test_router_and_probability_bytes(monkeypatch):
 def test_fp8_casts_count_every_routed_copy():
     q = get_model("qwen3-30b-a3b")
     tokens = 1000
-    op = _fp8_cast_op(q, tokens, 1, moe=True)
+    op = _cast_op(q, tokens, 1, moe=True)
     d, k, f = q.d_model, q.moe.top_k, q.moe.expert_ffn_dim
     o = q.n_heads * q.v_head_dim
     assert op.bytes == pytest.approx(tokens * (d + k * d + o + k * f) * FP8_CAST_BYTES_PER_ELEMENT)
-    dense = _fp8_cast_op(get_model("llama3-8b"), tokens, 1, moe=False)
+    dense = _cast_op(get_model("llama3-8b"), tokens, 1, moe=False)
     m = get_model("llama3-8b")
     assert dense.bytes == pytest.approx(tokens * (2 * m.d_model + m.n_heads * m.v_head_dim + m.ffn_dim) * 3.0)
 

@@ -205,7 +205,7 @@ def attention_core_ops(
     return ops, GEMM_BACKWARD_FACTOR
 
 
-def _fp8_cast_op(model: ModelArch, tokens: int, tp: int, moe: bool, precision: str = "fp8") -> OpCost:
+def _cast_op(model: ModelArch, tokens: int, tp: int, moe: bool, precision: str = "fp8") -> OpCost:
     """FP8/FP4 (Transformer Engine) quantisation of every GEMM input per forward: read bf16, write the
     low-precision copy (:data:`CAST_BYTES_PER_ELEMENT`)."""
     q_in = model.d_model  # QKV and MLP-up inputs
@@ -294,7 +294,7 @@ def layer_compute(
     dense_ops = without_attention(layer_ops(model, batch=micro_batch, q_len=s_loc, kv_len=s_loc, tp=tp,
                                             dtype=precision, moe_layer=False))
     if precision in CAST_BYTES_PER_ELEMENT:
-        extra = [_fp8_cast_op(model, tokens, tp, moe=False, precision=precision)]
+        extra = [_cast_op(model, tokens, tp, moe=False, precision=precision)]
     if eager:
         extra.append(_eager_extra_op(model, tokens, tp, moe=False))
     if lora:
@@ -323,7 +323,7 @@ def layer_compute(
                      OpCost("router softmax/top-k/aux-loss", "elementwise", 0.0,
                             tokens / shard * model.moe.n_routed_experts * MOE_ROUTER_BYTES_PER_SCORE)]
         if precision in CAST_BYTES_PER_ELEMENT:
-            moe_extra.append(_fp8_cast_op(model, tokens, tp, moe=True, precision=precision))
+            moe_extra.append(_cast_op(model, tokens, tp, moe=True, precision=precision))
         if eager:
             moe_extra.append(_eager_extra_op(model, tokens, tp, moe=True))
         if lora:

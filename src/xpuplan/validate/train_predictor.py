@@ -41,6 +41,7 @@ from typing import Any, Final, Literal
 from xpuplan.catalog.assumptions import Assumptions
 from xpuplan.catalog.stacks import TrainingStack, default_training_stack, stack_for_framework
 from xpuplan.errors import UserInputError
+from xpuplan.models.arch import ModelArch
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.estimate import TrainEstimate, estimate
 from xpuplan.train.plan import ParallelPlan, make_plan
@@ -159,7 +160,7 @@ class _RowSetup:
     """What every prediction of a training row starts from: the model, job, cluster, stack, step model
     and ZeRO stage, with the inferences made so far."""
 
-    model: Any
+    model: ModelArch
     inferred: dict[str, Any]
     job: TrainingJob
     precision: str
