@@ -198,6 +198,47 @@ def print_gap(rows: list[dict[str, Any]]) -> None:
               f"| {p['predicted']} | {_pct(p['median_abs_pct'])} | {_pct(p['p90_abs_pct'])} | {gm} | {gp} |")
 
 
+def band_coverage(path: Path, rows: list[RowError]) -> dict[str, Any]:
+    """How often the measured figure lies inside the uncertainty band the planner would print for the row
+    (``xpuplan.validate.band``; nominally 80%): with the family band alone, and with the band widened where
+    the row lies outside the public rows' regime (``Regime``: MoE, longer sequence or prompt, more devices,
+    another precision). The band is in the validator's terms: measured / predicted - 1 in [-low, +high]."""
+    from xpuplan.validate.band import band_record, regime_of_row
+    from xpuplan.validate.rows import read_rows
+
+    by_id = {v.id: v for v in read_rows(path)}
+    n = plain = with_regime = outside = outside_inside = 0
+    for r in rows:
+        if r.predicted is None or r.id not in by_id:
+            continue
+        ratio = r.measured / r.predicted - 1.0
+        b0 = band_record(r.hardware, r.kind or by_id[r.id].kind)
+        b1 = band_record(r.hardware, r.kind or by_id[r.id].kind, regime_of_row(by_id[r.id]))
+        n += 1
+        plain += -b0.low_fraction <= ratio <= b0.high_fraction
+        inside1 = -b1.low_fraction <= ratio <= b1.high_fraction
+        with_regime += inside1
+        if b1.extrapolation:
+            outside += 1
+            outside_inside += inside1
+    return {"rows": n, "within_family_band": plain, "within_band_with_regime": with_regime,
+            "outside_public_regime": outside, "outside_regime_within_band": outside_inside}
+
+
+def print_coverage(cov: dict[str, dict[str, Any]]) -> None:
+    print("\n### Uncertainty band coverage (nominal 80%)\n")
+    print("| file | rows | within family band | within band, regime-widened | rows outside the public regime "
+          "| of those, within band |")
+    print("|---|---|---|---|---|---|")
+    for label, c in cov.items():
+        n = max(c["rows"], 1)
+        o = max(c["outside_public_regime"], 1)
+        print(f"| {label} | {c['rows']} | {c['within_family_band']} ({100 * c['within_family_band'] / n:.0f}%) "
+              f"| {c['within_band_with_regime']} ({100 * c['within_band_with_regime'] / n:.0f}%) "
+              f"| {c['outside_public_regime']} | {c['outside_regime_within_band']} "
+              f"({100 * c['outside_regime_within_band'] / o:.0f}%) |")
+
+
 def public_paths() -> list[Path]:
     from xpuplan.validate import public_files  # public API: the files shipped with the package
 
@@ -232,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
             for why, n in reasons.most_common():
                 print(f"- {n} x {why}")
 
+    coverage = {f"{r.label} ({r.path.name})": band_coverage(r.path, r.rows) for r in held + public}
+    print_coverage(coverage)
+
     gaps: list[dict[str, Any]] = []
     if public:
         print("\n### Generalisation gap (held-out minus public, percentage points)\n")
@@ -251,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "reason": x.reason} for x in r.rows]}
                       for r in held + public],
             "gap": gaps,
+            "band_coverage": coverage,
         }
         args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"\nwritten: {args.json}")

@@ -202,3 +202,26 @@ def test_capacity_options_carry_a_device_range_in_whole_replicas():
     lo, hi = o.uncertainty.ranges["devices"]
     per_replica = o.devices // o.replicas
     assert lo <= o.devices <= hi and lo % per_replica == 0 and hi % per_replica == 0
+
+
+def test_bands_widen_where_the_job_lies_outside_the_public_rows():
+    """A MoE training job, or a prompt longer than any public serving row, gets the widened band with
+    the reasons named (no public row measured the planner there)."""
+    from xpuplan.cli.common import band_line
+    from xpuplan.jobs.context import RunContext
+    from xpuplan.jobs.serve import InferEstimateRequest, infer_estimate
+    from xpuplan.jobs.train import TrainEstimateRequest, train_estimate
+    from xpuplan.validate.band import EXTRAPOLATION_WIDENING, band_record
+
+    dense = train_estimate(TrainEstimateRequest(model="llama3-70b", hw="H100", devices=64, tp=8, pp=2), RunContext())
+    moe = train_estimate(TrainEstimateRequest(model="mixtral-8x7b", hw="H100", devices=64, tp=2, ep=8), RunContext())
+    assert dense.uncertainty is not None and dense.uncertainty.extrapolation == []
+    u = moe.uncertainty
+    assert u is not None and any("MoE" in w for w in u.extrapolation)
+    assert u.widened_by == EXTRAPOLATION_WIDENING
+    plain = band_record("nvidia-h100-sxm-80gb", "train")
+    assert u.high_fraction > plain.high_fraction
+    assert "outside their regime: MoE" in (band_line(u, "x") or "")
+    s = infer_estimate(InferEstimateRequest(model="llama3.1-8b", hw="H100", tp="1", batch="8", input_len=32000,
+                                            output_len=128), RunContext())
+    assert any("prompt 32,000 tokens" in w for w in s.results[0]["uncertainty"]["extrapolation"])

@@ -67,10 +67,54 @@ def test_packaged_bands_are_generated_from_the_snapshot():
     root = Path(__file__).resolve().parents[2]
     snap = json.loads((root / "tests/validation/snapshots/predictions.json").read_text(encoding="utf-8"))
     rows = [r for p in public_files() for r in results_from_snapshot(read_rows(p), snap["files"][p.name])]
-    expected = band.band_table(rows, files=[p.name for p in public_files()], baseline=snap["baseline"])
+    expected = band.band_table(rows, files=[p.name for p in public_files()], baseline=snap["baseline"],
+                               regimes=band.public_regimes())
     assert json.loads(json.dumps(expected)) == band._table(), "run scripts/update-validation-snapshot --bands-only"
 
 
 def test_unknown_kind():
     with pytest.raises(ValueError):
         band.validation_band("nvidia-a100-sxm-80gb", "fit")
+
+
+# -- the regime a band covers ------------------------------------------------------------------------
+def test_envelope_and_what_lies_outside():
+    env = band.envelope([band.Regime(seq_len=2048, n_devices=64, precision="bf16"),
+                         band.Regime(seq_len=8192, n_devices=1024, precision="fp16")])
+    assert env == {"moe": False, "max_seq_len": 8192, "max_devices": 1024, "precisions": ["16-bit"]}
+    assert band.outside(band.Regime(seq_len=8192, n_devices=1024, precision="bf16"), env, "train") == []
+    why = band.outside(band.Regime(moe=True, seq_len=131072, n_devices=16384, precision="fp8"), env, "train")
+    assert len(why) == 4
+    assert why[0].startswith("MoE") and "131,072" in why[1] and "16,384" in why[2] and why[3].startswith("fp8")
+    assert "prompt" in band.outside(band.Regime(seq_len=32000), env, "infer")[0]
+    assert band.outside(band.Regime(), env, "train") == []  # nothing known: never counted as outside
+
+
+def test_band_widens_outside_the_public_regime():
+    inside = band.band_record("nvidia-a100-sxm-80gb", "train", band.Regime(seq_len=2048, n_devices=1024,
+                                                                           precision="bf16"))
+    assert inside.extrapolation == () and inside.widened_by == 1.0
+    moe = band.band_record("nvidia-a100-sxm-80gb", "train", band.Regime(moe=True, seq_len=2048, n_devices=1024,
+                                                                        precision="bf16"))
+    assert moe.extrapolation and "MoE" in moe.extrapolation[0]
+    assert moe.widened_by == band.EXTRAPOLATION_WIDENING
+    assert moe.high_fraction > inside.high_fraction and moe.low_fraction >= inside.low_fraction
+    assert "outside the rows' regime" in moe.source
+    # a family without rows of its own is judged against the envelope of all rows (pooled band)
+    pooled = band.band_record("nvidia-b200-180gb", "train", band.Regime(precision="fp4"))
+    assert pooled.widened_by == band.UNVALIDATED_WIDENING * band.EXTRAPOLATION_WIDENING
+    assert pooled.extrapolation[0].startswith("fp4")
+
+
+def test_regime_of_a_validation_row():
+    from xpuplan.validate import public_files, read_rows
+
+    rows = {r.id: r for p in public_files() for r in read_rows(p)}
+    regimes = band.public_regimes()
+    assert set(regimes) == set(rows)
+    some_train = next(r for r in rows.values() if r.kind == "train" and r.raw.get("seq_len"))
+    rg = regimes[some_train.id]
+    assert rg.seq_len == int(some_train.raw["seq_len"]) and rg.n_devices == some_train.n_devices
+    some_infer = next(r for r in rows.values() if r.kind == "infer" and r.raw.get("input_len"))
+    assert regimes[some_infer.id].seq_len == int(float(some_infer.raw["input_len"]))
+    assert any(g.moe for i, g in regimes.items() if rows[i].kind == "infer")  # Mixtral serving rows

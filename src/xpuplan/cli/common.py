@@ -175,7 +175,11 @@ def band_line(u: Any, what: str) -> str | None:
     if d["n_rows"]:
         basis = f"{d['family']}, {d['n_rows']} public {d['kind']} rows"
     else:
-        basis = f"{d['family']}: no public {d['kind']} rows, the band of all rows x{d['widened_by']:g}"
+        basis = f"{d['family']}: no public {d['kind']} rows, the band of all rows"
+    if d["widened_by"] > 1:
+        basis += f", widened x{d['widened_by']:g}"
+    if d.get("extrapolation"):
+        basis += f"; outside their regime: {'; '.join(d['extrapolation'])}"
     cal = " (your calibration likely narrows it)" if d["calibrated"] else ""
     return (f"band ({basis}): measured within -{d['low_fraction']:.0%}..+{d['high_fraction']:.0%} of the "
             f"prediction for 80% of them{cal} -> {what}")

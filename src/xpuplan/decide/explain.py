@@ -107,7 +107,7 @@ def explain(ev: Evaluation, lang: str) -> Explanation:
     for c in lead:
         for p in c.parts.values():
             dev = c.device(p.device_id)
-            sigma = part_efficiency_sigma(dev, p.role, p.efficiency_source)
+            sigma = part_efficiency_sigma(dev, p.role, p.efficiency_source, p.regime)
             if p.device_id not in devs or sigma > devs[p.device_id][0]:
                 devs[p.device_id] = (sigma, dev, p.efficiency_source, p.compute_bound_fraction)
     for dev_id, (sig, dev, src, cb) in sorted(devs.items(), key=lambda kv: -kv[1][0]):

@@ -120,12 +120,13 @@ def efficiency_sigma(min_trust: str, efficiency_source: str, band: tuple[float, 
     return sigma
 
 
-def part_efficiency_sigma(device: Any, role: str, efficiency_source: str) -> float:
+def part_efficiency_sigma(device: Any, role: str, efficiency_source: str, regime: Any = None) -> float:
     """:func:`efficiency_sigma` of one part of an option: ``device``'s family band for training
-    (role ``train``) or serving (any other role)."""
+    (role ``train``) or serving (any other role), widened where the part's ``regime``
+    (``validate.band.Regime``) lies outside the public rows'."""
     from xpuplan.validate.band import validation_band
 
-    band = validation_band(device, "train" if role == "train" else "infer")
+    band = validation_band(device, "train" if role == "train" else "infer", regime)
     return efficiency_sigma(device.min_trust(), efficiency_source, band)
 
 

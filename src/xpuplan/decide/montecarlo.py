@@ -39,7 +39,7 @@ QUANTILES = (10, 50, 90)
 def _sigma(cands: list[Candidate], device_id: str, dev: Any) -> float:
     """Efficiency sigma of a device: the widest over the parts that use it (training and serving
     parts have their own validation bands)."""
-    return max(facts.part_efficiency_sigma(dev, p.role, p.efficiency_source)
+    return max(facts.part_efficiency_sigma(dev, p.role, p.efficiency_source, p.regime)
                for c in cands for p in c.parts.values() if p.device_id == device_id)
 
 

@@ -18,6 +18,7 @@ from xpuplan.decide.scenario import Scenario, ServingSpec
 from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.models.arch import ModelArch
 from xpuplan.units import KWH
+from xpuplan.validate.band import Regime
 
 #: Catalog figures an option's numbers rest on (shown with their trust grades).
 PERF_FIGURES = ("dense_tflops.bf16", "dense_tflops.fp16", "dense_tflops.fp8", "dense_tflops.int8",
@@ -71,6 +72,7 @@ class Part:
     electricity: PriceFigure | None = None
     efficiency_source: str = "defaults"
     cost_notes: list[str] = field(default_factory=list)
+    regime: Any = None  # validate.band.Regime of the plan (widens its validation band outside the public rows')
 
     @property
     def hardware_usd(self) -> float | None:
@@ -149,6 +151,8 @@ def plan_training(model: ModelArch, dev: Any, s: Scenario) -> Part:
     part.compute_bound_fraction = min(1.0, compute / st.step_s) if st.step_s > 0 else 1.0
     part.busy_fraction = 1.0
     part.efficiency_source = e.efficiency_source
+    part.regime = Regime(moe=model.moe is not None, seq_len=spec.seq_len, n_devices=e.n_devices,
+                         precision=e.plan.precision)
     return part
 
 
@@ -193,6 +197,9 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
     else:
         part.time_s = part.latency_s
     part.efficiency_source = str(o.replica.get("efficiency_source", "defaults"))
+    prec = o.replica.get("precision")
+    part.regime = Regime(moe=model.moe is not None, seq_len=load.input_len, n_devices=n_rep,
+                         precision=prec.get("gemm_dtype") if isinstance(prec, dict) else None)
     return part
 
 

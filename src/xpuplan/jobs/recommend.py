@@ -96,7 +96,7 @@ def _option_assumptions(c: Any) -> list[dict[str, Any]]:
         dev = c.device(p.device_id)
         out.append({"role": p.role, "device": p.device_id, "efficiency_source": p.efficiency_source,
                     "efficiency_source_kind": efficiency_source_kind(p.efficiency_source),
-                    "efficiency_sigma": part_efficiency_sigma(dev, p.role, p.efficiency_source),
+                    "efficiency_sigma": part_efficiency_sigma(dev, p.role, p.efficiency_source, p.regime),
                     "worst_trust": dev.min_trust(), "cost_mode": p.cost_mode})
     return out
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from xpuplan.catalog.assumptions import Assumptions
     from xpuplan.catalog.device import Device
+    from xpuplan.validate.band import Regime
 
 #: Version of every result's schema: major changes when a declared field is renamed or removed.
 SCHEMA_VERSION: Final = "2.0"
@@ -72,6 +73,11 @@ class Uncertainty(BaseModel):
     ranges: dict[str, list[float]] = Field(description="metric -> [P10, P90] in the metric's unit: throughput-like "
                                                        "metrics scale with the band, time-like ones inversely")
     source: str = Field(description="where the band comes from (validate/data/bands.json, files, baseline)")
+    extrapolation: list[str] = Field(default_factory=list,
+                                     description="why the prediction lies outside the regime of the public rows behind "
+                                                 "the band (MoE, longer sequence or prompt, more devices, another "
+                                                 "precision); non-empty: the band is widened (validate.band."
+                                                 "EXTRAPOLATION_WIDENING, included in widened_by)")
 
 
 #: How a metric moves with the achieved speed: "up" (throughput, MFU: x (1 - low) .. x (1 + high)) or
@@ -80,12 +86,13 @@ Direction = Literal["up", "down"]
 
 
 def uncertainty(device: Device, kind: str, efficiency_source: str,
-                values: dict[str, tuple[float | None, Direction]]) -> Uncertainty:
+                values: dict[str, tuple[float | None, Direction]], regime: Regime | None = None) -> Uncertainty:
     """The validation band of ``device``'s family for ``kind`` (``train``/``infer``) applied to ``values``
-    (metric -> (value, direction)); metrics without a value are left out."""
+    (metric -> (value, direction)); metrics without a value are left out. ``regime``: where the prediction
+    sits (widens the band outside the public rows' regime, ``validate.band.Regime``)."""
     from xpuplan.validate.band import band_record
 
-    b = band_record(device, kind)
+    b = band_record(device, kind, regime)
     lo, hi = b.low_fraction, b.high_fraction
     ranges: dict[str, list[float]] = {}
     for name, (v, direction) in values.items():
@@ -94,7 +101,7 @@ def uncertainty(device: Device, kind: str, efficiency_source: str,
         ranges[name] = [v * (1 - lo), v * (1 + hi)] if direction == "up" else [v / (1 + hi), v / (1 - lo)]
     return Uncertainty(kind=kind, family=b.family, low_fraction=lo, high_fraction=hi, n_rows=b.n_rows,
                        widened_by=b.widened_by, calibrated="calib" in efficiency_source.casefold(), ranges=ranges,
-                       source=b.source)
+                       source=b.source, extrapolation=list(b.extrapolation))
 
 
 class Result(BaseModel):

@@ -362,7 +362,8 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
                     continue
                 fitted.append(b)
                 results.append(clean(e.to_dict()))
-                results[-1]["uncertainty"] = clean(_serving_uncertainty(dev, results[-1]).model_dump())
+                results[-1]["uncertainty"] = clean(_serving_uncertainty(
+                    dev, results[-1], _serving_regime(m, t * pp, in_len, rep.precision.gemm_dtype)).model_dump())
             if is_encoder or not fitted:
                 continue
             disagg_pools: tuple[int, int] | None = None
@@ -398,8 +399,18 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     )
 
 
-def _serving_uncertainty(dev: Device, r: dict[str, Any]) -> Any:
-    """The family's serving validation band around one estimate's headline figures."""
+def _serving_regime(m: Any, devices: int | None, input_len: float | None, dtype: str | None) -> Any:
+    """Where a serving prediction sits (``validate.band.Regime``): MoE or not, prompt length, devices of one
+    replica, compute precision."""
+    from xpuplan.validate.band import Regime
+
+    return Regime(moe=getattr(m, "moe", None) is not None, seq_len=round(input_len) if input_len else None,
+                  n_devices=devices, precision=dtype)
+
+
+def _serving_uncertainty(dev: Device, r: dict[str, Any], regime: Any = None) -> Any:
+    """The family's serving validation band around one estimate's headline figures (widened outside the
+    public rows' ``regime``)."""
     from xpuplan.jobs.results import uncertainty
 
     def g(k: str) -> float | None:
@@ -411,7 +422,7 @@ def _serving_uncertainty(dev: Device, r: dict[str, Any]) -> Any:
         "output_tokens_per_s_per_device": (g("output_tokens_per_s_per_device"), "up"),
         "requests_per_s": (g("requests_per_s"), "up"), "ttft_s": (g("ttft_s"), "down"),
         "tpot_s": (g("tpot_s"), "down"), "e2e_latency_s": (g("e2e_latency_s"), "down"),
-    })
+    }, regime)
 
 
 # =================================================================================================
@@ -481,10 +492,13 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
     for opt in res.options:
         if opt.hardware in by_id:
             # replicas scale inversely with the achieved rate, so the device count does too (rounded up)
+            per_replica = max(opt.devices // max(opt.replicas, 1), 1)
+            prec = opt.replica.get("precision")
+            dtype = prec.get("gemm_dtype") if isinstance(prec, dict) else None
             u = uncertainty(by_id[opt.hardware], "infer", str(opt.replica.get("efficiency_source", "")), {
                 "max_requests_per_s_per_replica": (opt.max_requests_per_s_per_replica, "up"),
-                "devices": (float(opt.devices), "down")})
-            per_replica = max(opt.devices // max(opt.replicas, 1), 1)
+                "devices": (float(opt.devices), "down")},
+                _serving_regime(m, per_replica, in_len, dtype if isinstance(dtype, str) else None))
             u.ranges["devices"] = [float(math.ceil(x / per_replica - 1e-9) * per_replica) for x in u.ranges["devices"]]
             opt.uncertainty = u
     if not plan.options:

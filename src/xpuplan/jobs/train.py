@@ -331,12 +331,17 @@ def _launch_dict(launch: Any) -> dict[str, Any] | None:
     return None if launch is None else clean(launch.to_dict())
 
 
-def _uncertainty(e: TrainEstimate, cluster: Cluster) -> Uncertainty:
-    """The family's training validation band around ``e``'s headline figures."""
+def _uncertainty(e: TrainEstimate, cluster: Cluster, model: ModelArch, job: TrainingJob) -> Uncertainty:
+    """The family's training validation band around ``e``'s headline figures (widened where the job lies
+    outside the public rows' regime)."""
+    from xpuplan.validate.band import Regime
+
+    regime = Regime(moe=model.moe is not None, seq_len=job.seq_len, n_devices=e.n_devices,
+                    precision=e.plan.precision)
     return uncertainty(cluster.device, "train", e.efficiency_source, {
         "tokens_per_s": (e.tokens_per_s, "up"), "tokens_per_s_per_device": (e.tokens_per_s_per_device, "up"),
         "mfu": (e.mfu, "up"), "step_time_s": (e.step_time_s, "down"), "time_to_train_s": (e.time_to_train_s, "down"),
-    })
+    }, regime)
 
 
 def _stack(ctx: RunContext, req: _TrainCommon) -> Any:
@@ -409,7 +414,7 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
     launch = _launch(req.emit, e, m, cluster, job, st)
     advice = [] if e.feasible else what_it_would_take(m, cluster, job, plan.precision, stack=st)
     res = TrainEstimateResult(**clean(e.to_dict()), cluster=clean(cluster.to_dict()),
-                              launch=_launch_dict(launch), advice=advice, uncertainty=_uncertainty(e, cluster),
+                              launch=_launch_dict(launch), advice=advice, uncertainty=_uncertainty(e, cluster, m, job),
                               used=_used(ctx, cluster, [plan.precision], st))
     if not e.feasible:
         raise InfeasibleError(f"plan {e.key} does not fit on {n} x {cluster.device.id}",
@@ -543,7 +548,7 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
         plans=[TrainEstimateOut(**clean(e.to_dict())) for e in top_ests], pareto=clean(_pareto(best_per_count)),
         interrupted=interrupted, counts_done=len(parts), launch=_launch_dict(launch),
         advice=advice, used=_used(ctx, cluster, list(space.precision), st),
-        uncertainty=_uncertainty(best, cluster) if best is not None else None,
+        uncertainty=_uncertainty(best, cluster, m, job) if best is not None else None,
     )
     if best is None and not interrupted:
         raise InfeasibleError(f"no plan of {m.id} fits on {', '.join(map(str, counts))} x {cluster.device.id}",
