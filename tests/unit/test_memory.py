@@ -7,10 +7,12 @@ from xpuplan.perf.memory import (
     activation_bytes_per_layer,
     inference_memory,
     inference_weight_bytes,
+    interleave_activation_factor,
     kv_cache_bytes_per_token,
     lora_params,
     params_per_device,
     pipeline_inflight_microbatches,
+    saved_linear_input_bytes,
     training_memory,
 )
 from xpuplan.units import GB, GiB
@@ -52,6 +54,45 @@ def test_pipeline_inflight():
     assert pipeline_inflight_microbatches(4, 16) == 4
     assert pipeline_inflight_microbatches(4, 2) == 2
     assert pipeline_inflight_microbatches(4, 16, vpp=2) == pytest.approx(4 * (1 + 3 / 8))
+
+
+def test_fp8_saved_linear_inputs():
+    # Megatron block (MHA, classic 4h MLP, no dropout): with 1-byte linear inputs the two block inputs (norm
+    # outputs) halve, the attention output gains the projection's 1-byte copy, the MLP's FC2 input halves
+    base = activation_bytes_per_layer(LLAMA3_70B, 8192, 1, tp=8, recompute="selective")
+    fp8 = activation_bytes_per_layer(LLAMA3_70B, 8192, 1, tp=8, recompute="selective", linear_input_bytes=1.0)
+    s, h, f, t = 8192, LLAMA3_70B.d_model, LLAMA3_70B.ffn_dim, 8
+    o = LLAMA3_70B.n_heads * LLAMA3_70B.v_head_dim
+    expected_saving = (2 * s * h * 1.0) / t - (s * o * 1.0) / t + (s * f * 1.0) / t
+    assert base - fp8 == pytest.approx(expected_saving)
+    assert saved_linear_input_bytes("fp8", True) == 1.0 and saved_linear_input_bytes("fp4", True) == 1.0
+    assert saved_linear_input_bytes("fp8", False) is None and saved_linear_input_bytes("bf16", True) is None
+    # full recomputation keeps only the layer input, in 16 bits
+    assert activation_bytes_per_layer(LLAMA3_70B, 8192, 1, tp=8, recompute="full", linear_input_bytes=1.0) == (
+        activation_bytes_per_layer(LLAMA3_70B, 8192, 1, tp=8, recompute="full"))
+
+
+def test_interleave_extra_activations_need_enough_microbatches():
+    # Megatron-Core's interleaved warm-up on stage 0 is 2(pp-1) + (vpp-1)pp chunk forwards, capped at the
+    # step's m·vpp: with m >= pp + (pp-1)/vpp the paper's factor 1 + (pp-1)/(pp·vpp) applies ...
+    assert float(interleave_activation_factor(16, 64, 4)) == pytest.approx(1 + 15 / 64)
+    # ... with m = pp every forward is warm-up, and stage 0 holds exactly what plain 1F1B holds
+    assert float(interleave_activation_factor(16, 16, 4)) == pytest.approx(1.0)
+    assert pipeline_inflight_microbatches(16, 16, vpp=4) == pytest.approx(16)
+    # in between: min(m, pp + (pp-1)/vpp) / pp
+    assert float(interleave_activation_factor(16, 18, 4)) == pytest.approx(18 / 16)
+    # no interleaving or no pipeline: no change
+    assert float(interleave_activation_factor(16, 64, 1)) == 1.0
+    assert float(interleave_activation_factor(1, 64, 4)) == 1.0
+
+
+def test_interleaving_at_m_equal_pp_costs_no_memory():
+    kw = dict(seq_len=8192, micro_batch=1, tp=8, pp=16, dp=128, zero_stage=1, recompute="selective")
+    plain = training_memory(LLAMA3_70B, vpp=1, n_microbatches=16, **kw)
+    inter = training_memory(LLAMA3_70B, vpp=5, n_microbatches=16, **kw)
+    more = training_memory(LLAMA3_70B, vpp=5, n_microbatches=64, **kw)
+    assert inter.activations == pytest.approx(plain.activations)
+    assert more.activations > plain.activations
 
 
 def test_guide_16_bytes_per_parameter_full_finetune():

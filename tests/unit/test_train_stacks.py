@@ -270,6 +270,25 @@ def test_fp8_dispatch_only_where_the_stack_does_it():
     assert 0.6 * bf < f8 < 0.9 * bf  # dispatch halves, combine stays bf16
 
 
+def test_fp8_saved_activations_only_where_the_stack_keeps_them():
+    # Transformer Engine (Megatron-Core, NeMo/Bridge) and DeepSeek keep FP8 linear inputs for backward;
+    # torchao's Float8Linear (torchtitan) keeps the bf16 input
+    assert training_stack("nemo").fp8_saved_activations and training_stack("megatron-core").fp8_saved_activations
+    assert training_stack("deepseek-dualpipe").fp8_saved_activations
+    assert not training_stack("torchtitan").fp8_saved_activations
+    m = get_model("llama3-70b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 64)
+    job = TrainingJob(seq_len=8192, global_batch_tokens=128 * 8192)
+    kw = dict(n_devices=64, global_batch_seqs=128, tp=4, pp=4, recompute="selective", model=m)
+
+    def acts(stack: str, precision: str) -> float:
+        return estimate(m, c, make_plan(**kw, precision=precision), job, stack=training_stack(stack)).memory.activations_bytes
+
+    assert acts("nemo", "fp8") < 0.95 * acts("nemo", "bf16")
+    assert acts("torchtitan", "fp8") == pytest.approx(acts("torchtitan", "bf16"))
+    assert acts("nemo", "bf16") == pytest.approx(acts("torchtitan", "bf16"))
+
+
 def test_cross_domain_all_reduce_runs_on_the_scale_out_network():
     """One rank per ICI slice, slices a domain apart: a ring all-reduce on the DCN alone."""
     from xpuplan.train.phases import cross_domain_all_reduce_s

@@ -41,6 +41,12 @@ LAYOUTS = (
         "FSDP-style sharded DP (gradients sharded: ZeRO-2); no activation checkpointing at 8K (section 3.3.2); one layer "
         "fewer on the first and last stages; the interleaving depth V is not printed (1 assumed)"),
     Published(
+        "Llama 3.1 405B, 8K pre-training on 16,384 H100, interleaved", "arXiv 2407.21783, Table 4 and section 3.3.2 "
+        "(Figure 6: the interleaved schedule)", "llama3.1-405b", "nvidia-h100-sxm-80gb", 16384, 8192, 2048,
+        dict(tp=8, pp=16, vpp=2, cp=1, sp=True, zero_stage=2, recompute="none", micro_batch=1), "meta-4d",
+        "16 micro-batches per pipeline (16 per DP rank, Table 4) on 16 stages: every forward is warm-up, so "
+        "interleaving keeps no more activations than plain 1F1B; V is not printed (2 assumed)"),
+    Published(
         "Llama 3.1 405B, 8K pre-training on 8,192 H100", "arXiv 2407.21783, Table 4", "llama3.1-405b",
         "nvidia-h100-sxm-80gb", 8192, 8192, 2048,
         dict(tp=8, pp=16, cp=1, sp=True, zero_stage=2, recompute="none", micro_batch=1), "meta-4d"),

@@ -69,6 +69,10 @@ class TrainingStack(_Strict):
                                    "attention), all_to_all (Ulysses: q, k, v and o re-sharded over heads)")
     fp8_attention: bool = Field(default=False, description="FP8 training runs the attention core in FP8 too "
                                                            "(Transformer Engine fp8_dpa); false: attention in BF16")
+    fp8_saved_activations: bool = Field(default=False, description="FP8/FP4 training keeps the quantised (1-byte) "
+                                                                   "copy of each linear layer's input for its weight "
+                                                                   "gradient (Transformer Engine, DeepSeek-V3); "
+                                                                   "false: the 16-bit input (torchao Float8Linear)")
 
 
 class _Pattern(_Strict):

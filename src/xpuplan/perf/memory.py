@@ -117,6 +117,7 @@ def activation_bytes_per_layer(
     flash_attention: bool = True,
     dropout: bool = False,
     act_bytes: float = 2.0,
+    linear_input_bytes: float | None = None,
 ) -> float:
     """Activation bytes one Transformer layer keeps for backward (Korthikanti et al. 2022).
 
@@ -127,6 +128,15 @@ def activation_bytes_per_layer(
     per head and query). Full recomputation keeps only the layer input (2·s·b·h, Eq. 5 per layer).
     MoE layers keep the expert MLP activations for top_k (+ shared) experts per token.
     ``cp`` splits the sequence across context-parallel ranks.
+
+    ``linear_input_bytes``: bytes per element of the GEMM inputs the linear layers keep for their weight
+    gradient (the norm outputs feeding QKV and FC1, the attention output feeding the projection, the
+    activation output feeding FC2); ``act_bytes`` when None. FP8 training on Transformer Engine keeps the
+    FP8 (column-wise) copy it cast for the forward GEMM instead of the 16-bit tensor (TE
+    ``pytorch/module/linear.py``: ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``;
+    ``saved_inputmat = inputmat``), as DeepSeek-V3's framework caches linear inputs in FP8 (arXiv 2412.19437,
+    sec. 3.3.3): 1 byte. The attention output is then kept twice (16-bit by the attention kernel, FP8 by the
+    projection); the FC2 input only in FP8 (the activation's backward needs its input, FC1's output).
     """
     if seq_len <= 0 or micro_batch <= 0:
         raise UserInputError("seq_len and micro_batch must be positive", field="seq_len" if seq_len <= 0 else "micro_batch")
@@ -146,12 +156,15 @@ def activation_bytes_per_layer(
     o_dim = model.n_heads * model.v_head_dim
     mask = 1.0 if dropout else 0.0  # dropout masks: 1 byte per element
     # parts replicated across TP unless SP: norm inputs, attention/MLP inputs, dropout masks
+    lin_bytes = act_bytes if linear_input_bytes is None else linear_input_bytes
     norm_inputs = act_bytes * sbh * model.layer_norms
-    block_inputs = act_bytes * sbh * (1 if model.parallel_attn_mlp else 2)
+    block_inputs = lin_bytes * sbh * (1 if model.parallel_attn_mlp else 2)
     masks = mask * sbh * (1 if model.parallel_attn_mlp else 2)
     replicated = norm_inputs + block_inputs + masks
     # parts split by TP: q, k, v, attention output; MLP intermediates
     attn_split = act_bytes * s * b * (q_dim + kv_dim * kv_replication(model, tp) + o_dim)
+    if lin_bytes != act_bytes:
+        attn_split += lin_bytes * s * b * o_dim  # the projection's own quantised copy of the attention output
     if model.mla is not None:
         m = model.mla
         attn_split += act_bytes * s * b * (m.kv_lora_rank + (m.q_lora_rank or 0)) * tp  # latents are not TP-split
@@ -167,8 +180,9 @@ def activation_bytes_per_layer(
         mlp_width = (1 - frac_moe) * model.ffn_dim + frac_moe * per_tok_moe
     else:
         mlp_width = model.ffn_dim
-    # gated: gate out, up out, activation out (3 f); classic: act input and output (2 f)
-    mlp_split = act_bytes * s * b * mlp_width * (3 if model.mlp == "gated" else 2)
+    # gated: gate out, up out (the activation's input), activation out (FC2's input); classic: act input
+    # and output
+    mlp_split = s * b * mlp_width * (act_bytes * (2 if model.mlp == "gated" else 1) + lin_bytes)
     s2_terms = 0.0
     if not flash_attention and recompute == "none":
         # softmax output (act_bytes), dropout mask (1 B) and dropout output (act_bytes) per score
@@ -176,6 +190,14 @@ def activation_bytes_per_layer(
     elif flash_attention:
         s2_terms = 4.0 * model.n_heads * s * b  # fp32 log-sum-exp per head and query
     return replicated / t_sp + (attn_split + mlp_split + s2_terms) / tp
+
+
+def saved_linear_input_bytes(precision: str, fp8_saved_activations: bool) -> float | None:
+    """Bytes per element of the linear-layer inputs kept for backward (``linear_input_bytes`` of
+    :func:`activation_bytes_per_layer`): 1 for FP8/FP4 training on a stack that keeps the quantised copy
+    (``TrainingStack.fp8_saved_activations``), else None (the 16-bit activation). FP4 recipes keep at
+    least their FP8-or-wider wgrad inputs, so 1 byte is the conservative figure for both."""
+    return 1.0 if precision in ("fp8", "fp4") and fp8_saved_activations else None
 
 
 def activation_bytes_output(model: ModelArch, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1) -> float:
@@ -189,12 +211,33 @@ def pipeline_inflight_microbatches(pp: int, n_microbatches: int, vpp: int = 1) -
     """Micro-batches whose activations the first stage holds at the peak of 1F1B.
 
     1F1B keeps ``pp`` in flight (fewer if there are fewer micro-batches); interleaving adds
-    (pp-1)/(pp·vpp) (Korthikanti et al. 2022, Sec. 4.2.3). Without PP the answer is 1.
+    (pp-1)/(pp·vpp) (Korthikanti et al. 2022, Sec. 4.2.3) when the step has enough micro-batches to
+    reach the steady state (:func:`interleave_activation_factor`). Without PP the answer is 1.
     """
     if pp <= 1:
         return 1.0
     base = float(min(pp, n_microbatches))
-    return base * (1.0 + (pp - 1) / (pp * vpp)) if vpp > 1 else base
+    return base * float(interleave_activation_factor(np.asarray(pp), np.asarray(n_microbatches), np.asarray(vpp)))
+
+
+def interleave_activation_factor(pp: np.ndarray, n_microbatches: np.ndarray, vpp: np.ndarray) -> np.ndarray:
+    """Activations the first stage of an interleaved (virtual-stage) 1F1B schedule holds, over plain 1F1B's.
+
+    Megatron-Core's interleaved schedule runs 2·(pp-1) + (vpp-1)·pp warm-up forwards of model chunks (each
+    L/(pp·vpp) layers) on stage 0 before its first backward, capped at the step's m·vpp chunk forwards
+    (``forward_backward_pipelining_with_interleaving``, megatron/core/pipeline_parallel/schedules.py: "if
+    num_microbatches == pipeline_parallel_size: all warm-up"; ``min(num_warmup_microbatches,
+    total_num_microbatches)``). With the one forward of the steady state that is L/pp layers times
+    min(m, pp + (pp-1)/vpp) micro-batches, against min(m, pp) for plain 1F1B: the paper's 1 + (pp-1)/(pp·vpp)
+    when m is large, and no extra memory at all when the step has only pp micro-batches (deep pipelines
+    at a fixed global batch on thousands of devices, e.g. Llama 3 405B on 16,384 H100: m = pp = 16).
+    """
+    pp_f = np.asarray(pp, dtype=float)
+    m = np.asarray(n_microbatches, dtype=float)
+    v = np.maximum(np.asarray(vpp, dtype=float), 1.0)
+    plain = np.maximum(np.minimum(m, pp_f), 1.0)
+    inter = np.minimum(m, pp_f + (pp_f - 1.0) / v)
+    return np.where((pp_f > 1) & (v > 1), np.maximum(inter / plain, 1.0), 1.0)
 
 
 def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarray:
@@ -325,6 +368,7 @@ def training_memory(
     n_microbatches: int | None = None,
     flash_attention: bool = True,
     dropout: bool = False,
+    linear_input_bytes: float | None = None,
     method: FinetuneMethod = "full",
     lora_rank: int = 16,
     lora_targets: tuple[str, ...] = LORA_DEFAULT_TARGETS,
@@ -344,11 +388,12 @@ def training_memory(
     r = state_recipe(recipe)
     dev = params_per_device(model, tp=tp, pp=pp, ep=ep)
     per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
-                                           flash_attention=flash_attention, dropout=dropout)
+                                           flash_attention=flash_attention, dropout=dropout,
+                                           linear_input_bytes=linear_input_bytes)
     rebuilt = 0.0
     if recompute == "full":
         rebuilt = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective",
-                                             flash_attention=flash_attention)
+                                             flash_attention=flash_attention, linear_input_bytes=linear_input_bytes)
     frozen_bpp = frozen_base_bytes_per_param(model, method) if method != "full" else 0.0
     adapters = lora_params(model, lora_rank, lora_targets) if method != "full" else 0
 
@@ -444,7 +489,7 @@ def training_memory_arrays(
         opt = adapters * recipe["optimizer"] / np.where(zero >= 1, dpcp, 1.0)
     layers_stage = np.ceil(n_layers / pp)
     multi = pp > 1
-    interleave = np.where(multi & (vpp > 1), 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
+    interleave = interleave_activation_factor(pp, n_microbatches, vpp)
     first = act_per_layer * np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
                                      layers_stage) * interleave
     last = act_per_layer * layers_stage + act_output

@@ -46,6 +46,7 @@ from xpuplan.perf.memory import (
     frozen_base_bytes_per_param,
     lora_params,
     params_per_device,
+    saved_linear_input_bytes,
     state_recipe,
     training_memory_arrays,
 )
@@ -175,14 +176,15 @@ class StepModel:
 
     def activation_table(self, p: PlanArrays, rec: np.ndarray) -> np.ndarray:
         """Per plan, activation bytes one layer keeps (``perf.memory.activation_bytes_per_layer``)."""
-        rows, inv = self._distinct([p.mb, p.tp, p.sp, p.cp, rec])
+        rows, inv = self._distinct([p.mb, p.tp, p.sp, p.cp, rec, p.prec])
         vals = []
         for k in rows:
             if k not in self._acts:
-                mb, tp, sp, cp, r = k
+                mb, tp, sp, cp, r, pr = k
                 self._acts[k] = activation_bytes_per_layer(
                     self.model, self.job.seq_len, mb, tp=tp, sp=bool(sp), cp=cp, recompute=RECOMPUTE_MODES[r],  # type: ignore[arg-type]
-                    flash_attention=self.job.flash_attention)
+                    flash_attention=self.job.flash_attention,
+                    linear_input_bytes=saved_linear_input_bytes(PRECISIONS[pr], self.stack.fp8_saved_activations))
             vals.append(self._acts[k])
         return np.asarray(vals, dtype=float)[inv]
 

@@ -9,7 +9,7 @@ inference is listed in the prediction's ``details``:
 * dp = n / (tp·pp·cp); sp as the stack does (on with tp > 1 for Megatron-Core, NeMo, MindSpeed,
   torchtitan) unless given; cp = ep = 1;
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
-* recomputation: the faster valid of selective and full, chosen with the micro-batch
+* recomputation: the fastest valid of none, selective and full, chosen with the micro-batch
   (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is);
 * kernels: eager for PyTorch-FSDP stacks, fused for Megatron-style frameworks;
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
@@ -62,12 +62,16 @@ PRECISIONS: Final = ("bf16", "fp16", "fp8", "fp4")
 #: published before then used unfused attention.
 FLASH_ATTENTION_YEAR: Final = 2023
 
-#: Recomputation a row that does not print it is predicted with: the faster valid one of these, chosen
+#: Recomputation a row that does not print it is predicted with: the fastest valid one of these, chosen
 #: together with the micro-batch (a team tuning the run trades recomputation against the micro-batch
 #: that fits: full recomputation frees the memory for larger micro-batches, which amortise per-micro-
-#: batch costs such as ZeRO-3/FSDP weight gathers). No recomputation is not assumed: a run that needs
-#: none usually prints it.
-INFERRED_RECOMPUTE: Final[tuple[Recompute, ...]] = ("selective", "full")
+#: batch costs such as ZeRO-3/FSDP weight gathers). No recomputation is a candidate too: Megatron-Core's
+#: --recompute-granularity defaults to none and the Megatron-Bridge performance recipes set recomputation
+#: only where a layout needs it (scripts/performance/configs: recompute_num_layers, recompute_modules),
+#: while their published tables do not print it; and with fused (flash) attention, selective recomputation
+#: of the attention core keeps no fewer activations than none (perf.memory.activation_bytes_per_layer),
+#: so it only wins where it is stated or where MLA up-projections are dropped.
+INFERRED_RECOMPUTE: Final[tuple[Recompute, ...]] = ("none", "selective", "full")
 
 #: Largest tensor-parallel degree of the conventional layout: the accelerators of one server
 #: (8 on HGX and OAM boards), the scale-up domain practitioners keep TP inside.
