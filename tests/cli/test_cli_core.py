@@ -112,6 +112,18 @@ def test_memory_train_fit_verdict():
     assert d["error"] and d["result"]["fits"] is False
 
 
+def test_memory_train_fp8_recipe_keeps_fp8_linear_inputs():
+    # the default stack (Megatron-Core, Transformer Engine) keeps 1-byte linear inputs in FP8 training
+    def acts(recipe: str) -> float:
+        r = run("memory", "train", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--dp", "8", "--recipe", recipe,
+                "--json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["bytes_per_device"]["activations"]
+
+    assert acts("fp8-adam") < 0.95 * acts("bf16-adam")
+    assert acts("bf16-adam-fp32-grads") == pytest.approx(acts("bf16-adam"))
+
+
 @pytest.mark.parametrize(
     "args, field",
     [

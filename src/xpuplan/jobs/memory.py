@@ -131,13 +131,13 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any) -> None:
 @names_flags
 def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> MemoryTrainResult:
     """Weights, gradients, optimizer states and activations per device; the fit on ``--hw``."""
-    from xpuplan.perf.memory import saved_linear_input_bytes, training_memory
+    from xpuplan.perf.memory import default_recipe_for, saved_linear_input_bytes, training_memory
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
     _train_layout_issues(req, m)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
-    gemm_precision = {"fp8-adam": "fp8", "fp4-adam": "fp4"}.get(req.recipe, "bf16")
+    gemm_precision = next((p for p in ("fp8", "fp4") if default_recipe_for(p) == req.recipe), "bf16")
     lin_bytes = saved_linear_input_bytes(gemm_precision, ctx.assumptions().training_stack(None).fp8_saved_activations)
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
