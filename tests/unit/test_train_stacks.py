@@ -226,8 +226,10 @@ def test_moe_parallel_folding_lets_ep_span_tp_ranks():
     p = make_plan(n_devices=8, global_batch_seqs=8, tp=8, ep=8)
     folded = estimate(m, c, p, job)
     unfolded = estimate(m, c, make_plan(n_devices=8, global_batch_seqs=8, tp=8, ep=1), job)
-    assert folded.memory.weights_bytes < unfolded.memory.weights_bytes  # experts split 8 ways
-    assert folded.step.ep_comm_s > 0
+    # experts split 8 ways either way: whole experts over EP 8 (folded, expert-TP 1) or each expert
+    # over TP 8 (ep 1, expert-TP = TP); the weights on a device are the same
+    assert folded.memory.weights_bytes == pytest.approx(unfolded.memory.weights_bytes, rel=1e-6)
+    assert folded.step.ep_comm_s > 0 and unfolded.step.ep_comm_s == 0
     # expert-data-parallel group: dp·cp/ep classic, tp·dp·cp/ep folded
     assert expert_dp_size(np.asarray([2.0]), np.asarray([16.0]), np.asarray([4.0]))[0] == 4
     assert expert_dp_size(np.asarray([8.0]), np.asarray([4.0]), np.asarray([8.0]))[0] == 4
@@ -358,3 +360,26 @@ def test_maxtext_cross_slice_all_reduce_waits_for_the_backward():
     exposed = run(2048, mt).step.zero3_comm_s - one.step.zero3_comm_s
     assert exposed == pytest.approx(ar, rel=0.05)
     assert run(2048, hiding).step.zero3_comm_s - one.step.zero3_comm_s < 0.5 * ar
+
+
+def test_expert_tensor_parallel_rule_shared_by_memory_compute_and_launchers():
+    from xpuplan.perf.memory import expert_tensor_parallel, training_memory
+    from xpuplan.perf.params import param_breakdown
+
+    # EP carved out of dp·cp (ep = 1 included): experts split over TP; EP folding TP ranks: whole experts
+    assert expert_tensor_parallel(8, 1, 1) == 8
+    assert expert_tensor_parallel(2, 16, 4) == 2
+    assert expert_tensor_parallel(2, 16, 32) == 1
+    assert list(expert_tensor_parallel(np.asarray([8, 2]), np.asarray([1, 16]), np.asarray([1, 32]))) == [8, 1]
+    # MindSpeed's Mixtral 8x7B layout (TP8 PP4 CP2, ep 1, 64 x 64 GB Ascend 910B): its bf16 weights are
+    # 46.7e9 x 2 B / 32 per device (~2.9 GB), not the 23 GB of experts replicated across the TP group
+    m = get_model("mixtral-8x7b")
+    mem = training_memory(m, seq_len=32768, micro_batch=1, tp=8, pp=4, cp=2, dp=1, ep=1, sp=True,
+                          recompute="none", zero_stage=1, n_microbatches=128)
+    total = param_breakdown(m).total
+    assert mem.weights == pytest.approx(2.0 * total / 32, rel=0.1)
+    # the Megatron-LM and Megatron-Bridge launch lines carry the same expert-TP
+    from xpuplan.train.emit import _etp
+    from xpuplan.train.plan import ParallelPlan
+    assert _etp(ParallelPlan(tp=8, pp=4, cp=2, dp=1, ep=1, sp=True)) == 8
+    assert _etp(ParallelPlan(tp=2, pp=8, dp=16, ep=32, sp=True)) == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -249,6 +250,21 @@ def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarr
     return np.maximum(np.where(classic, dpcp_i // ep_i, tp_i * dpcp_i // ep_i), 1).astype(float)
 
 
+def expert_tensor_parallel(tp: Any, dpcp: Any, ep: Any) -> Any:
+    """Expert tensor-parallel size (ETP) of a plan: how many ranks split one routed expert's weights.
+
+    TP when EP is carved out of the data-parallel ranks (``ep`` divides dp·cp, every ep = 1 plan
+    included): the experts are split over the tensor-parallel group like a dense MLP, Megatron-Core's
+    default (``expert_tensor_parallel_size`` unset = TP) and what MindSpeed and DeepSpeed-Megatron do.
+    1 when the expert layers fold TP ranks into EP (MoE parallel folding, arXiv 2504.14960): every
+    rank of the EP group then holds whole experts. The one rule the memory model, the compute model
+    and the launch configurations share. Numbers or arrays."""
+    if any(isinstance(x, np.ndarray) for x in (tp, dpcp, ep)):
+        tp_i, dpcp_i, ep_i = (np.asarray(x).astype(np.int64) for x in (tp, dpcp, ep))
+        return np.where(dpcp_i % ep_i == 0, tp_i, 1)
+    return int(tp) if int(dpcp) % int(ep) == 0 else 1
+
+
 def gradients_sharded(zero: np.ndarray, pp: np.ndarray) -> np.ndarray:
     """Whether each plan keeps only its 1/dp shard of the gradients between micro-batches.
 
@@ -376,8 +392,9 @@ def training_memory(
     """Peak memory per device of a training or fine-tuning step (bytes).
 
     ZeRO: stage 1 shards optimizer states and master weights over the data-parallel group,
-    stage 2 also gradients, stage 3 (= FSDP full shard) also weights. Expert parameters are
-    sharded over the expert-data-parallel group dp·cp/ep. LoRA/QLoRA freeze the base (bf16 or NF4)
+    stage 2 also gradients, stage 3 (= FSDP full shard) also weights. Routed experts are split
+    over EP x :func:`expert_tensor_parallel` and sharded over the expert-data-parallel group
+    (:func:`expert_dp_size`). LoRA/QLoRA freeze the base (bf16 or NF4)
     and keep gradients and optimizer states for the adapters only.
     """
     if zero_stage not in (0, 1, 2, 3):
@@ -386,7 +403,7 @@ def training_memory(
         raise UserInputError(f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp})", field="ep")
     sp = tp > 1 if sp is None else sp
     r = state_recipe(recipe)
-    dev = params_per_device(model, tp=tp, pp=pp, ep=ep)
+    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=expert_tensor_parallel(tp, dp * cp, ep))
     per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
                                            flash_attention=flash_attention, dropout=dropout,
                                            linear_input_bytes=linear_input_bytes)

@@ -258,7 +258,7 @@ def _lora_adapter_op(model: ModelArch, tokens: int, tp: int) -> OpCost:
 def layer_compute(
     model: ModelArch, device: Device, eff: Efficiency, *, micro_batch: int, seq_len: int, tp: int, cp: int,
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
-    lora: bool = False, fp8_attention: bool = False, moe_host_sync: bool = True,
+    lora: bool = False, fp8_attention: bool = False, moe_host_sync: bool = True, etp: int | None = None,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
@@ -267,9 +267,13 @@ def layer_compute(
     replaced by :func:`attention_core_ops`, timed at :func:`attention_precision` (16-bit unless
     ``fp8_attention``: the training stack's FP8 dot-product attention). ``moe_host_sync``: the
     training stack's MoE dispatcher syncs with the host every MoE layer forward
-    (``TrainingStack.moe_host_sync``).
+    (``TrainingStack.moe_host_sync``). ``etp``: the expert tensor-parallel size
+    (:func:`~xpuplan.perf.memory.expert_tensor_parallel`; None: ``tp``). With etp = tp the experts
+    are split like a dense MLP over every token of the TP group; with etp = 1 (MoE parallel folding)
+    each rank runs whole experts over its 1/tp sequence shard: the same FLOPs, wider GEMMs.
     """
     s_loc = max(1, seq_len // cp)
+    etp = tp if etp is None else etp
 
     def classify(ops: list[OpCost]) -> tuple[float, float]:
         g = e = 0.0
@@ -306,10 +310,11 @@ def layer_compute(
                                            dtype=precision, moe_layer=True))
         # with EP carved from DP, each rank receives tokens from ep ranks: evaluate the expert ops
         # for ep x the local batch split over ep ranks (= the local tokens x top_k per rank)
-        ep_ops = layer_ops(model, batch=micro_batch * ep, q_len=s_loc, kv_len=s_loc, tp=tp, ep=ep,
-                           dtype=precision, moe_layer=True)
+        # (folded, etp < tp: the rank's sequence shard, s_loc·etp/tp tokens, through experts split etp ways)
+        ep_ops = layer_ops(model, batch=micro_batch * ep, q_len=max(1, s_loc * etp // tp), kv_len=s_loc, tp=etp,
+                           ep=ep, dtype=precision, moe_layer=True)
         # the down projection's short K (the expert width) runs below the fitted GEMM rate
-        k_down = expert_gemm_k_factor(model, tp)
+        k_down = expert_gemm_k_factor(model, etp)
         experts = [OpCost(op.name, op.op_class,
                           op.flops * MOE_IMBALANCE_FACTOR * (k_down if op.name == "experts down" else 1.0),
                           op.bytes * MOE_IMBALANCE_FACTOR, op.min_dim)

@@ -20,6 +20,7 @@ from xpuplan.catalog.launch_targets import Command, LaunchPlan, Segment, check_k
 from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
+from xpuplan.perf.memory import expert_tensor_parallel
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan
 from xpuplan.workload.training import TrainingJob
@@ -29,6 +30,11 @@ FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
 RDZV_PORT: Final = 29500
 #: Devices per node the launcher assumes when the scale-up domain is larger than a node (NVL72 racks).
 MAX_PER_NODE: Final = 8
+
+
+def _etp(plan: ParallelPlan) -> int:
+    """The expert tensor-parallel size the plan was costed with (``perf.memory.expert_tensor_parallel``)."""
+    return int(expert_tensor_parallel(plan.tp, plan.dp * plan.cp, plan.ep))
 
 
 def hf_id(model: ModelArch) -> str | None:
@@ -152,8 +158,8 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         a += ["--decoder-first-pipeline-num-layers", str(un[0]), "--decoder-last-pipeline-num-layers", str(un[1])]
         if plan.vpp > 1:
             notes.append("uneven stages with virtual pipelining: check the layer split with --pipeline-model-parallel-layout")
-    if plan.ep > 1:
-        a += ["--expert-model-parallel-size", str(plan.ep), "--expert-tensor-parallel-size", str(plan.tp)]
+    if model.moe is not None:
+        a += ["--expert-model-parallel-size", str(plan.ep), "--expert-tensor-parallel-size", str(_etp(plan))]
     if plan.sp and plan.tp > 1:
         a += ["--sequence-parallel"]
     if plan.zero_stage == 1:
@@ -249,7 +255,7 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
     a = ["--recipe", recipe, "--mode", mode, "--dataset", dataset,
          "--tensor_model_parallel_size", str(plan.tp), "--pipeline_model_parallel_size", str(plan.pp),
          "--context_parallel_size", str(plan.cp), "--expert_model_parallel_size", str(plan.ep),
-         "--expert_tensor_parallel_size", str(plan.tp if plan.ep > 1 else 1),
+         "--expert_tensor_parallel_size", str(_etp(plan)),
          "--global_batch_size", str(plan.global_batch_seqs), "--micro_batch_size", str(plan.micro_batch),
          "--seq_length", str(job.seq_len), "--max_steps", str(_train_iters(job, plan))]
     if plan.vpp > 1:

@@ -43,6 +43,7 @@ from xpuplan.perf.memory import (
     activation_bytes_output,
     activation_bytes_per_layer,
     default_recipe_for,
+    expert_tensor_parallel,
     frozen_base_bytes_per_param,
     lora_params,
     params_per_device,
@@ -147,14 +148,16 @@ class StepModel:
         return rows, inverse.reshape(-1)
 
     def compute_table(self, p: PlanArrays) -> dict[str, np.ndarray]:
-        """Per plan, the :class:`LayerCompute` fields (seconds) for its (mb, tp, cp, ep, sp, precision)."""
-        rows, inv = self._distinct([p.mb, p.tp, p.cp, p.ep, p.sp, p.prec])
+        """Per plan, the :class:`LayerCompute` fields (seconds) for its (mb, tp, cp, ep, sp, precision) and expert-TP."""
+        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep)
+        rows, inv = self._distinct([p.mb, p.tp, p.cp, p.ep, p.sp, p.prec, etp])
         vals = []
         for k in rows:
             if k not in self._compute:
-                mb, tp, cp, ep, sp, prec = k
+                mb, tp, cp, ep, sp, prec, etp_k = k
                 self._compute[k] = layer_compute(
                     self.model, self.device, self.eff, micro_batch=mb, seq_len=self.job.seq_len, tp=tp, cp=cp, ep=ep,
+                    etp=etp_k,
                     sp=bool(sp), precision=PRECISIONS[prec], flash=self.job.flash_attention,
                     qlora=self.job.method == "qlora", eager=self.job.kernels == "eager",
                     lora=self.job.method != "full", fp8_attention=self.stack.fp8_attention,
@@ -164,11 +167,12 @@ class StepModel:
 
     def params_table(self, p: PlanArrays) -> tuple[np.ndarray, np.ndarray]:
         """Per plan, (dense, expert) parameters on its busiest device (``perf.memory.params_per_device``)."""
-        rows, inv = self._distinct([p.tp, p.pp, p.ep])
+        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep)
+        rows, inv = self._distinct([p.tp, p.pp, p.ep, etp])
         vals = []
         for k in rows:
             if k not in self._params:
-                d = params_per_device(self.model, tp=k[0], pp=k[1], ep=k[2])
+                d = params_per_device(self.model, tp=k[0], pp=k[1], ep=k[2], etp=k[3])
                 self._params[k] = (d.dense, d.expert)
             vals.append(self._params[k])
         arr = np.asarray(vals, dtype=float)[inv]
