@@ -145,6 +145,13 @@ def write_doc(doc: Path = DOC) -> list[str]:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        sys.exit(0)
+    unknown = [a for a in args if a.startswith("-") and a not in ("--write-doc", "--public-2")]
+    if unknown:
+        print(f"error: unknown option {unknown[0]} (see --help)", file=sys.stderr)
+        sys.exit(2)
     if args == ["--write-doc"]:
         for what in write_doc():
             print(f"rewrote {what}")
@@ -152,4 +159,7 @@ if __name__ == "__main__":
     if args == ["--public-2"]:
         args = [str(public_file(n)) for n in PUBLIC_2]
     for p in args or [str(DEFAULT_CSV)]:
+        if not Path(p).is_file():
+            print(f"error: {p}: file not found", file=sys.stderr)
+            sys.exit(2)
         main(p)

@@ -125,7 +125,8 @@ def test_sliding_window_model_trains_faster_end_to_end():
     plan = make_plan(n_devices=8, global_batch_seqs=8, zero_stage=3, recompute="full")
     g = estimate(get_model("llama3.1-8b"), c, plan, job)
     w = estimate(_windowed("llama3.1-8b", 4096, 2), c, plan, job)
-    assert w.tokens_per_s_per_device > 1.2 * g.tokens_per_s_per_device
+    # half the layers attend 4K of 32K keys: attention (a third of the step on H100's native kernels) shrinks
+    assert w.tokens_per_s_per_device > 1.1 * g.tokens_per_s_per_device
 
 
 def test_unfused_attention_computes_the_whole_score_matrix_even_with_a_window():

@@ -383,3 +383,35 @@ def test_expert_tensor_parallel_rule_shared_by_memory_compute_and_launchers():
     from xpuplan.train.plan import ParallelPlan
     assert _etp(ParallelPlan(tp=8, pp=4, cp=2, dp=1, ep=1, sp=True)) == 8
     assert _etp(ParallelPlan(tp=2, pp=8, dp=16, ep=32, sp=True)) == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Attention kernel (FlashAttention-2 code vs the device's native kernels)
+# ---------------------------------------------------------------------------------------
+def test_fa2_stacks_time_attention_at_the_devices_fa2_fraction():
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.catalog.loader import get_device
+
+    a = default_assumptions()
+    h100 = a.efficiency(get_device("nvidia-h100-sxm-80gb"))
+    a100 = a.efficiency(get_device("nvidia-a100-sxm-80gb"))
+    assert h100.attention_fa2_peak_fraction is not None
+    assert h100.attention_fa2_peak_fraction < h100.attention_peak_fraction  # FA2 cannot use Hopper's wgmma path
+    assert h100.for_attention_kernel("fa2").attention_peak_fraction == h100.attention_fa2_peak_fraction
+    assert h100.for_attention_kernel("native") == h100
+    assert a100.attention_fa2_peak_fraction is None and a100.for_attention_kernel("fa2") == a100  # FA2 is Ampere's own
+    assert training_stack("torchtitan").attention_kernel == "fa2"
+    assert training_stack("nemo").attention_kernel == "native"
+
+    # a long-context step: the fa2 stack spends longer in attention on H100, the same on A100
+    m = get_model("llama3.1-8b")
+    job = TrainingJob(seq_len=65536, global_batch_tokens=8 * 65536)
+
+    def compute_s(hw: str, stack: str) -> float:
+        c = Cluster.from_catalog(hw, 8)
+        plan = make_plan(n_devices=8, global_batch_seqs=8, tp=1, cp=8, zero_stage=3, recompute="full")
+        return estimate(m, c, plan, job, stack=training_stack(stack)).step.compute_s
+
+    assert compute_s("nvidia-h100-sxm-80gb", "torchtitan") > 1.2 * compute_s("nvidia-h100-sxm-80gb", "megatron-core")
+    a100_tt, a100_mc = compute_s("nvidia-a100-sxm-80gb", "torchtitan"), compute_s("nvidia-a100-sxm-80gb", "megatron-core")
+    assert a100_tt == pytest.approx(a100_mc, rel=0.05)

@@ -20,6 +20,7 @@ EFFICIENCY_FIELDS = (
     "gemm_half_dim",
     "low_precision_factor",
     "attention_peak_fraction",
+    "attention_fa2_peak_fraction",
     "memory_bw_fraction",
     "kernel_overhead_s",
     "scale_up_bw_fraction",
@@ -39,7 +40,16 @@ class Efficiency(BaseModel):
     low_precision_factor: float = Field(
         gt=0, le=1, description="fp8/int8/fp4 GEMMs reach this fraction of the bf16 fraction (of their own peak)"
     )
-    attention_peak_fraction: float = Field(gt=0, le=1, description="fused attention kernels vs dense peak")
+    attention_peak_fraction: float = Field(
+        gt=0, le=1, description="the device's native fused attention kernels (cuDNN / FlashAttention-3 on Hopper, "
+                                "FlashAttention-2 on Ampere, the vendor's kernels elsewhere) vs dense peak")
+    # FlashAttention-2's code (PyTorch SDPA's flash backend, the flash-attn 2 package) is written for Ampere's
+    # mma.sync tensor-core path; on Hopper and later it cannot use the asynchronous wgmma/TMA path and reaches
+    # about a third of the dense peak (FlashAttention-3 paper). None: the same as attention_peak_fraction
+    # (FlashAttention-2 is the native kernel, or the device has no separate FA2 path).
+    attention_fa2_peak_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="FlashAttention-2-class kernels on this device vs dense peak (None: attention_peak_fraction)")
     memory_bw_fraction: float = Field(gt=0, le=1, description="achievable fraction of peak memory bandwidth")
     kernel_overhead_s: float = Field(ge=0, description="fixed launch/dispatch cost per kernel, seconds")
     # Links: None means the link type's default (catalog/data/link_types.yaml, applied by perf.links);
@@ -69,6 +79,14 @@ class Efficiency(BaseModel):
         """The parameters without ``source``."""
         return {k: getattr(self, k) for k in EFFICIENCY_FIELDS}
 
+    def for_attention_kernel(self, kernel: str) -> Efficiency:
+        """These values as a stack whose fused attention is ``kernel`` sees them: ``"fa2"``
+        (FlashAttention-2's code) runs at :attr:`attention_fa2_peak_fraction` where the device sets
+        one; ``"native"`` (the device's own best kernels) keeps :attr:`attention_peak_fraction`."""
+        if kernel == "fa2" and self.attention_fa2_peak_fraction is not None:
+            return self.model_copy(update={"attention_peak_fraction": self.attention_fa2_peak_fraction})
+        return self
+
 
 class EfficiencyOverrides(BaseModel):
     """Some of the :class:`Efficiency` parameters (a family, device or user entry), each range-checked."""
@@ -79,6 +97,7 @@ class EfficiencyOverrides(BaseModel):
     gemm_half_dim: float | None = Field(default=None, ge=0)
     low_precision_factor: float | None = Field(default=None, gt=0, le=1)
     attention_peak_fraction: float | None = Field(default=None, gt=0, le=1)
+    attention_fa2_peak_fraction: float | None = Field(default=None, gt=0, le=1)
     memory_bw_fraction: float | None = Field(default=None, gt=0, le=1)
     kernel_overhead_s: float | None = Field(default=None, ge=0)
     scale_up_bw_fraction: float | None = Field(default=None, gt=0, le=1)

@@ -27,6 +27,7 @@ DATA_DIR: Final = Path(__file__).parent / "data"
 Zero3Granularity = Literal["parameter", "unit", "bucket"]
 InterAlgorithm = Literal["ring", "tree", "halving_doubling"]
 CpAlgorithm = Literal["ring", "all_gather", "all_gather_async", "all_to_all"]
+AttentionKernel = Literal["native", "fa2"]
 
 
 class _Strict(BaseModel):
@@ -73,6 +74,11 @@ class TrainingStack(_Strict):
                                                                    "copy of each linear layer's input for its weight "
                                                                    "gradient (Transformer Engine, DeepSeek-V3); "
                                                                    "false: the 16-bit input (torchao Float8Linear)")
+    attention_kernel: AttentionKernel = Field(
+        default="native", description="fused attention the stack runs: native (the device's best: cuDNN / "
+                                      "FlashAttention-3 on Hopper via Transformer Engine, vendor kernels elsewhere) "
+                                      "or fa2 (FlashAttention-2's code: PyTorch SDPA's flash backend, the flash-attn "
+                                      "2 package), timed at the device's attention_fa2_peak_fraction")
 
 
 class _Pattern(_Strict):

@@ -122,7 +122,8 @@ class StepModel:
         self.model = model
         self.stack = stack if stack is not None else default_training_stack()
         self.device = device
-        self.eff = eff
+        # the stack's fused-attention kernel (FlashAttention-2 code or the device's native kernels)
+        self.eff = eff.for_attention_kernel(self.stack.attention_kernel)
         self.job = job
         self._compute: dict[tuple[int, ...], LayerCompute] = {}
         self._params: dict[tuple[int, ...], tuple[float, float]] = {}
