@@ -150,3 +150,17 @@ def test_emit_errors_name_the_flag():
     """A planner error about `emit` names --emit (was: field 'emit')."""
     r = invoke("estimate", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--method", "lora", "--emit", "megatron")
     assert r.exit_code == 2 and "field '--emit'" in r.output, r.output
+
+
+def test_power_cap_flag_slows_the_plan_and_is_checked():
+    args = ("--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--tp", "2", "--seq-len", "8192", "--json")
+    free = json.loads(invoke("estimate", *args).stdout)
+    r = invoke("estimate", *args, "--power-cap-w", "450")
+    assert r.exit_code == 0, r.output
+    capped = json.loads(r.stdout)
+    assert capped["tokens_per_s"] < free["tokens_per_s"]
+    assert any("power cap 450 W" in n for n in capped["notes"])
+    s = invoke("search", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--power-cap-w", "450", "--json")
+    assert s.exit_code == 0, s.output
+    bad = invoke("estimate", *args, "--power-cap-w", "-5")
+    assert bad.exit_code == 2 and "--power-cap-w" in bad.output

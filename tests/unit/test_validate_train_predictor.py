@@ -159,3 +159,24 @@ def test_the_row_stack_comes_from_the_assumptions():
     mine, _ = row_stack(r, a)
     assert known and built_in.id == mine.id == "megatron-core"
     assert mine.tp_comm_overlap and not built_in.tp_comm_overlap
+
+
+def test_compiled_pytorch_runs_use_fused_kernels():
+    from xpuplan.validate.train_predictor import framework_kernels
+
+    fsdp = dict(GPT, framework="torchtitan (PyTorch FSDP2, torch.compile)")
+    assert framework_kernels(row(**fsdp, printed="1,000 TPS/GPU (FSDP + torch.compile)")) == "fused"
+    # the printed figure saying eager wins over the framework column's general note
+    assert framework_kernels(row(**fsdp, printed="1,000 TPS/GPU (FSDP, eager, BF16)")) == "eager"
+    assert framework_kernels(row(**dict(GPT, framework="FSDP"))) == "eager"
+    assert framework_kernels(row(**dict(GPT, framework="Megatron-LM"))) == "fused"
+    p = predict(row(**dict(fsdp, zero_stage="3"), printed="x (torch.compile)"))
+    assert "kernels" not in p.details["inferred"]
+
+
+def test_power_cap_column_slows_the_prediction_and_is_checked():
+    fast = predict(row(**GPT, hardware="nvidia-h100-sxm-80gb"))
+    slow = predict(row(**GPT, hardware="nvidia-h100-sxm-80gb", power_cap_w="500"))
+    assert slow.value < fast.value
+    r = predict_row(row(**GPT, hardware="nvidia-h100-sxm-80gb", power_cap_w="-1"))
+    assert r.value is None and "power_cap_w" in (r.reason or "")

@@ -79,6 +79,16 @@ class Efficiency(BaseModel):
         """The parameters without ``source``."""
         return {k: getattr(self, k) for k in EFFICIENCY_FIELDS}
 
+    def at_clock(self, clock_fraction: float) -> Efficiency:
+        """These values with the tensor-core clock at ``clock_fraction`` of the one they were measured at
+        (a power cap, ``perf.power.clock_fraction_at_cap``): the compute-bound fractions (GEMM and
+        attention) scale with the clock; HBM bandwidth, links and fixed overheads do not."""
+        if clock_fraction >= 1.0:
+            return self
+        scaled = {k: v * clock_fraction for k in ("gemm_peak_fraction", "attention_peak_fraction",
+                                                  "attention_fa2_peak_fraction") if (v := getattr(self, k)) is not None}
+        return self.model_copy(update=scaled)
+
     def for_attention_kernel(self, kernel: str) -> Efficiency:
         """These values as a stack whose fused attention is ``kernel`` sees them: ``"fa2"``
         (FlashAttention-2's code) runs at :attr:`attention_fa2_peak_fraction` where the device sets

@@ -124,6 +124,8 @@ def estimate_cmd(
     method: Annotated[str | None, typer.Option(help="full | lora | qlora")] = None,
     lora_rank: Annotated[int | None, typer.Option(help="adapter rank")] = None,
     kernels: Annotated[str | None, typer.Option(help="fused | eager")] = None,
+    power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
+                                                          "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,
     tp_overlap: Annotated[float | None, typer.Option(help="fraction of TP comm hidden (TE tp-comm-overlap ~0.8)")] = None,
     ep_overlap: Annotated[float | None, typer.Option(help="fraction of MoE all-to-all hidden (DualPipe ~0.9)")] = None,
@@ -176,6 +178,8 @@ def search_cmd(
     method: Annotated[str | None, typer.Option(help="full | lora | qlora")] = None,
     lora_rank: Annotated[int | None, typer.Option(help="adapter rank")] = None,
     kernels: Annotated[str | None, typer.Option(help="fused | eager")] = None,
+    power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
+                                                          "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,
     uneven_pipeline: Annotated[bool, typer.Option(help="also try pp not dividing the layers (uneven first/last "
                                                        "stages)")] = True,

@@ -55,7 +55,7 @@ MAX_GLOBAL_BATCH_TOKENS: Final = 1 << 36
 _JOB_FLAGS: Final = {"seq_len": "--seq-len", "global_batch_tokens": "--global-batch", "train_tokens": "--tokens",
                      "memory_reserve": "--reserve", "lora_rank": "--lora-rank", "tp_overlap": "--tp-overlap",
                      "ep_overlap": "--ep-overlap", "dp_compression": "--dp-compression", "method": "--method",
-                     "kernels": "--kernels"}
+                     "kernels": "--kernels", "power_cap_w": "--power-cap-w"}
 _CLUSTER_FLAGS: Final = {"scale_out_gbit_per_s": "--scale-out-gbit", "domain_size": "--domain-size"}
 
 
@@ -77,6 +77,7 @@ class _TrainCommon(Request):
     method: Method | None = Field(default=None, description="full | lora | qlora")
     lora_rank: int | None = Field(default=None, ge=1, le=65536, description="adapter rank")
     kernels: Kernels | None = Field(default=None, description="fused | eager")
+    power_cap_w: PositiveFloat | None = Field(default=None, description="board power limit per device, W")
     reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free")
     uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers "
                                   "(uneven first/last stages; the search tries them by default)")
@@ -266,7 +267,8 @@ def _job(req: _TrainCommon, sc: TrainingScenario | None, **extra: Any) -> Traini
 
     base = sc.job.model_dump() if sc else {}
     flags = dict(seq_len=req.seq_len, global_batch_tokens=req.global_batch, train_tokens=req.tokens,
-                 method=req.method, lora_rank=req.lora_rank, kernels=req.kernels, memory_reserve=req.reserve, **extra)
+                 method=req.method, lora_rank=req.lora_rank, kernels=req.kernels, memory_reserve=req.reserve,
+                 power_cap_w=req.power_cap_w, **extra)
     base.update({k: v for k, v in flags.items() if v is not None})
     if base.get("global_batch_tokens") is not None:
         _check_batch(type(req), int(base["global_batch_tokens"]), int(base.get("seq_len") or 4096))

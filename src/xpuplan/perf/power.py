@@ -303,6 +303,13 @@ def clock_fraction_at_cap(profile: PowerProfile, work_power_w: float, cap_w: flo
     return max(r, profile.min_clock_fraction)
 
 
+def compute_clock_fraction_at_cap(profile: PowerProfile, cap_w: float) -> float:
+    """Clock fraction of compute-bound work (training GEMMs, prefill) under a board limit ``cap_w``
+    (:func:`clock_fraction_at_cap` at the compute-bound draw): what the planners scale GEMM and
+    attention throughput by."""
+    return clock_fraction_at_cap(profile, power_work_w(profile, 1.0), cap_w)
+
+
 @dataclass(frozen=True)
 class PowerCapResult:
     """Throughput and energy of busy work under a power cap, relative to uncapped (dimensionless)."""

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from xpuplan import units
+from xpuplan.catalog.device import Device
 from xpuplan.catalog.published import plausibility_note
 from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
+from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan, check_plan
@@ -165,6 +167,17 @@ def memory_reasons(memory: MemoryBreakdown, n_devices: int) -> list[str]:
     ]
 
 
+def power_cap_note(device: Device, cap_w: float) -> str:
+    """What a board power limit does to this device's compute (the DVFS model of ``perf.power``)."""
+    if not device.tdp_w:
+        return f"power cap {cap_w:g} W ignored: {device.id} has no TDP in the catalog"
+    r = compute_clock_fraction_at_cap(power_profile_for(device), cap_w)
+    if r >= 1.0:
+        return f"power cap {cap_w:g} W is at or above the compute-bound draw: no effect"
+    return (f"power cap {cap_w:g} W: tensor-core clock at {r:.0%} of uncapped (DVFS, perf.power), compute-bound "
+            f"kernels {1 / r:.2f}x slower; HBM-bound work unchanged")
+
+
 def estimate_from_arrays(
     r: StepArrays, i: int, plans: PlanArrays, model: ModelArch, cluster: Cluster, job: TrainingJob
 ) -> TrainEstimate:
@@ -200,6 +213,8 @@ def estimate_from_arrays(
     if plan.precision in ("bf16", "fp16") and (implausible := plausibility_note(
             cluster.device, cluster.n_devices, float(r.mfu[i]))):
         notes.append(implausible)
+    if job.power_cap_w is not None:
+        notes.append(power_cap_note(cluster.device, job.power_cap_w))
     if plan.zero_stage == 2 and plan.pp > 1:
         notes.append("ZeRO-2 with pipelining: each stage accumulates its full gradients over the micro-batches and "
                      "reduce-scatters them once per step, as ZeRO-1 (the full-size gradient buffer is in the memory; "

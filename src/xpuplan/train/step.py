@@ -52,7 +52,7 @@ from xpuplan.perf.memory import (
     training_memory_arrays,
 )
 from xpuplan.perf.params import param_breakdown
-from xpuplan.perf.power import PowerProfile, power_profile_for, power_work_w
+from xpuplan.perf.power import PowerProfile, compute_clock_fraction_at_cap, power_profile_for, power_work_w
 from xpuplan.perf.roofline import compute_peak
 from xpuplan.train.arrays import _REC_INDEX, PlanArrays, StepArrays
 from xpuplan.train.cluster import Cluster
@@ -125,6 +125,12 @@ class StepModel:
         # the stack's fused-attention kernel (FlashAttention-2 code or the device's native kernels)
         self.eff = eff.for_attention_kernel(self.stack.attention_kernel)
         self.job = job
+        self.power = power if power is not None else (power_profile_for(device) if device.tdp_w else None)
+        #: tensor-core clock under the job's board power limit (perf.power DVFS model; 1 = uncapped)
+        self.clock_fraction = 1.0
+        if job.power_cap_w is not None and self.power is not None:
+            self.clock_fraction = compute_clock_fraction_at_cap(self.power, job.power_cap_w)
+            self.eff = self.eff.at_clock(self.clock_fraction)
         self._compute: dict[tuple[int, ...], LayerCompute] = {}
         self._params: dict[tuple[int, ...], tuple[float, float]] = {}
         self._acts: dict[tuple[int, ...], float] = {}
@@ -133,7 +139,6 @@ class StepModel:
         seq = job.seq_len
         self._flops = {r: flops_training_per_token(model, seq, r, causal=False) for r in RECOMPUTE_MODES}  # type: ignore[arg-type]
         self.lora_params_total = lora_params(model, job.lora_rank) if job.method != "full" else 0
-        self.power = power if power is not None else (power_profile_for(device) if device.tdp_w else None)
 
     # -- tables ---------------------------------------------------------------------------------
     @staticmethod
@@ -276,6 +281,8 @@ class StepModel:
         if self.power is None:
             return np.full_like(compute_fraction, np.nan)
         p_wait, p_compute = power_work_w(self.power, 0.0), power_work_w(self.power, 1.0)
+        if self.job.power_cap_w is not None:  # the board limit clips the draw (the clock fell to meet it)
+            p_wait, p_compute = min(p_wait, self.job.power_cap_w), min(p_compute, self.job.power_cap_w)
         return p_wait + compute_fraction * (p_compute - p_wait)  # linear in the compute-bound share
 
     def _flops_per_token(self, rec: np.ndarray, frozen: bool) -> tuple[float, np.ndarray]:

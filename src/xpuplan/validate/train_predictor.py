@@ -11,7 +11,8 @@ inference is listed in the prediction's ``details``:
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
 * recomputation: the fastest valid of none, selective and full, chosen with the micro-batch
   (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is);
-* kernels: eager for PyTorch-FSDP stacks, fused for Megatron-style frameworks;
+* kernels: eager for PyTorch-FSDP stacks unless the row says the run was compiled (torch.compile), fused for
+  Megatron-style frameworks; a `power_cap_w` column (W) sets the board power limit (perf.power DVFS);
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
   the device count (so every dp divides it);
 * attention kernels: unfused (softmax materialised) when the source predates 2023, when
@@ -86,9 +87,17 @@ def source_year(row: ValidationRow) -> int | None:
 
 def framework_kernels(row: ValidationRow) -> Literal["fused", "eager"]:
     """Eager kernels for PyTorch-FSDP stacks (model code in plain PyTorch), fused otherwise
-    (Megatron-LM, NeMo, MindSpeed, DeepSpeed-Megatron fuse their elementwise ops)."""
+    (Megatron-LM, NeMo, MindSpeed, DeepSpeed-Megatron fuse their elementwise ops). A PyTorch run
+    compiled with ``torch.compile`` is fused too (Inductor fuses the norm, rotary and SwiGLU chains):
+    the row's printed figure decides ("eager" there wins), then its notes and framework."""
     fw = (row.get("framework") or "").casefold()
-    return "eager" if "fsdp" in fw else "fused"
+    if "fsdp" not in fw:
+        return "fused"
+    printed = (row.get("printed") or "").casefold()
+    if "eager" in printed or "without torch.compile" in (row.get("notes") or "").casefold():
+        return "eager"
+    text = " ".join((printed, (row.get("notes") or "").casefold(), fw))
+    return "fused" if ("torch.compile" in text or "--training.compile" in text) else "eager"
 
 
 def _framework_zero(row: ValidationRow) -> int:
@@ -134,8 +143,11 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
     kernels = framework_kernels(row)
     if kernels == "eager":
         inferred["kernels"] = kernels
+    cap = row.get("power_cap_w")
+    if cap is not None and cap <= 0:
+        raise UserInputError(f"power_cap_w must be a positive board power limit in W, got {cap:g}", field="power_cap_w")
     return TrainingJob(seq_len=seq, global_batch_tokens=int(gbt), train_tokens=row.get("train_tokens"),
-                       flash_attention=flash, kernels=kernels)
+                       flash_attention=flash, kernels=kernels, power_cap_w=row.get("power_cap_w"))
 
 
 def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate, dict[str, Any]]:

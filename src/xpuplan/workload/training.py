@@ -103,6 +103,11 @@ class TrainingJob(_Strict):
         default=1.0, gt=0, le=1,
         description="factor on data-parallel gradient traffic (1 = none; e.g. 0.1 for PowerSGD-style compression)",
     )
+    power_cap_w: float | None = Field(
+        default=None, gt=0,
+        description="board power limit per device, W (nvidia-smi -pl); below the compute-bound draw the clock falls "
+        "(perf.power DVFS model) and compute-bound kernels slow by the clock ratio; blank = the device's TDP",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingJob:
