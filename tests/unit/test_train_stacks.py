@@ -415,3 +415,20 @@ def test_fa2_stacks_time_attention_at_the_devices_fa2_fraction():
     assert compute_s("nvidia-h100-sxm-80gb", "torchtitan") > 1.2 * compute_s("nvidia-h100-sxm-80gb", "megatron-core")
     a100_tt, a100_mc = compute_s("nvidia-a100-sxm-80gb", "torchtitan"), compute_s("nvidia-a100-sxm-80gb", "megatron-core")
     assert a100_tt == pytest.approx(a100_mc, rel=0.05)
+
+
+def test_ep_overlap_cannot_hide_more_than_the_other_micro_batchs_compute():
+    # Qwen3-235B with EP 32 across four H100 nodes: the all-to-alls outweigh the compute they could hide under
+    m = get_model("qwen3-235b-a22b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 256)
+    plan = make_plan(n_devices=256, global_batch_seqs=2048, tp=2, pp=8, ep=32, micro_batch=1, precision="fp8")
+
+    def est(overlap: float):
+        job = TrainingJob(seq_len=4096, global_batch_tokens=2048 * 4096, ep_overlap=overlap)
+        return estimate(m, c, plan, job, uneven_pipeline=True)
+
+    none, hidden = est(0.0), est(0.9)
+    total = none.step.ep_comm_s
+    assert total > none.step.compute_s  # communication-bound
+    assert hidden.step.ep_comm_s == pytest.approx(max(0.1 * total, total - none.step.compute_s), rel=0.02)
+    assert hidden.step.ep_comm_s > 0.1 * total

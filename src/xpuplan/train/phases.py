@@ -188,9 +188,12 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
 
 
 def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,
-                     stack: TrainingStack) -> np.ndarray:
+                     stack: TrainingStack, comp: StageCompute | None = None) -> np.ndarray:
     """Exposed MoE all-to-alls (dispatch and combine) of one micro-batch: what the schedule does not
-    hide (the stack's ``ep_overlap``, or the job's when given).
+    hide (the stack's ``ep_overlap``, or the job's when given). A schedule hides one micro-batch's
+    all-to-alls under another micro-batch's compute (DualPipe, Megatron-Core's 1F1B A2A overlap), so it
+    cannot hide more than that compute (``comp.per_mb``, the stage's forward and backward of one
+    micro-batch): exposed = max(comm - compute, (1 - ep_overlap)·comm).
 
     Tokens per rank: the micro-batch's sequence chunk, split by TP under SP. Each sends top_k
     copies of its hidden state (bf16; dispatch in FP8 where the stack does it in FP8 training).
@@ -218,8 +221,11 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
         t_a2a = 2.0 * a2a(combine_bytes)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
     hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
-    return moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride)) * (
-        1.0 - hidden)
+    total = moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride))
+    exposed = total * (1.0 - hidden)
+    if comp is not None and hidden > 0:
+        exposed = np.maximum(exposed, total - comp.per_mb)
+    return exposed
 
 
 def moe_dispatch_fixed_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays,

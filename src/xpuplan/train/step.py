@@ -235,7 +235,7 @@ class StepModel:
         st = self.stack
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
-        ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st)
+        ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st, comp)
         bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb, st)
         dense_p, expert_p = self.params_table(p)
         rb = self.recipe_bytes(p)
