@@ -115,3 +115,18 @@ def test_fine_tuning_run_and_no_failures():
             "--failures-per-device-hour", "0")
     assert r.exit_code == 0, r.output
     assert "job MTBF inf h" in r.stdout and "per million tokens" in r.stdout
+
+
+def test_train_cost_under_a_power_cap_is_timed_by_the_planner():
+    base = ("train", "--model", "llama3-8b", "--hw", "H100", "--devices", "64", "--tokens", "1e11", "--json")
+    free = json.loads(run(*base).stdout)
+    r = run(*base, "--power-cap-w", "500")
+    assert r.exit_code == 0, r.output
+    capped = json.loads(r.stdout)
+    ratio = capped["failure_free_time_s"] / free["failure_free_time_s"]
+    clock = capped["power_cap"]["clock_fraction_compute"]
+    # slower than uncapped, but never more than all-compute-bound work would be (communication keeps its speed)
+    assert 1.0 < ratio <= 1.0 / clock + 1e-9
+    assert capped["plan"]["tokens_per_s"] < free["plan"]["tokens_per_s"]
+    bad = run(*base, "--power-cap-w", "30")
+    assert bad.exit_code == 2 and "--power-cap-w" in bad.output and "idle" in bad.output

@@ -52,3 +52,14 @@ def test_power_cap_slows_compute_by_the_dvfs_clock_and_clips_the_draw():
 def test_power_cap_must_be_positive():
     with pytest.raises(ValueError, match="power_cap_w"):
         TrainingJob(power_cap_w=0)
+
+
+def test_power_cap_below_idle_is_a_user_error():
+    from xpuplan.errors import UserInputError
+
+    dev = load_catalog().get("H100")
+    job = TrainingJob(seq_len=4096, global_batch_tokens=4096 * 32, power_cap_w=30.0)
+    with pytest.raises(UserInputError) as exc:
+        estimate(get_model("llama3-8b"), Cluster.from_catalog(dev, 64),
+                 ParallelPlan(tp=8, pp=1, dp=8, micro_batch=1, grad_accum=4), job)
+    assert exc.value.field == "power_cap_w" and "idle" in exc.value.message

@@ -208,8 +208,9 @@ def train_cmd(
                   f"{rel.interval_s / 60:.1f} min, ~{rel.expected_failures:.0f} failures)", highlight=False)
     if res.power_cap is not None:
         pc = res.power_cap
-        console.print(f"power cap {pc['cap_w']:.0f} W: throughput x{pc['throughput_ratio']:.3f}, energy "
-                      f"-{pc['energy_saving_fraction']:.1%} (DVFS model, perf.power)", highlight=False)
+        console.print(f"power cap {pc['cap_w']:.0f} W: compute-bound clock x{pc['clock_fraction_compute']:.3f}, "
+                      f"energy of compute-bound work -{pc['energy_saving_fraction']:.1%} (DVFS model, perf.power); "
+                      "the plan is timed at the capped clock", highlight=False)
     _render_lines("Cost of the run", c.lines_usd, c.total_usd)
     carbon = "-" if c.carbon_t_co2e is None else f"{c.carbon_t_co2e:,.0f} t CO2e"
     console.print(f"per million tokens: {_usd(c.usd_per_million_tokens)}   energy: {c.facility_energy_j / units.KWH:,.0f} kWh   "

@@ -234,18 +234,21 @@ def run_train_cost(req: TrainCostRequest, ctx: RunContext | None = None) -> Trai
     with _flags(req):
         inputs = resolve_inputs(dev, book, req.options())  # price errors before the (slower) search
     cluster = xp.Cluster.from_catalog(dev, req.devices, assumptions=ctx.assumptions([dev]))
-    job = xp.TrainingJob(train_tokens=req.tokens, seq_len=req.seq_len, method=req.method)
+    with _flags(req):
+        power = power_profile_for(dev, tdp_w=req.tdp_w)
+    cap = None
+    if req.power_cap_w is not None:  # the cap's clock ratio, checked before the search (errors name the flag)
+        try:
+            cap = power_cap_what_if(power, req.power_cap_w, compute_bound_fraction=1.0)
+        except UserInputError as exc:
+            raise UserInputError(exc.message, field=type(req).flag("power_cap_w")) from None
+    # the training planner times the capped run itself: compute-bound kernels at the capped clock, the rest not
+    job = xp.TrainingJob(train_tokens=req.tokens, seq_len=req.seq_len, method=req.method, power_cap_w=req.power_cap_w)
     best = xp.search_training(model, cluster, job, top=1).best
     if best is None or best.time_to_train_s is None:
         raise InfeasibleError(f"no training plan of {model.id} fits on {req.devices} x {dev.id}",
                               reasons=["`xpuplan train search` says what it would take"])
-    with _flags(req):
-        power = power_profile_for(dev, tdp_w=req.tdp_w)
     failure_free_s = best.time_to_train_s
-    cap = None
-    if req.power_cap_w is not None:
-        cap = power_cap_what_if(power, req.power_cap_w, compute_bound_fraction=1.0)
-        failure_free_s *= cap.time_ratio
     params = float(xp.param_breakdown(model).total)
     ckpt = req.checkpoint_bytes if req.checkpoint_bytes is not None else params * CHECKPOINT_BYTES_PER_PARAM.value
     rel = reliability(
@@ -263,8 +266,7 @@ def run_train_cost(req: TrainCostRequest, ctx: RunContext | None = None) -> Trai
                   energy_j=None if cap is None else req.devices * cap.capped_power_w * rel.effective_time_s)
     cost = job_cost(inputs, power, usage, include_development=req.team_stacks is not None)
     return TrainCostResult(model=model.id, hardware=dev.id, devices=req.devices, tokens=req.tokens,
-                           plan={"key": best.key, "tokens_per_s": best.tokens_per_s * (cap.throughput_ratio if cap
-                                                                                          else 1.0), "mfu": best.mfu},
+                           plan={"key": best.key, "tokens_per_s": best.tokens_per_s, "mfu": best.mfu},
                            failure_free_time_s=failure_free_s, reliability=rel, cost=cost,
                            porting=_porting(dev, book, req), power_cap=None if cap is None else cap.to_dict())
 

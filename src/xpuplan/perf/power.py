@@ -306,7 +306,11 @@ def clock_fraction_at_cap(profile: PowerProfile, work_power_w: float, cap_w: flo
 def compute_clock_fraction_at_cap(profile: PowerProfile, cap_w: float) -> float:
     """Clock fraction of compute-bound work (training GEMMs, prefill) under a board limit ``cap_w``
     (:func:`clock_fraction_at_cap` at the compute-bound draw): what the planners scale GEMM and
-    attention throughput by."""
+    attention throughput by. A cap at or below the idle draw is an error (no clock meets it)."""
+    if not cap_w > profile.idle_w:
+        raise UserInputError(
+            f"power cap {cap_w:g} W is at or below the idle draw ({profile.idle_w:.0f} W) of {profile.device_id}",
+            field="power_cap_w", hint="give a board power limit above the idle draw, e.g. 60-80% of the TDP")
     return clock_fraction_at_cap(profile, power_work_w(profile, 1.0), cap_w)
 
 
