@@ -81,7 +81,7 @@ class Efficiency(BaseModel):
 
     def at_clock(self, clock_fraction: float) -> Efficiency:
         """These values with the tensor-core clock at ``clock_fraction`` of the one they were measured at
-        (a power cap, ``perf.power.clock_fraction_at_cap``): the compute-bound fractions (GEMM and
+        (a power cap, ``perf.power.compute_clock_fraction_at_cap``): the compute-bound fractions (GEMM and
         attention) scale with the clock; HBM bandwidth, links and fixed overheads do not."""
         if clock_fraction >= 1.0:
             return self

@@ -311,18 +311,6 @@ def _cluster(ctx: RunContext, req: _TrainCommon, n: int, sc: TrainingScenario | 
                                 **{k: v for k, v in over.items() if v is not None})
 
 
-def _check_power_cap(job: TrainingJob, cluster: Cluster) -> None:
-    """A board power limit must lie above the device's idle draw (``perf.power``); the error names the flag."""
-    from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
-
-    if job.power_cap_w is None or not cluster.device.tdp_w:
-        return
-    try:
-        compute_clock_fraction_at_cap(power_profile_for(cluster.device), job.power_cap_w)
-    except UserInputError as exc:
-        raise UserInputError(exc.message, field=_JOB_FLAGS["power_cap_w"], hint=exc.hint) from None
-
-
 def _used(ctx: RunContext, cluster: Cluster, precisions: list[str], stack: Any) -> Any:
     """``used`` block of a training result, with the training-stack profile the step model ran
     under (its id, every property and its sources), so a result says which framework defaults
@@ -407,7 +395,6 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
         raise UserInputError("give --devices (or 'devices' in the scenario)", field="--devices")
     job = _job(req, sc, dp_compression=req.dp_compression, tp_overlap=req.tp_overlap, ep_overlap=req.ep_overlap)
     cluster = _cluster(ctx, req, n, sc)
-    _check_power_cap(job, cluster)
     st = _stack(ctx, req)
     pin = (sc.plan if sc and sc.plan else PlanIn()).model_dump()
     pin.update({k: v for k, v in dict(tp=req.tp, pp=req.pp, vpp=req.vpp, cp=req.cp, ep=req.ep, dp=req.dp, sp=req.sp,
@@ -528,7 +515,6 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
 
         job = job.model_copy(update={"global_batch_tokens": default_global_batch_tokens(max(counts), job.seq_len)})
     cluster = _cluster(ctx, req, counts[0], sc)
-    _check_power_cap(job, cluster)
     space = _space(req, sc)
     k = req.top or (sc.top if sc else 10)
     st = _stack(ctx, req)
