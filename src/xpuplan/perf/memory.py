@@ -242,12 +242,13 @@ def interleave_activation_factor(pp: np.ndarray, n_microbatches: np.ndarray, vpp
 
 
 def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarray:
-    """Ranks sharing one expert's weights (the expert-data-parallel group): dp·cp/ep when EP is
-    carved out of dp·cp; tp·dp·cp/ep when the expert layers fold TP ranks into EP (MoE parallel
-    folding, expert-TP 1: arXiv 2504.14960)."""
+    """Ranks sharing one expert's weights (the expert-data-parallel group): tp·dp·cp / (ep·etp) with
+    :func:`expert_tensor_parallel` -- dp·cp/ep when EP is carved out of dp·cp (experts split over TP),
+    tp·dp·cp/ep when the expert layers fold TP ranks into EP (MoE parallel folding, expert-TP 1:
+    arXiv 2504.14960)."""
     tp_i, dpcp_i, ep_i = (np.asarray(x).astype(np.int64) for x in (tp, dpcp, ep))
-    classic = dpcp_i % ep_i == 0
-    return np.maximum(np.where(classic, dpcp_i // ep_i, tp_i * dpcp_i // ep_i), 1).astype(float)
+    etp = expert_tensor_parallel(tp_i, dpcp_i, ep_i)
+    return np.maximum(tp_i * dpcp_i // (ep_i * etp), 1).astype(float)
 
 
 def expert_tensor_parallel(tp: Any, dpcp: Any, ep: Any) -> Any:

@@ -18,7 +18,7 @@ from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
-from xpuplan.perf.memory import expert_dp_size, gradients_sharded
+from xpuplan.perf.memory import expert_dp_size, expert_tensor_parallel, gradients_sharded
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.train.arrays import PlanArrays
 from xpuplan.train.cluster import Cluster
@@ -204,9 +204,10 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
         return np.zeros_like(lay.tp)
     ep_tokens = lay.mb * (lay.s / lay.cp) / np.where(lay.sp, lay.tp, 1.0)
     combine_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
-    # EP carved out of dp·cp strides over TP·CP ranks; folded EP (MoE parallel folding) takes
-    # adjacent ranks (expert-TP 1), keeping as much of the exchange inside a scale-up domain as it can
-    stride = np.where((p.dp * p.cp) % p.ep == 0, p.tp * p.cp, 1)
+    # EP carved out of dp·cp (experts split over TP) strides over TP·CP ranks; folded EP (MoE parallel
+    # folding, expert-TP 1) takes adjacent ranks, keeping as much of the exchange inside a scale-up domain
+    # as it can (perf.memory.expert_tensor_parallel: the one rule)
+    stride = np.where(expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep) == p.tp, p.tp * p.cp, 1)
 
     def a2a(n_bytes: np.ndarray) -> np.ndarray:
         if stack.moe_node_dedup:
