@@ -46,6 +46,8 @@ CASES = [
                                micro_batch=1, grad_accum=8, precision="bf16"), TrainingJob(seq_len=32768)),
     ("gpt3-175b", ParallelPlan(tp=8, pp=8, dp=2, sp=True, zero_stage=1, micro_batch=1, grad_accum=64,
                                precision="bf16"), TrainingJob(seq_len=2048, ep_overlap=0.5)),
+    ("llama3-8b", ParallelPlan(tp=2, pp=1, dp=4, sp=True, zero_stage=3, recompute="offload", micro_batch=2,
+                               grad_accum=2, precision="bf16"), TrainingJob(seq_len=8192)),
 ]
 
 
@@ -199,3 +201,18 @@ def test_the_stacks_overlaps_reach_the_command():
     assert "--tp-comm-overlap" not in off
     bridge = emit_launch(PLAN, MODEL, c, JOB, "bridge", training_stack("nemo")).commands[0].argv
     assert "model.tp_comm_overlap=true" in bridge
+
+
+def test_offloaded_plans_run_as_full_recomputation_and_say_what_is_not_offloaded():
+    plan = ParallelPlan(tp=2, pp=1, dp=4, sp=True, zero_stage=1, recompute="offload", micro_batch=2, grad_accum=2,
+                        precision="bf16")
+    model, job = get_model("llama3-8b"), TrainingJob(seq_len=8192)
+    for fw in ("megatron", "bridge"):
+        launch = _launch(plan, fw, model, job)
+        argv = launch.commands[0].argv
+        assert ("--recompute-granularity" in argv and _value(argv, "--recompute-granularity") == "full") or \
+            "model.recompute_granularity=full" in argv
+        assert any("offload" in n and "full recomputation" in n for n in launch.notes), fw
+    cfg = json.loads(dict(_launch(plan, "deepspeed", model, job).files)["ds_config.json"])
+    assert cfg["activation_checkpointing"]["cpu_checkpointing"] is True
+    assert cfg["activation_checkpointing"]["partition_activations"] is True

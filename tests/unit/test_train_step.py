@@ -203,6 +203,8 @@ def test_fp8_training_refused_without_fp8_hardware():
         ("llama3-8b", 16, dict(tp=1, zero_stage=3, recompute="none", micro_batch=2), "full"),
         ("llama3-8b", 16, dict(tp=2, cp=2, zero_stage=0, recompute="selective"), "full"),
         ("mixtral-8x7b", 32, dict(tp=2, ep=4, zero_stage=1, recompute="full"), "full"),
+        ("llama3-70b", 64, dict(tp=4, pp=4, vpp=2, zero_stage=1, recompute="offload", micro_batch=2), "full"),
+        ("llama3-8b", 16, dict(tp=1, zero_stage=3, recompute="offload", micro_batch=4), "full"),
         ("llama3-70b", 8, dict(tp=2, pp=2, zero_stage=3, recompute="full"), "lora"),
         ("llama3-70b", 2, dict(tp=1, pp=1, zero_stage=3, recompute="full"), "qlora"),
     ],

@@ -180,3 +180,29 @@ def test_power_cap_column_slows_the_prediction_and_is_checked():
     assert slow.value < fast.value
     r = predict_row(row(**GPT, hardware="nvidia-h100-sxm-80gb", power_cap_w="-1"))
     assert r.value is None and "power_cap_w" in (r.reason or "")
+
+
+def test_maxtext_remat_policy_offloading_the_layer_input_is_recompute_offload():
+    from xpuplan.catalog.stacks import training_stack
+    from xpuplan.validate.train_predictor import maxtext_remat
+
+    maxtext, megatron = training_stack("maxtext"), training_stack("megatron-core")
+    base = dict(GPT, framework="MaxText (JAX)", hardware="google-tpu-v6e", recompute="selective", zero_stage="3")
+    offloaded = "synthetic data; remat policy custom: decoder_layer_input, q/k/v proj offloaded to host; flash"
+    assert maxtext_remat(row(**base, notes=offloaded), maxtext) == "offload"
+    # a custom policy keeping the layer input on the device says nothing about what else it keeps
+    assert maxtext_remat(row(**base, notes="remat custom: context and mlpwo offloaded to host"), maxtext) is None
+    assert maxtext_remat(row(**base, notes="remat_policy full"), maxtext) is None
+    # a column that says more than "selective" stands, and other stacks never read MaxText policies
+    assert maxtext_remat(row(**dict(base, recompute="full"), notes=offloaded), maxtext) is None
+    assert maxtext_remat(row(**base, notes=offloaded), megatron) is None
+    p = predict(row(**base, notes=offloaded))
+    assert "-roff-" in p.details["plan"] and p.details["inferred"]["recompute"].startswith("offload")
+    sel = predict(row(**base, notes="remat policy minimal"))
+    assert "-rsel-" in sel.details["plan"] and sel.value > p.value  # the backward re-runs the forward
+
+
+def test_recompute_column_accepts_offload():
+    p = predict(row(**dict(GPT, recompute="offload")))
+    full = predict(row(**dict(GPT, recompute="full")))
+    assert "-roff-" in p.details["plan"] and p.value == pytest.approx(full.value, rel=0.05)

@@ -188,3 +188,20 @@ def test_upload_errors_are_clear(client: Any) -> None:
     assert catalog.status_code == 422
     traversal = client.post("/ui/recommend", json={"scenario": {"scenario": "pretraining", "model": "upload:../../etc"}})
     assert traversal.status_code == 422
+
+
+def test_the_page_parses_every_training_plan_key_the_planner_writes() -> None:
+    """recommend.js reads a plan's layout back from its key (for the memory chart): every recompute mode must parse."""
+    from xpuplan.train.plan import ParallelPlan
+    from xpuplan.workload.vocabulary import RECOMPUTE_MODES
+
+    js = _static_text()["recommend.js"]
+    pattern = re.search(r"const m = /(\^tp.*?\$)/\.exec\(key", js)
+    assert pattern, "parseTrainKey's pattern moved"
+    rx = re.compile(pattern.group(1).replace("\\\\", "\\"))
+    for mode in RECOMPUTE_MODES:
+        key = ParallelPlan(tp=2, pp=1, dp=4, sp=True, zero_stage=1, recompute=mode, micro_batch=1, grad_accum=2,
+                           precision="bf16").key
+        m = rx.match(key)
+        assert m, key
+        assert f'{m.group(9)}: "{mode}"' in js, mode

@@ -59,6 +59,12 @@ class TrainingStack(_Strict):
     moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
                                                             "(then scale-up forwarding), e.g. DeepEP")
     moe_fp8_dispatch: bool = Field(default=False, description="FP8 dispatch payload in FP8 training (combine stays bf16)")
+    tp_sharded_activations: bool = Field(default=False, description="every activation a layer keeps is sharded over "
+                                                                     "the tensor-parallel ranks whether or not the "
+                                                                     "stack runs Megatron-style SP (XLA: the logical "
+                                                                     "axis rules shard activation_embed and "
+                                                                     "activation_mlp over the tensor mesh axis); "
+                                                                     "memory only")
     moe_host_sync: bool = Field(default=True, description="the dropless MoE dispatcher copies the per-expert token "
                                                           "counts to the host every MoE layer forward (a device-host "
                                                           "sync); false for static-shape (XLA) stacks")

@@ -30,7 +30,7 @@ def memory_train(
     ep: int = 1,
     vpp: int = 1,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)")] = 1,
-    recompute: Annotated[str, typer.Option(help="none | selective | full")] = "selective",
+    recompute: Annotated[str, typer.Option(help="none | selective | full | offload")] = "selective",
     recipe: Annotated[str, typer.Option(help="optimizer-state recipe (e.g. bf16-adam, fp32-adam, fp8-adam)")] = "bf16-adam",
     method: Annotated[str, typer.Option(help="full | lora | qlora")] = "full",
     lora_rank: int = 16,

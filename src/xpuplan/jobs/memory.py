@@ -157,7 +157,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
             f"{m.id} does not fit on {dev.id} with this layout",
             reasons=[f"{mem.total / 1e9:,.1f} GB per device > {res.usable_bytes / 1e9:,.1f} GB usable "  # type: ignore[operator]
                      f"({1 - req.reserve:.0%} of {dev.memory_bytes / 1e9:,.1f} GB)"],
-            hint="`xpuplan train search` finds a layout that fits; more tp/pp/dp, ZeRO 3 or full recompute help",
+            hint="`xpuplan train search` finds a layout that fits; more tp/pp/dp, ZeRO 3, full recompute or "
+                 "activation offload (--recompute offload) help",
             result=res)
     return res
 

@@ -37,7 +37,7 @@ from xpuplan.jobs.requests import (
     str_list,
 )
 from xpuplan.jobs.results import TRAIN_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
-from xpuplan.workload.vocabulary import Kernels, Method, Recompute
+from xpuplan.workload.vocabulary import RECOMPUTE_MODES, TRAIN_PRECISIONS, Kernels, Method, Recompute
 
 if TYPE_CHECKING:
     from xpuplan.models.arch import ModelArch
@@ -118,7 +118,7 @@ class TrainEstimateRequest(_TrainCommon):
     dp: Degree | None = Field(default=None, description="data-parallel size")
     sp: bool | None = Field(default=None, description="Megatron sequence parallelism")
     zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3")
-    recompute: Recompute | None = Field(default=None, description="none | selective | full")
+    recompute: Recompute | None = Field(default=None, description="none | selective | full | offload (full, with the kept layer inputs in host memory)")
     micro_batch: int | None = Field(default=None, ge=1, le=1 << 20, description="sequences per micro-batch")
     precision: Literal["bf16", "fp16", "fp8", "fp4"] | None = Field(default=None,
                                                                    description="bf16 | fp16 | fp8 | fp4 (NVFP4)")
@@ -167,7 +167,7 @@ class TrainSearchRequest(_TrainCommon):
                 stages = []
             if not stages or any(s not in (0, 1, 2, 3) for s in stages):
                 raise flag_error(type(self), "zero", f"ZeRO stages are 0-3, e.g. '1,3' (got {self.zero!r})")
-        for name, allowed in (("recompute", ("none", "selective", "full")), ("precision", ("bf16", "fp16", "fp8", "fp4"))):
+        for name, allowed in (("recompute", RECOMPUTE_MODES), ("precision", TRAIN_PRECISIONS)):
             vals_s = str_list(getattr(self, name))
             if vals_s is not None and (not vals_s or any(v not in allowed for v in vals_s)):
                 raise flag_error(type(self), name, f"choose from {', '.join(allowed)} (got {getattr(self, name)!r})")

@@ -111,7 +111,7 @@ def flops_training_per_token(
                                           local_context=mean_local_context(model, seq_len, causal))
     fwd = lin + attn
     bwd = 2.0 * fwd
-    if recompute == "full":
+    if recompute in ("full", "offload"):
         rec = fwd
     elif recompute == "selective":
         rec = attn

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -126,7 +126,9 @@ def activation_bytes_per_layer(
     paper's s·b·h·(34 + 5·a·s/h) (Eq. 1); with TP and SP every term is divided by t (Eq. 4);
     without SP, 10·s·b·h stays replicated (Eq. 2). Selective recomputation and flash attention drop
     the a·s² terms (softmax, its dropout); flash attention keeps the softmax statistics (fp32,
-    per head and query). Full recomputation keeps only the layer input (2·s·b·h, Eq. 5 per layer).
+    per head and query). Full recomputation keeps only the layer input (2·s·b·h, Eq. 5 per layer);
+    ``offload`` moves that input to host memory, so the layer keeps nothing on the device (the
+    copies in flight are :func:`offload_buffer_bytes`).
     MoE layers keep the expert MLP activations for top_k (+ shared) experts per token.
     ``cp`` splits the sequence across context-parallel ranks.
 
@@ -146,6 +148,8 @@ def activation_bytes_per_layer(
     h = model.d_model
     sbh = s * b * h
     t_sp = tp if sp else 1
+    if recompute == "offload":
+        return 0.0  # the layer input full recomputation keeps waits in host memory
     if recompute == "full":
         return act_bytes * sbh / t_sp
     q_dim = model.n_heads * model.qk_head_dim
@@ -191,6 +195,27 @@ def activation_bytes_per_layer(
     elif flash_attention:
         s2_terms = 4.0 * model.n_heads * s * b  # fp32 log-sum-exp per head and query
     return replicated / t_sp + (attn_split + mlp_split + s2_terms) / tp
+
+
+#: Layer inputs of an offloaded (``recompute="offload"``) plan that are on the device at once: the one
+#: being copied to the host after its forward and the one prefetched back before its backward (a
+#: double buffer, as MaxText's host offload and Megatron's activation offloading keep).
+OFFLOAD_BUFFER_LAYERS: Final = 2
+
+
+def offload_layer_input_bytes(model: ModelArch, seq_len: int, micro_batch: int, *, tp: int = 1, sp: bool = True,
+                              cp: int = 1, act_bytes: float = 2.0) -> float:
+    """Bytes of one layer's input per micro-batch, on one device: what an offloaded plan copies to the
+    host after each layer's forward and back before its backward (2·s·b·h, sharded like the saved input
+    of full recomputation)."""
+    return activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="full",
+                                      act_bytes=act_bytes)
+
+
+def offload_buffer_bytes(model: ModelArch, seq_len: int, micro_batch: int, *, tp: int = 1, sp: bool = True,
+                         cp: int = 1) -> float:
+    """Device bytes of the layer inputs in transit in an offloaded plan (:data:`OFFLOAD_BUFFER_LAYERS`)."""
+    return OFFLOAD_BUFFER_LAYERS * offload_layer_input_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
 
 
 def saved_linear_input_bytes(precision: str, fp8_saved_activations: bool) -> float | None:
@@ -409,9 +434,11 @@ def training_memory(
                                            flash_attention=flash_attention, dropout=dropout,
                                            linear_input_bytes=linear_input_bytes)
     rebuilt = 0.0
-    if recompute == "full":
+    if recompute in ("full", "offload"):
         rebuilt = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective",
                                              flash_attention=flash_attention, linear_input_bytes=linear_input_bytes)
+    if recompute == "offload":
+        rebuilt += offload_buffer_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
     frozen_bpp = frozen_base_bytes_per_param(model, method) if method != "full" else 0.0
     adapters = lora_params(model, lora_rank, lora_targets) if method != "full" else 0
 
@@ -475,7 +502,8 @@ def training_memory_arrays(
     Inputs per plan (arrays): parameters on the busiest device (``dense``/``expert``, from
     :func:`params_per_device`), bytes per parameter by role (``recipe``: weights, grads, master,
     optimizer), the layout, the micro-batches per step, one layer's kept activations, the layer
-    rebuilt during a fully recomputed backward (0 otherwise) and the output logits.
+    rebuilt during a fully recomputed backward (0 otherwise; with ``offload`` also the layer inputs in
+    transit, :func:`offload_buffer_bytes`) and the output logits.
 
     ZeRO: stage 1 shards optimizer states and master weights over the data-parallel group dp·cp,
     stage 2 also gradients (without pipelining: with pp > 1 the full-size gradient accumulation
@@ -483,7 +511,9 @@ def training_memory_arrays(
     over dp·cp/ep.
     LoRA/QLoRA freeze the base and keep gradients and optimizer states for the adapters only.
     The first pipeline stage holds the activations of the micro-batches in flight
-    (:func:`pipeline_inflight_microbatches`); the last stage holds the logits. Returns a dict of
+    (:func:`pipeline_inflight_microbatches`); the last stage holds the logits, which the output layer's
+    backward frees before the first layer is rebuilt for its backward (so the logits and the rebuilt layer
+    are not counted at once). Returns a dict of
     arrays: weights, grads, master, opt, acts, workspace, total.
     """
     dpcp = dp * cp
@@ -510,8 +540,11 @@ def training_memory_arrays(
     interleave = interleave_activation_factor(pp, n_microbatches, vpp)
     first = act_per_layer * np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
                                      layers_stage) * interleave
-    last = act_per_layer * layers_stage + act_output
-    acts = np.where(multi, np.maximum(first, last), first + act_output) + act_rebuilt_layer
+    # the logits (and the loss's fp32 copy) are freed by the output layer's backward, before any layer's
+    # backward rebuilds its activations: on the last stage the two peaks do not add up
+    last_extra = np.maximum(act_output, act_rebuilt_layer)
+    acts = np.where(multi, np.maximum(first + act_rebuilt_layer, act_per_layer * layers_stage + last_extra),
+                    first + last_extra)
     if method == "full":
         # FSDP gathers one layer's (unit's) full weights at a time, plus prefetch of the next
         layer_w = total_dev / np.maximum(1.0, layers_stage) * recipe["weights"]

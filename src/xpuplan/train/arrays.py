@@ -80,6 +80,7 @@ class StepArrays:
     bubble_s: np.ndarray
     dp_comm_s: np.ndarray
     zero3_comm_s: np.ndarray
+    offload_s: np.ndarray
     optimizer_s: np.ndarray
     overhead_s: np.ndarray
     step_s: np.ndarray

@@ -30,6 +30,13 @@ FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
 RDZV_PORT: Final = 29500
 #: Devices per node the launcher assumes when the scale-up domain is larger than a node (NVL72 racks).
 MAX_PER_NODE: Final = 8
+#: What an offloaded plan (recompute "offload") becomes in Megatron-LM and Megatron-Bridge: full recomputation;
+#: their activation offloading (--cpu-offloading-num-layers) moves what each layer saves, not the inputs full
+#: recomputation keeps, so the command's layer inputs stay on the device.
+OFFLOAD_NOTE_MEGATRON: Final = ("recompute 'offload' runs here as full recomputation: Megatron's activation "
+                                "offloading (--cpu-offloading-num-layers) offloads what a layer saves, not the layer "
+                                "inputs full recomputation keeps, so this command keeps them on the device (one layer "
+                                "input per layer and micro-batch in flight more than the estimate)")
 
 
 def _etp(plan: ParallelPlan) -> int:
@@ -180,8 +187,10 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
     a += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch_seqs)]
     if plan.recompute == "selective":
         a += ["--recompute-granularity", "selective"]
-    elif plan.recompute == "full":
+    elif plan.recompute in ("full", "offload"):
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+        if plan.recompute == "offload":
+            notes.append(OFFLOAD_NOTE_MEGATRON)
     if plan.precision == "fp8":
         a += ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
     elif plan.precision == "fp4":
@@ -267,9 +276,11 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
     if plan.recompute == "none":
         over += ["model.recompute_granularity=null"]
     else:
-        over += [f"model.recompute_granularity={plan.recompute}"]
-        if plan.recompute == "full":
+        over += [f"model.recompute_granularity={'full' if plan.recompute == 'offload' else plan.recompute}"]
+        if plan.recompute in ("full", "offload"):
             over += ["model.recompute_method=uniform", "model.recompute_num_layers=1"]
+        if plan.recompute == "offload":
+            notes.append(OFFLOAD_NOTE_MEGATRON)
     mp = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed",
           "fp4": "bf16_with_nvfp4_mixed"}[plan.precision]
     over += [f"mixed_precision={mp}"]
@@ -379,6 +390,8 @@ def deepspeed_config(plan: ParallelPlan) -> dict[str, Any]:
     }
     if plan.recompute != "none":
         cfg["activation_checkpointing"] = {"partition_activations": plan.tp > 1, "contiguous_memory_optimization": False}
+        if plan.recompute == "offload":  # the checkpointed layer inputs go to host memory
+            cfg["activation_checkpointing"].update(partition_activations=True, cpu_checkpointing=True)
     if plan.tp > 1:
         cfg["tensor_parallel"] = {"autotp_size": plan.tp}
     if plan.cp > 1:

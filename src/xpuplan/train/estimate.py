@@ -20,6 +20,7 @@ from xpuplan.catalog.device import Device
 from xpuplan.catalog.published import plausibility_note
 from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
+from xpuplan.perf.links import DEFAULT_PCIE_BYTES_PER_S
 from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
@@ -42,6 +43,7 @@ class StepBreakdown:
     bubble_s: float
     dp_comm_s: float
     zero3_comm_s: float
+    offload_s: float
     optimizer_s: float
     overhead_s: float
     step_s: float
@@ -178,6 +180,18 @@ def power_cap_note(device: Device, cap_w: float) -> str:
             f"kernels {1 / r:.2f}x slower; HBM-bound work unchanged")
 
 
+def offload_note(device: Device, exposed_s: float) -> str:
+    """Which host link an offloaded plan's copies were timed on, and what of them is not hidden."""
+    bw = device.pcie_bandwidth
+    link = (f"{bw / units.GB_PER_S:g} GB/s per direction (catalog pcie figure)" if bw else
+            f"{DEFAULT_PCIE_BYTES_PER_S / units.GB_PER_S:g} GB/s per direction (no host-link figure for {device.id}: "
+            "the PCIe Gen4 x16 assumption)")
+    hidden = ("all hidden under the layers' compute" if exposed_s <= 0.0 else
+              f"{exposed_s:.3g} s per step not hidden under the layers' compute")
+    return (f"offload: each layer's input goes to host memory after its forward and back before its backward over "
+            f"the host link at {link}; {hidden}")
+
+
 def estimate_from_arrays(
     r: StepArrays, i: int, plans: PlanArrays, model: ModelArch, cluster: Cluster, job: TrainingJob
 ) -> TrainEstimate:
@@ -187,6 +201,7 @@ def estimate_from_arrays(
         compute_s=float(r.compute_s[i]), recompute_s=float(r.recompute_s[i]), tp_comm_s=float(r.tp_comm_s[i]),
         cp_comm_s=float(r.cp_comm_s[i]), ep_comm_s=float(r.ep_comm_s[i]), pp_comm_s=float(r.pp_comm_s[i]),
         bubble_s=float(r.bubble_s[i]), dp_comm_s=float(r.dp_comm_s[i]), zero3_comm_s=float(r.zero3_comm_s[i]),
+        offload_s=float(r.offload_s[i]),
         optimizer_s=float(r.optimizer_s[i]), overhead_s=float(r.overhead_s[i]), step_s=float(r.step_s[i]),
     )
     mem = MemoryBreakdown(
@@ -215,6 +230,8 @@ def estimate_from_arrays(
         notes.append(implausible)
     if job.power_cap_w is not None:
         notes.append(power_cap_note(cluster.device, job.power_cap_w))
+    if plan.recompute == "offload":
+        notes.append(offload_note(cluster.device, step.offload_s))
     if plan.zero_stage == 2 and plan.pp > 1:
         notes.append("ZeRO-2 with pipelining: each stage accumulates its full gradients over the micro-batches and "
                      "reduce-scatters them once per step, as ZeRO-1 (the full-size gradient buffer is in the memory; "

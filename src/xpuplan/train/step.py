@@ -39,7 +39,9 @@ from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_training_per_token
+from xpuplan.perf.links import DEFAULT_PCIE_BYTES_PER_S
 from xpuplan.perf.memory import (
+    OFFLOAD_BUFFER_LAYERS,
     activation_bytes_output,
     activation_bytes_per_layer,
     default_recipe_for,
@@ -91,6 +93,7 @@ from xpuplan.train.phases import (
     ep_comm_per_mb_s,
     exposed_after_overlap_s,
     group_time_s,
+    offload_per_mb_s,
     optimizer_s,
     pipeline_bubble_fraction,
     pipeline_s,
@@ -131,6 +134,9 @@ class StepModel:
         if job.power_cap_w is not None and self.power is not None:
             self.clock_fraction = compute_clock_fraction_at_cap(self.power, job.power_cap_w)
             self.eff = self.eff.at_clock(self.clock_fraction)
+        #: the device's host link per direction (activation offload copies): the catalog's PCIe figure, else
+        #: the PCIe Gen4 x16 assumption (perf.links.DEFAULT_PCIE_BYTES_PER_S)
+        self.host_link_bytes_per_s = device.pcie_bandwidth or DEFAULT_PCIE_BYTES_PER_S
         self._compute: dict[tuple[int, ...], LayerCompute] = {}
         self._params: dict[tuple[int, ...], tuple[float, float]] = {}
         self._acts: dict[tuple[int, ...], float] = {}
@@ -184,9 +190,14 @@ class StepModel:
         arr = np.asarray(vals, dtype=float)[inv]
         return arr[:, 0], arr[:, 1]
 
+    def _sharded_sp(self, p: PlanArrays) -> np.ndarray:
+        """Per plan, whether the activations a layer keeps are split over TP: SP, or a stack whose compiler
+        shards every activation over the tensor axis (``TrainingStack.tp_sharded_activations``)."""
+        return np.ones_like(p.sp) if self.stack.tp_sharded_activations else p.sp
+
     def activation_table(self, p: PlanArrays, rec: np.ndarray) -> np.ndarray:
         """Per plan, activation bytes one layer keeps (``perf.memory.activation_bytes_per_layer``)."""
-        rows, inv = self._distinct([p.mb, p.tp, p.sp, p.cp, rec, p.prec])
+        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec])
         vals = []
         for k in rows:
             if k not in self._acts:
@@ -197,6 +208,11 @@ class StepModel:
                     linear_input_bytes=saved_linear_input_bytes(PRECISIONS[pr], self.stack.fp8_saved_activations))
             vals.append(self._acts[k])
         return np.asarray(vals, dtype=float)[inv]
+
+    def offload_input_table(self, p: PlanArrays) -> np.ndarray:
+        """Per plan, bytes of one layer's input per micro-batch on a device (``perf.memory.offload_layer_input_bytes``):
+        what an offloaded plan copies to the host after each layer's forward and back before its backward."""
+        return self.activation_table(p, np.full_like(p.rec, _REC_INDEX["full"]))
 
     def output_table(self, p: PlanArrays) -> np.ndarray:
         """Per plan, logits bytes on the last stage (``perf.memory.activation_bytes_output``)."""
@@ -236,7 +252,9 @@ class StepModel:
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
         ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st, comp)
-        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb, st)
+        off_mb = (offload_per_mb_s(lay, comp, self.offload_input_table(p), self.host_link_bytes_per_s)
+                  if lay.offload.any() else np.zeros_like(lay.tp))
+        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st)
         dense_p, expert_p = self.params_table(p)
         rb = self.recipe_bytes(p)
         tr = self._trainable(lay, dense_p, expert_p, frozen)
@@ -245,7 +263,7 @@ class StepModel:
         overhead = np.full_like(lay.tp, STEP_OVERHEAD_S)
         compute_total = m * comp.per_mb
         step = (compute_total + m * comp.recompute + m * tp_mb + m * cp_mb + m * ep_mb + bubble + pp_comm + dp_comm
-                + zero3_comm + optimizer + overhead)
+                + zero3_comm + m * off_mb + optimizer + overhead)
         # ---- throughput, MFU, power -----------------------------------------------------------
         n_dev = float(cluster.n_devices)
         tps = m * lay.mb * lay.dp * lay.s / step  # tokens per optimizer step (all replicas) / step time
@@ -257,6 +275,7 @@ class StepModel:
         return StepArrays(
             compute_s=compute_total, recompute_s=m * comp.recompute, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
             ep_comm_s=m * ep_mb, pp_comm_s=pp_comm, bubble_s=bubble, dp_comm_s=dp_comm, zero3_comm_s=zero3_comm,
+            offload_s=m * off_mb,
             optimizer_s=optimizer, overhead_s=overhead, step_s=step, tokens_per_s=tps,
             tokens_per_s_per_device=tps / n_dev, mfu=tps * f_model / (n_dev * peak), hfu=tps * f_hw / (n_dev * peak),
             busy_fraction=busy, power_w_per_device=self.power_w(busy),
@@ -294,7 +313,8 @@ class StepModel:
             model_f = lin * (1.0 + FROZEN_GEMM_BACKWARD_FACTOR) + attn * (1.0 + GEMM_BACKWARD_FACTOR)
         else:
             model_f = base.model
-        extra = np.where(rec == _REC_INDEX["full"], base.forward, np.where(rec == _REC_INDEX["selective"], attn, 0.0))
+        full = (rec == _REC_INDEX["full"]) | (rec == _REC_INDEX["offload"])
+        extra = np.where(full, base.forward, np.where(rec == _REC_INDEX["selective"], attn, 0.0))
         return model_f, model_f + extra
 
     def _frozen_base_bytes_per_param(self) -> float:
@@ -305,11 +325,14 @@ class StepModel:
                 m: np.ndarray, rec: np.ndarray) -> dict[str, np.ndarray]:
         """Memory per device of every plan: :func:`xpuplan.perf.memory.training_memory_arrays`, the one
         training-memory model, fed with this model's per-shape tables."""
-        full_rec = rec == _REC_INDEX["full"]
+        offload = rec == _REC_INDEX["offload"]
+        full_rec = (rec == _REC_INDEX["full"]) | offload
         rebuilt = np.zeros(len(p))
         if full_rec.any():
             sel = self.activation_table(p, np.full_like(rec, _REC_INDEX["selective"]))
             rebuilt = np.where(full_rec, sel, 0.0)
+        if offload.any():  # the layer inputs in transit to and from the host
+            rebuilt = rebuilt + np.where(offload, OFFLOAD_BUFFER_LAYERS * self.offload_input_table(p), 0.0)
         return training_memory_arrays(
             self.model.n_layers, method=self.job.method, dense=dense, expert=expert, recipe=rb,
             tp=p.tp.astype(float), pp=p.pp.astype(float), dp=p.dp.astype(float), cp=p.cp.astype(float),

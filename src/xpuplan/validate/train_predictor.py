@@ -100,6 +100,22 @@ def framework_kernels(row: ValidationRow) -> Literal["fused", "eager"]:
     return "fused" if ("torch.compile" in text or "--training.compile" in text) else "eager"
 
 
+def maxtext_remat(row: ValidationRow, stack: TrainingStack) -> Recompute | None:
+    """``offload`` for a MaxText row whose notes print a ``custom`` remat policy that offloads
+    ``decoder_layer_input`` to the host, which the ``recompute`` column cannot say (transcribed ``selective``):
+    the layer inputs wait in host memory and the tensors the policy does not keep (MaxText's default for a
+    named tensor is ``remat``) are rebuilt from them, so the backward re-runs the forward. None for other rows,
+    the column standing: a custom policy that keeps the layer input on the device may keep (``device``) more
+    than the notes name, so nothing is inferred from it. MaxText: ``remat_policy`` and the per-tensor
+    ``remat`` / ``device`` / ``offload`` settings in configs/base.yml."""
+    if stack.id != "maxtext" or row.get("recompute") not in (None, "selective"):
+        return None
+    for clause in (row.get("notes") or "").casefold().split(";"):
+        if "remat" in clause and "custom" in clause and "offload" in clause and "decoder_layer_input" in clause:
+            return "offload"
+    return None
+
+
 def _framework_zero(row: ValidationRow) -> int:
     fw = (row.get("framework") or "").casefold()
     return 3 if "fsdp" in fw else 1
@@ -212,6 +228,9 @@ def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = Non
     model, inferred, job, precision, cluster, sm, zero = (setup.model, setup.inferred, setup.job, setup.precision,
                                                           setup.cluster, setup.step_model, setup.zero)
     recompute = row.get("recompute")
+    if (remat := maxtext_remat(row, setup.stack)) is not None:
+        recompute = remat
+        inferred["recompute"] = f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"
     space = SearchSpace(
         cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero],
         recompute=[recompute] if recompute else None,
@@ -234,6 +253,9 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
                                                           setup.cluster, setup.step_model, setup.zero)
     stack, known = setup.stack, setup.known
     recompute = row.get("recompute")
+    if (remat := maxtext_remat(row, stack)) is not None:
+        recompute = remat
+        inferred["recompute"] = f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"
     tp, pp = row.get("tp"), row.get("pp")
     recomputes: list[Recompute] = [recompute] if recompute is not None else list(INFERRED_RECOMPUTE)
     tp, pp = tp or 1, pp or 1
@@ -280,7 +302,7 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
         raise UserInputError("no micro-batch size gives a valid plan", field="micro_batch")
     if mb is None:
         inferred["micro_batch"] = best.plan.micro_batch
-    if recompute is None:
+    if recompute is None and "recompute" not in inferred:
         inferred["recompute"] = best.plan.recompute
     if len(vpps) > 1:
         inferred["vpp"] = f"{best.plan.vpp} (the fastest valid: {stack.id} interleaves its pipeline)"

@@ -348,10 +348,10 @@
 
   /* plan key of a training plan: tp2-pp2-vpp8-dp128-cp2-ep1-sp1-z1-rnone-mb4-ga2-bf16 (train/plan.py) */
   function parseTrainKey(key) {
-    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full)-mb(\d+)-ga(\d+)-(\w+)$/.exec(key || "");
+    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off)-mb(\d+)-ga(\d+)-(\w+)$/.exec(key || "");
     if (!m) return null;
     return {tp: +m[1], pp: +m[2], vpp: +m[3], dp: +m[4], cp: +m[5], ep: +m[6], zero: +m[8],
-      recompute: {none: "none", sel: "selective", full: "full"}[m[9]], micro_batch: +m[10], precision: m[12]};
+      recompute: {none: "none", sel: "selective", full: "full", off: "offload"}[m[9]], micro_batch: +m[10], precision: m[12]};
   }
 
   async function memoryOf(r, p) {
