@@ -206,3 +206,25 @@ def test_recompute_column_accepts_offload():
     p = predict(row(**dict(GPT, recompute="offload")))
     full = predict(row(**dict(GPT, recompute="full")))
     assert "-roff-" in p.details["plan"] and p.value == pytest.approx(full.value, rel=0.05)
+
+
+def test_scale_out_column_sets_the_rows_network():
+    multi_node = dict(GPT, n_devices="64", hardware="nvidia-h100-sxm-80gb", zero_stage="3",
+                      global_batch_tokens=str(64 * 2048 * 4))
+    fast = predict(row(**multi_node))
+    slow = predict(row(**multi_node, scale_out_gbit_per_s="25"))
+    assert slow.value < fast.value and "25 Gbit/s" in slow.details["inferred"]["scale_out"]
+    r = predict_row(row(**multi_node, scale_out_gbit_per_s="0"))
+    assert r.value is None and "scale_out_gbit_per_s" in (r.reason or "")
+
+
+def test_scale_out_column_is_checked_when_read(tmp_path):
+    from xpuplan.validate.rows import read_rows
+
+    f = tmp_path / "rows.csv"
+    f.write_text("id,kind,source,trust,model,hardware,n_devices,precision,metric,value,scale_out_gbit_per_s\n"
+                 "T-1,train,Test 2024,B,llama3-8b,nvidia-h100-sxm-80gb,8,bf16,tokens_per_s_per_device,1000,fast\n",
+                 encoding="utf-8")
+    with pytest.raises(UserInputError) as exc:
+        read_rows(f)
+    assert exc.value.field == "scale_out_gbit_per_s" and exc.value.line == 2

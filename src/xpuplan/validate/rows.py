@@ -31,7 +31,8 @@ INT_COLUMNS: Final = frozenset({
     "moe_ffn", "moe_shared_experts", "moe_dense_layers", "n_devices", "seq_len", "micro_batch", "tp", "pp", "vpp",
     "dp", "cp", "ep", "sp", "zero_stage", "input_len", "output_len", "batch", "concurrency",
 })
-FLOAT_COLUMNS: Final = frozenset({"params_b", "value", "global_batch_tokens", "train_tokens", "power_cap_w"})
+FLOAT_COLUMNS: Final = frozenset({"params_b", "value", "global_batch_tokens", "train_tokens", "power_cap_w",
+                                   "scale_out_gbit_per_s"})
 
 #: Columns a row without a model preset must give to describe its architecture.
 ARCH_COLUMNS: Final = ("layers", "d_model", "heads", "ffn", "vocab")

@@ -12,7 +12,9 @@ inference is listed in the prediction's ``details``:
 * recomputation: the fastest valid of none, selective and full, chosen with the micro-batch
   (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is);
 * kernels: eager for PyTorch-FSDP stacks unless the row says the run was compiled (torch.compile), fused for
-  Megatron-style frameworks; a `power_cap_w` column (W) sets the board power limit (perf.power DVFS);
+  Megatron-style frameworks; a `power_cap_w` column (W) sets the board power limit (perf.power DVFS); a
+  `scale_out_gbit_per_s` column the network bandwidth per device where the run's cluster differs from the
+  catalog's (a cloud's NICs);
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
   the device count (so every dp divides it);
 * attention kernels: unfused (softmax materialised) when the source predates 2023, when
@@ -208,7 +210,13 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
     model = model_from_row(row)
     inferred: dict[str, Any] = {}
     job = _job(row, inferred)
-    cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions)
+    nic = row.get("scale_out_gbit_per_s")
+    if nic is not None and nic <= 0:
+        raise UserInputError(f"scale_out_gbit_per_s must be a positive network bandwidth per device in Gbit/s, "
+                             f"got {nic:g}", field="scale_out_gbit_per_s")
+    cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions, scale_out_gbit_per_s=nic)
+    if nic is not None:
+        inferred["scale_out"] = f"{nic:g} Gbit/s per device (the row's network, not the catalog's)"
     stack, known = row_stack(row, assumptions)
     inferred["stack"] = stack.id if known else f"{stack.id} (default)"
     sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
