@@ -64,7 +64,7 @@ def synthetic_points(device_id: str = H100, dtype: str = "bf16") -> list[Point]:
     for s in (2048, 8192):
         c = cost_attention(1, 32, s, s, 128, causal=True, dtype=dtype)
         pts.append(Point("attention", f"prefill {s}", dtype, op_time(c, dev, dtype, eff).time_s, c.flops, c.bytes, float(s),
-                         {"phase": "prefill"}))
+                         {"phase": "prefill", "kernel": "native"}))
     link = dev.scale_up_bandwidth
     assert link
     for op in ("all_reduce", "all_gather"):
@@ -104,6 +104,44 @@ def test_fit_recovers_known_parameters() -> None:
     assert "low_precision_factor" in fit.skipped and "scale_out_bw_fraction" in fit.skipped
     assert max(abs(c["error"]) for c in fit.checks) < 0.02
     assert not fit.warnings
+
+
+def _prefill(dev, eff, kernel: str | None) -> list[Point]:
+    params = {"phase": "prefill"} | ({"kernel": kernel} if kernel else {})
+    out = []
+    for s in (2048, 8192, 16384):
+        c = cost_attention(1, 32, s, s, 128, causal=True, dtype="bf16")
+        out.append(Point("attention", f"prefill {s} {kernel}", "bf16", op_time(c, dev, "bf16", eff).time_s, c.flops,
+                         c.bytes, float(s), params))
+    return out
+
+
+def test_each_fused_attention_kernel_gets_its_own_fraction() -> None:
+    """cuDNN's fused attention and FlashAttention-2's code run at different shares of Hopper's peak: a bench run
+    that pins each (params.kernel) calibrates attention_peak_fraction and attention_fa2_peak_fraction apart."""
+    dev, truth = _truth()
+    base = [p for p in synthetic_points() if p.kind != "attention"]
+    fa2_truth = truth.merged({"attention_peak_fraction": 0.30}, "fa2 truth")
+    fit = fit_efficiency(dev, base + _prefill(dev, truth, "native") + _prefill(dev, fa2_truth, "fa2"), main_dtype="bf16")
+    assert fit.efficiency.attention_peak_fraction == pytest.approx(0.41, rel=0.01)
+    assert fit.efficiency.attention_fa2_peak_fraction == pytest.approx(0.30, rel=0.01)
+    assert fit.efficiency.for_attention_kernel("fa2").attention_peak_fraction == pytest.approx(0.30, rel=0.01)
+    assert max(abs(c["error"]) for c in fit.checks) < 0.02 and not fit.warnings
+    # only FlashAttention-2 measured: the native fraction keeps its default
+    only_fa2 = fit_efficiency(dev, base + _prefill(dev, fa2_truth, "fa2"), main_dtype="bf16")
+    assert "attention_peak_fraction" in only_fa2.skipped and "attention_fa2_peak_fraction" in only_fa2.params
+
+
+def test_untagged_sdpa_runs_on_hopper_are_fitted_as_native_with_a_warning() -> None:
+    dev, truth = _truth()
+    base = [p for p in synthetic_points() if p.kind != "attention"]
+    fit = fit_efficiency(dev, base + _prefill(dev, truth, None), main_dtype="bf16")
+    assert fit.efficiency.attention_peak_fraction == pytest.approx(0.41, rel=0.01)
+    assert any("FlashAttention-2" in w for w in fit.warnings)
+    a100, a100_truth = _truth("nvidia-a100-sxm-80gb")
+    ampere = fit_efficiency(a100, [p for p in synthetic_points("nvidia-a100-sxm-80gb") if p.kind != "attention"]
+                            + _prefill(a100, a100_truth, None), main_dtype="bf16")
+    assert not any("FlashAttention-2" in w for w in ampere.warnings)  # on Ampere FlashAttention-2 is the native kernel
 
 
 def test_fit_is_robust_to_a_disturbed_timing() -> None:
@@ -257,3 +295,23 @@ def test_assumptions_with_profiles_accepts_device_objects(tmp_path) -> None:
     dev = get_device("H100")
     a = assumptions_with_profiles(None, [dev, dev, "H100"], f"sqlite:///{tmp_path / 'empty.db'}")
     assert a.efficiency(dev) == default_assumptions().efficiency(dev)
+
+
+def test_a_cuda_bench_times_each_fused_attention_kernel_apart() -> None:
+    """The sweep of a CUDA device pins cuDNN's fused attention (native) and SDPA's flash backend (fa2) for every
+    causal prefill shape (no GPU here: the cases are built, not run); CPUs keep SDPA's own choice."""
+    from xpuplan.bench.detect import Backend
+    from xpuplan.bench.micro import ATTENTION_KERNELS, default_sweep, micro_cases
+    from xpuplan.bench.timing import QUICK
+
+    shapes = ((1, 8, 256, 64), (1, 8, 64, 64))
+    cuda = Backend(kind="cuda", torch_device="cuda:0", name="H100", vendor="NVIDIA", device_kind="GPU")
+    sweep = default_sweep(cuda, quick=True, bench_model_gemms=[], bench_model_attention=shapes)
+    assert sweep.attention_kernels == ATTENTION_KERNELS == ("native", "fa2")
+    names = [c.name for c in micro_cases(cuda, sweep, QUICK, primary_dtype="bf16", only={"attention"})]
+    prefill = [n for n in names if "prefill" in n]
+    assert len(prefill) == 2 * len(sweep.attention_prefill)
+    assert {n.rsplit(" ", 1)[1] for n in prefill} == {"native", "fa2"}
+    assert all(not n.endswith(("native", "fa2")) for n in names if "decode" in n)
+    cpu = Backend(kind="cpu", torch_device="cpu", name="cpu", vendor="generic", device_kind="CPU")
+    assert default_sweep(cpu, quick=True, bench_model_gemms=[], bench_model_attention=shapes).attention_kernels == ()

@@ -60,6 +60,11 @@ class Sweep:
     #: (batch, heads, kv_len, head_dim) one query token
     attention_decode: tuple[tuple[int, int, int, int], ...]
     attention_dtype: str
+    #: fused-attention kernels the causal prefill shapes are timed with, each pinned through PyTorch's
+    #: ``sdpa_kernel``: ``native`` (cuDNN's fused attention, what Transformer Engine runs on Hopper and later:
+    #: ``attention_peak_fraction``) and ``fa2`` (SDPA's flash backend, FlashAttention-2's code:
+    #: ``attention_fa2_peak_fraction``). Empty: whatever SDPA picks (``sdpa``, calibrated as native).
+    attention_kernels: tuple[str, ...] = ()
 
 
 def model_gemm_shapes(model_id: str, tokens: int, tp: int = 1) -> list[tuple[int, int, int, str]]:
@@ -108,6 +113,7 @@ def default_sweep(backend: Backend, *, quick: bool, bench_model_gemms: list[tupl
             attention_decode=((32, 32, 4096, 128), decode) if quick
             else ((8, 32, 2048, 128), (64, 32, 2048, 128), (32, 32, 8192, 128), decode),
             attention_dtype="bf16",
+            attention_kernels=ATTENTION_KERNELS if backend.kind == "cuda" else (),
         )
     real = list(bench_model_gemms)
     if not quick:
@@ -254,16 +260,49 @@ def stream_case(backend: Backend, kernel: str, n: int, plan: TimingPlan) -> Benc
 
 
 # -- attention ----------------------------------------------------------------------------------
+#: The fused-attention kernels a CUDA run times separately (``Sweep.attention_kernels``) and the
+#: ``torch.nn.attention.SDPBackend`` each is pinned to.
+ATTENTION_KERNELS: tuple[str, ...] = ("native", "fa2")
+_SDPA_BACKENDS = {"native": "CUDNN_ATTENTION", "fa2": "FLASH_ATTENTION"}
+
+
+def _pinned_sdpa(torch: Any, kernel: str | None) -> Any:
+    """A context pinning SDPA to ``kernel``'s backend (None: SDPA's own choice); None when this PyTorch
+    cannot pin it (no ``torch.nn.attention.sdpa_kernel`` or no such backend)."""
+    if kernel is None:
+        return contextlib.nullcontext()
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return None
+    backend = getattr(SDPBackend, _SDPA_BACKENDS[kernel], None)
+    return sdpa_kernel(backend) if backend is not None else None
+
+
 def attention_case(backend: Backend, dtype: str, batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
-                   plan: TimingPlan) -> BenchCase:
+                   plan: TimingPlan, kernel: str | None = None) -> BenchCase:
+    """One SDPA shape; ``kernel`` (``native`` / ``fa2``) pins the fused-attention backend (the case is skipped
+    where the backend cannot run the shape or this PyTorch cannot pin it), None lets SDPA choose."""
     phase = "decode" if q_len == 1 else "prefill"
-    name = f"sdpa {phase} {dtype} b{batch} h{heads} q{q_len} kv{kv_len} d{head_dim}"
+    name = f"sdpa {phase} {dtype} b{batch} h{heads} q{q_len} kv{kv_len} d{head_dim}" + (f" {kernel}" if kernel else "")
     causal = q_len == kv_len and q_len > 1
 
     def run() -> Record | None:
         import torch
         import torch.nn.functional as F
 
+        pin = _pinned_sdpa(torch, kernel)
+        if pin is None:
+            return None
+        with pin:
+            try:
+                return _attention_record(torch, F)
+            except RuntimeError:  # "No available kernel": this backend cannot run the shape here
+                if kernel is None:
+                    raise
+                return None
+
+    def _attention_record(torch: Any, F: Any) -> Record | None:
         dev = backend.torch_device
         td = _tdtype(torch, dtype)
         q = torch.randn(batch, heads, q_len, head_dim, device=dev, dtype=td)
@@ -278,7 +317,8 @@ def attention_case(backend: Backend, dtype: str, batch: int, heads: int, q_len: 
         return Record(kind="attention", name=name, dtype=dtype, metric="tflops", value=cost.flops / t.best_s / units.TFLOPS,
                       unit="TFLOP/s", time_s=t.best_s, flops=cost.flops, bytes=cost.bytes,
                       params={"phase": phase, "batch": batch, "heads": heads, "q_len": q_len, "kv_len": kv_len,
-                              "head_dim": head_dim, "causal": causal, **_timing_params(t)})
+                              "head_dim": head_dim, "causal": causal, "kernel": kernel or "sdpa",
+                              **_timing_params(t)})
 
     return BenchCase("attention", name, run)
 
@@ -332,7 +372,8 @@ def micro_cases(backend: Backend, sweep: Sweep, plan: TimingPlan, *, primary_dty
         cases += [stream_case(backend, kernel, sweep.stream_elements, plan) for kernel in STREAM_KERNELS]
     if want("attention"):
         for b, h, s, d in sweep.attention_prefill:
-            cases.append(attention_case(backend, sweep.attention_dtype, b, h, s, s, d, plan))
+            for kernel in sweep.attention_kernels or (None,):
+                cases.append(attention_case(backend, sweep.attention_dtype, b, h, s, s, d, plan, kernel))
         for b, h, kv, d in sweep.attention_decode:
             cases.append(attention_case(backend, sweep.attention_dtype, b, h, 1, kv, d, plan))
     return cases

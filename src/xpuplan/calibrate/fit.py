@@ -15,7 +15,9 @@ Parameters are fitted one family at a time, each from the measurements that isol
 3. ``gemm_peak_fraction`` and ``gemm_half_dim``: least absolute log error over every GEMM of
    the run's main precision (squares and real-model shapes, compute- and memory-bound alike);
 4. ``low_precision_factor``: the same, over fp8/int8 GEMMs with 3. fixed (when measured);
-5. ``attention_peak_fraction``: least absolute log error over causal prefill attention;
+5. ``attention_peak_fraction`` / ``attention_fa2_peak_fraction``: least absolute log error over causal prefill
+   attention timed with the native fused kernel (cuDNN) / FlashAttention-2's code (SDPA's flash backend), each
+   run tagged by ``xpuplan bench`` (``params.kernel``; an untagged run is SDPA's own choice, read as native);
 6. scale-up / scale-out ``*_bw_fraction`` and ``*_latency_s``: perf's alpha-beta collective model
    (``perf.collectives``, nccl-tests' bus-bandwidth convention) with bus bandwidth = catalog link
    peak x fraction, over every message size of every collective measured.
@@ -43,6 +45,17 @@ from xpuplan.catalog.device import Device
 from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.perf.links import device_links
 from xpuplan.perf.roofline import LOW_PRECISION, OpCost, compute_peak, op_time
+
+#: Prefill attention measurements per fitted fraction: (parameter, the ``kernel`` tags of the records it is
+#: fitted on, what they are). ``sdpa``: a record of SDPA's own kernel choice (runs before kernels were pinned,
+#: CPUs, ROCm), read as the device's native kernel as before.
+ATTENTION_FITS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("attention_peak_fraction", ("native", "sdpa"), "native fused kernel: cuDNN, vendor kernels"),
+    ("attention_fa2_peak_fraction", ("fa2",), "FlashAttention-2's code: PyTorch SDPA's flash backend"),
+)
+#: Architectures on which PyTorch SDPA's default (flash) backend is FlashAttention-2's code rather than the
+#: device's best kernel (PyTorch PR #138522 kept FA2 as the H100 default from 2.5.1; Blackwell likewise).
+SDPA_FLASH_DEFAULT_ARCHITECTURES: frozenset[str] = frozenset({"Hopper", "Blackwell", "Blackwell Ultra"})
 
 #: Bounds of the fitted parameters.
 FRACTION_BOUNDS = (1e-5, 1.0)
@@ -273,25 +286,35 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
     else:
         skipped["low_precision_factor"] = "no fp8/int8 GEMM measurements"
 
-    # 5. attention (causal prefill: the compute-bound case)
-    attn = [p for p in by_kind.get("attention", []) if p.params.get("phase") == "prefill"]
-    if attn:
+    # 5. attention (causal prefill: the compute-bound case), one fraction per fused-attention kernel
+    prefill = [p for p in by_kind.get("attention", []) if p.params.get("phase") == "prefill"]
+    lpf = values.get("low_precision_factor", base.low_precision_factor)
+    for param, kernels, what in ATTENTION_FITS:
+        attn = [p for p in prefill if p.params.get("kernel", "sdpa") in kernels]
+        if not attn:
+            skipped[param] = f"no prefill attention measurements ({what})"
+            continue
         F = np.array([p.flops for p in attn])
         B = np.array([p.bytes for p in attn])
         T = np.array([p.time_s for p in attn])
-        lpf = values.get("low_precision_factor", base.low_precision_factor)
         P = np.array([compute_peak(device, p.dtype) * (lpf if p.dtype in LOW_PRECISION else 1.0) for p in attn])
 
-        def attn_loss(a: np.ndarray) -> np.ndarray:
+        def attn_loss(a: np.ndarray, F: np.ndarray = F, B: np.ndarray = B, P: np.ndarray = P,
+                      T: np.ndarray = T) -> np.ndarray:
             return _log_loss(roofline_time(F, B, P, a[..., None], bw, overhead), T)
 
         (a,), _ = grid_minimise(attn_loss, [(*FRACTION_BOUNDS, True)])
         pred = roofline_time(F, B, P, a, bw, overhead)
-        values["attention_peak_fraction"] = a
-        fitted["attention_peak_fraction"] = ParamFit(a, base.attention_peak_fraction, len(attn), _rms(pred, T),
-                                                     f"{len(attn)} causal prefill attention shapes")
-    else:
-        skipped["attention_peak_fraction"] = "no prefill attention measurements"
+        values[param] = a
+        default = getattr(base, param)
+        fitted[param] = ParamFit(a, default if default is not None else base.attention_peak_fraction, len(attn),
+                                 _rms(pred, T), f"{len(attn)} causal prefill attention shapes ({what})")
+    if any(p.params.get("kernel", "sdpa") == "sdpa" for p in prefill) and device.vendor == "NVIDIA" and \
+            device.architecture in SDPA_FLASH_DEFAULT_ARCHITECTURES:
+        warnings.append(f"prefill attention on {device.architecture} measured with PyTorch SDPA's own kernel choice "
+                        "(its flash backend, FlashAttention-2's code, from PyTorch 2.5.1 on) was fitted as the native "
+                        "attention fraction; `xpuplan bench` of this version times cuDNN's and FlashAttention-2's "
+                        "kernels apart (attention_peak_fraction, attention_fa2_peak_fraction)")
 
     # 6. collectives
     _fit_collectives(device, by_kind.get("collective", []), base, values, fitted, skipped, warnings,
@@ -409,6 +432,8 @@ def _check(p: Point, device: Device, eff: Efficiency) -> dict[str, Any]:
     """Measured vs the planner's own ``op_time`` with the fitted profile."""
     op_class = {"gemm": "gemm", "attention": "attention", "membw": "elementwise"}[p.kind]
     flops = p.flops if p.kind != "membw" else 0.0
+    if p.kind == "attention" and p.params.get("kernel") == "fa2":
+        eff = eff.for_attention_kernel("fa2")  # FlashAttention-2's code: its own fraction where the device sets one
     t = op_time(OpCost(p.name, op_class, flops, p.bytes, p.min_dim), device, p.dtype, eff)  # type: ignore[arg-type]
     return {"name": p.name, "measured_s": p.time_s, "predicted_s": t.time_s, "error": t.time_s / p.time_s - 1.0}
 
