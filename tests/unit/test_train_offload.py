@@ -46,6 +46,9 @@ def test_offload_keeps_no_layer_input_on_the_device_only_the_copies_in_flight():
     # the small vocabulary keeps the logits below the rebuilt layer, so the peaks compare layer for layer
     assert full.activations - off.activations == pytest.approx((m.n_layers - OFFLOAD_BUFFER_LAYERS) * x)
     assert off.weights == full.weights and off.optimizer_states == full.optimizer_states
+    # what left the device is on the host: every layer's input (no pipeline: one micro-batch in flight)
+    assert off.host_activations == pytest.approx(m.n_layers * x) and full.host_activations == 0.0
+    assert off.total == pytest.approx(off.states + off.activations + off.workspace)  # host memory is not device memory
 
 
 def test_logits_and_the_rebuilt_layer_are_not_counted_at_once():
@@ -69,6 +72,8 @@ def test_offload_recomputes_like_full():
     assert e["offload"].hfu == pytest.approx(e["full"].hfu, rel=0.02)
     assert e["offload"].memory.activations_bytes < e["full"].memory.activations_bytes
     assert "-roff-" in e["offload"].plan.key
+    assert e["offload"].memory.host_offload_bytes > 0 and e["full"].memory.host_offload_bytes == 0
+    assert any("host memory for them" in n for n in e["offload"].notes)
 
 
 def _slow_host_link(tmp_path, gb_per_s: float):

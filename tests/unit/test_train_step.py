@@ -221,6 +221,8 @@ def test_vectorised_memory_equals_training_memory(model_id, n, kw, method):
     assert e.memory.total_bytes == pytest.approx(ref.total, rel=1e-9)
     assert e.memory.weights_bytes == pytest.approx(ref.weights, rel=1e-9)
     assert e.memory.activations_bytes == pytest.approx(ref.activations, rel=1e-9)
+    assert e.memory.host_offload_bytes == pytest.approx(ref.host_activations, rel=1e-9)
+    assert (ref.host_activations > 0) == (p.recompute == "offload")
 
 
 # ---------------------------------------------------------------------------------------

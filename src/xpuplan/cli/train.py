@@ -87,6 +87,8 @@ def _render_estimate(e: TrainEstimateResult) -> None:
     parts = [("weights", "weights_bytes"), ("gradients", "gradients_bytes"), ("master weights", "master_weights_bytes"),
              ("optimizer states", "optimizer_states_bytes"), ("activations", "activations_bytes"),
              ("workspace", "workspace_bytes"), ("total", "total_bytes")]
+    if mem.get("host_offload_bytes"):
+        parts.append(("host memory (offloaded activations)", "host_offload_bytes"))
     console.print(table("memory per device", ["part", "GB"], [[k, mem[v] / units.GB] for k, v in parts]))
     for r in e.reasons:
         console.print(f"[bold red]does not fit:[/] {r}", highlight=False)

@@ -338,6 +338,8 @@ class TrainingMemory:
     workspace: float
     params_on_device: float
     trainable_params_on_device: float
+    #: host memory the offloaded layer inputs take per device (``recompute="offload"``; 0 otherwise): not in ``total``
+    host_activations: float = 0.0
 
     @property
     def states(self) -> float:
@@ -439,6 +441,8 @@ def training_memory(
                                              flash_attention=flash_attention, linear_input_bytes=linear_input_bytes)
     if recompute == "offload":
         rebuilt += offload_buffer_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
+    host_layer = (offload_layer_input_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
+                  if recompute == "offload" else 0.0)
     frozen_bpp = frozen_base_bytes_per_param(model, method) if method != "full" else 0.0
     adapters = lora_params(model, lora_rank, lora_targets) if method != "full" else 0
 
@@ -451,7 +455,7 @@ def training_memory(
         tp=one(tp), pp=one(pp), dp=one(dp), cp=one(cp), ep=one(ep), vpp=one(vpp), zero=one(zero_stage),
         n_microbatches=one(n_microbatches if n_microbatches is not None else pp), act_per_layer=one(per_layer),
         act_rebuilt_layer=one(rebuilt), act_output=one(activation_bytes_output(model, seq_len, micro_batch, tp=tp, cp=cp)),
-        frozen_base_bytes_per_param=frozen_bpp, lora_params_total=adapters,
+        frozen_base_bytes_per_param=frozen_bpp, lora_params_total=adapters, act_host_layer=one(host_layer),
     )
     return TrainingMemory(
         weights=float(parts["weights"][0]),
@@ -462,6 +466,7 @@ def training_memory(
         workspace=float(parts["workspace"][0]),
         params_on_device=dev.total,
         trainable_params_on_device=dev.total if method == "full" else adapters / (tp * pp),
+        host_activations=float(parts["host"][0]),
     )
 
 
@@ -495,6 +500,7 @@ def training_memory_arrays(
     act_output: np.ndarray,
     frozen_base_bytes_per_param: float,
     lora_params_total: float,
+    act_host_layer: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Peak bytes per device of many training plans at once: THE training-memory model (the scalar
     :func:`training_memory` and the step model's search both call it).
@@ -514,7 +520,9 @@ def training_memory_arrays(
     (:func:`pipeline_inflight_microbatches`); the last stage holds the logits, which the output layer's
     backward frees before the first layer is rebuilt for its backward (so the logits and the rebuilt layer
     are not counted at once). Returns a dict of
-    arrays: weights, grads, master, opt, acts, workspace, total.
+    arrays: weights, grads, master, opt, acts, workspace, total, and host: the host memory of the layer inputs an
+    offloaded plan keeps there (``act_host_layer`` per layer and micro-batch, 0 by default), as many as the first
+    stage would keep on the device; not part of ``total``.
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep)
@@ -538,8 +546,10 @@ def training_memory_arrays(
     layers_stage = np.ceil(n_layers / pp)
     multi = pp > 1
     interleave = interleave_activation_factor(pp, n_microbatches, vpp)
-    first = act_per_layer * np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
-                                     layers_stage) * interleave
+    inflight_layers = np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
+                               layers_stage) * interleave
+    first = act_per_layer * inflight_layers
+    host = (act_host_layer if act_host_layer is not None else np.zeros_like(first)) * inflight_layers
     # the logits (and the loss's fp32 copy) are freed by the output layer's backward, before any layer's
     # backward rebuilds its activations: on the last stage the two peaks do not add up
     last_extra = np.maximum(act_output, act_rebuilt_layer)
@@ -553,7 +563,7 @@ def training_memory_arrays(
         workspace = np.full_like(weights, RUNTIME_OVERHEAD_BYTES)
     total = weights + grads + master + opt + acts + workspace
     return {"weights": weights, "grads": grads, "master": master, "opt": opt, "acts": acts,
-            "workspace": workspace, "total": total}
+            "workspace": workspace, "total": total, "host": host}
 
 
 # ---------------------------------------------------------------------------------------

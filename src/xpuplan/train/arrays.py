@@ -99,6 +99,8 @@ class StepArrays:
     mem_total: np.ndarray
     mem_usable: float
     fits: np.ndarray
+    #: host memory of an offloaded plan's layer inputs per device (0 for other plans; not in mem_total)
+    mem_host: np.ndarray
     model_flops_per_token: float
     hardware_flops_per_token: np.ndarray
     extra: dict[str, float] = field(default_factory=dict)

@@ -66,6 +66,8 @@ class MemoryBreakdown:
     total_bytes: float
     capacity_bytes: float
     usable_bytes: float
+    #: host memory the offloaded layer inputs take per device (recompute "offload"; 0 otherwise), beside the device's
+    host_offload_bytes: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -180,8 +182,9 @@ def power_cap_note(device: Device, cap_w: float) -> str:
             f"kernels {1 / r:.2f}x slower; HBM-bound work unchanged")
 
 
-def offload_note(device: Device, exposed_s: float) -> str:
-    """Which host link an offloaded plan's copies were timed on, and what of them is not hidden."""
+def offload_note(device: Device, exposed_s: float, host_bytes: float) -> str:
+    """Which host link an offloaded plan's copies were timed on, what of them is not hidden, and the host memory
+    the offloaded layer inputs take."""
     bw = device.pcie_bandwidth
     link = (f"{bw / units.GB_PER_S:g} GB/s per direction (catalog pcie figure)" if bw else
             f"{DEFAULT_PCIE_BYTES_PER_S / units.GB_PER_S:g} GB/s per direction (no host-link figure for {device.id}: "
@@ -189,7 +192,7 @@ def offload_note(device: Device, exposed_s: float) -> str:
     hidden = ("all hidden under the layers' compute" if exposed_s <= 0.0 else
               f"{exposed_s:.3g} s per step not hidden under the layers' compute")
     return (f"offload: each layer's input goes to host memory after its forward and back before its backward over "
-            f"the host link at {link}; {hidden}")
+            f"the host link at {link}; {hidden}; host memory for them: {units.format_bytes(host_bytes)} per device")
 
 
 def estimate_from_arrays(
@@ -209,6 +212,7 @@ def estimate_from_arrays(
         master_weights_bytes=float(r.mem_master[i]), optimizer_states_bytes=float(r.mem_optimizer[i]),
         activations_bytes=float(r.mem_activations[i]), workspace_bytes=float(r.mem_workspace[i]),
         total_bytes=float(r.mem_total[i]), capacity_bytes=cluster.device.memory_bytes, usable_bytes=r.mem_usable,
+        host_offload_bytes=float(r.mem_host[i]),
     )
     reasons = memory_reasons(mem, cluster.n_devices)
     tps = float(r.tokens_per_s[i])
@@ -231,7 +235,7 @@ def estimate_from_arrays(
     if job.power_cap_w is not None:
         notes.append(power_cap_note(cluster.device, job.power_cap_w))
     if plan.recompute == "offload":
-        notes.append(offload_note(cluster.device, step.offload_s))
+        notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes))
     if plan.zero_stage == 2 and plan.pp > 1:
         notes.append("ZeRO-2 with pipelining: each stage accumulates its full gradients over the micro-batches and "
                      "reduce-scatters them once per step, as ZeRO-1 (the full-size gradient buffer is in the memory; "

@@ -281,7 +281,7 @@ class StepModel:
             busy_fraction=busy, power_w_per_device=self.power_w(busy),
             mem_weights=mem["weights"], mem_gradients=mem["grads"], mem_master=mem["master"],
             mem_optimizer=mem["opt"], mem_activations=mem["acts"], mem_workspace=mem["workspace"],
-            mem_total=mem["total"], mem_usable=usable, fits=mem["total"] <= usable,
+            mem_total=mem["total"], mem_usable=usable, fits=mem["total"] <= usable, mem_host=mem["host"],
             model_flops_per_token=float(f_model), hardware_flops_per_token=f_hw,
         )
 
@@ -339,7 +339,8 @@ class StepModel:
             ep=p.ep.astype(float), vpp=p.vpp.astype(float), zero=p.zero, n_microbatches=m,
             act_per_layer=self.activation_table(p, rec), act_rebuilt_layer=rebuilt, act_output=self.output_table(p),
             frozen_base_bytes_per_param=self._frozen_base_bytes_per_param(),
-            lora_params_total=float(self.lora_params_total))
+            lora_params_total=float(self.lora_params_total),
+            act_host_layer=np.where(offload, self.offload_input_table(p), 0.0) if offload.any() else None)
 
     def memory(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Memory per device of every plan in ``p`` without timing them (what ``evaluate`` reports)."""
