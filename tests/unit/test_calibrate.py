@@ -315,3 +315,25 @@ def test_a_cuda_bench_times_each_fused_attention_kernel_apart() -> None:
     assert all(not n.endswith(("native", "fa2")) for n in names if "decode" in n)
     cpu = Backend(kind="cpu", torch_device="cpu", name="cpu", vendor="generic", device_kind="CPU")
     assert default_sweep(cpu, quick=True, bench_model_gemms=[], bench_model_attention=shapes).attention_kernels == ()
+
+
+def test_a_slow_int8_library_path_does_not_drag_the_fp8_factor_down() -> None:
+    """On an H200 (2026-11-27) torch._scaled_mm reached 72% of the FP8 peak and torch._int_mm 6% of the INT8 one:
+    the low-precision factor is fitted on FP8 alone and the INT8 disagreement is a warning, not a fit."""
+    dev, truth = _truth()
+    base = [p for p in synthetic_points() if p.kind != "gemm" or p.dtype == "bf16"]
+    fp8_eff = truth.merged({"low_precision_factor": 0.9}, "fp8 truth")
+    slow_int8 = truth.merged({"low_precision_factor": 0.09}, "int8 truth")
+    low = []
+    for dtype, eff in (("fp8", fp8_eff), ("int8", slow_int8)):
+        for s in (2048, 4096, 8192):
+            c = cost_gemm(s, s, s, dtype)
+            low.append(Point("gemm", f"gemm {dtype} {s}", dtype, op_time(c, dev, dtype, eff).time_s, c.flops, c.bytes,
+                             float(s), {"m": s, "n": s, "k": s}))
+    fit = fit_efficiency(dev, base + low, main_dtype="bf16")
+    assert fit.efficiency.low_precision_factor == pytest.approx(0.9, rel=0.02)
+    assert "fp8" in fit.params["low_precision_factor"].basis
+    assert any("int8" in w and "fitted on fp8 only" in w for w in fit.warnings)
+    # without FP8 measurements INT8 is what there is
+    only_int8 = fit_efficiency(dev, base + [p for p in low if p.dtype == "int8"], main_dtype="bf16")
+    assert only_int8.efficiency.low_precision_factor == pytest.approx(0.09, rel=0.05)

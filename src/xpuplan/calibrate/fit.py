@@ -14,7 +14,8 @@ Parameters are fitted one family at a time, each from the measurements that isol
    the largest size) and the median decode-attention bandwidth (KV-cache reads);
 3. ``gemm_peak_fraction`` and ``gemm_half_dim``: least absolute log error over every GEMM of
    the run's main precision (squares and real-model shapes, compute- and memory-bound alike);
-4. ``low_precision_factor``: the same, over fp8/int8 GEMMs with 3. fixed (when measured);
+4. ``low_precision_factor``: the same, over the fp8 GEMMs with 3. fixed (int8 where no fp8 was measured; the
+   other format is checked against the fit and a disagreement over 2x is a warning);
 5. ``attention_peak_fraction`` / ``attention_fa2_peak_fraction``: least absolute log error over causal prefill
    attention timed with the native fused kernel (cuDNN) / FlashAttention-2's code (SDPA's flash backend), each
    run tagged by ``xpuplan bench`` (``params.kernel``; an untagged run is SDPA's own choice, read as native);
@@ -265,8 +266,14 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
     f = values.get("gemm_peak_fraction", base.gemm_peak_fraction)
     h = values.get("gemm_half_dim", base.gemm_half_dim)
 
-    # 4. low-precision GEMMs
-    low = [p for p in by_kind.get("gemm", []) if p.dtype in LOW_PRECISION]
+    # 4. low-precision GEMMs: FP8 where measured (what FP8 training and serving run), else INT8. One format's
+    # library path can be far slower than the tensor cores allow (PyTorch's torch._int_mm on Hopper reached 6%
+    # of the INT8 peak where torch._scaled_mm reached 72% of FP8's, H200 run of 2026-11-27): pooled, it would drag
+    # the fraction of the other down, so the second format is checked against the fit instead.
+    all_low = [p for p in by_kind.get("gemm", []) if p.dtype in LOW_PRECISION]
+    low_dtype = "fp8" if any(p.dtype == "fp8" for p in all_low) else "int8"
+    low = [p for p in all_low if p.dtype == low_dtype]
+    other_low = [p for p in all_low if p.dtype != low_dtype]
     if low:
         F = np.array([p.flops for p in low])
         B = np.array([p.bytes for p in low])
@@ -282,7 +289,18 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
         pred = roofline_time(F, B, P, c * f / (1.0 + h / D), bw, overhead)
         values["low_precision_factor"] = c
         fitted["low_precision_factor"] = ParamFit(c, base.low_precision_factor, len(low), _rms(pred, T),
-                                                  f"{len(low)} GEMMs in {', '.join(sorted({p.dtype for p in low}))}")
+                                                  f"{len(low)} GEMMs in {low_dtype}")
+        if other_low:
+            big = [p for p in other_low if p.flops and p.min_dim >= 1024] or other_low
+            ratio = statistics.median(
+                p.time_s / float(roofline_time(np.array([p.flops]), np.array([p.bytes]),
+                                               np.array([compute_peak(device, p.dtype)]), c * f / (1.0 + h / p.min_dim),
+                                               bw, overhead)[0]) for p in big)
+            if ratio > 2.0 or ratio < 0.5:
+                other = other_low[0].dtype
+                warnings.append(f"{other} GEMMs ran {ratio:.1f}x the time the {low_dtype}-fitted low_precision_factor "
+                                f"predicts (median of {len(big)}): {other}'s library path on this machine is not "
+                                f"{low_dtype}'s; the factor is fitted on {low_dtype} only")
     else:
         skipped["low_precision_factor"] = "no fp8/int8 GEMM measurements"
 
