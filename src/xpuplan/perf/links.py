@@ -28,6 +28,14 @@ PCIE_SERVER_DEVICES: Final = 8
 #: PCIe bandwidth per direction assumed when the catalog has no PCIe figure: Gen4 x16.
 DEFAULT_PCIE_BYTES_PER_S: Final = 32.0 * units.GB_PER_S
 
+
+def host_link_bytes_per_s(dev: Device) -> tuple[float, bool]:
+    """(bandwidth per direction of the device's host link in bytes/s, whether it is the catalog's figure): the
+    catalog's PCIe figure, else :data:`DEFAULT_PCIE_BYTES_PER_S` (activation offload copies; PCIe-only peers)."""
+    bw = dev.pcie_bandwidth
+    return (bw, True) if bw else (DEFAULT_PCIE_BYTES_PER_S, False)
+
+
 #: Scale-out bandwidth per device assumed when the catalog lists no NIC: one 100 Gb/s RDMA port
 #: per device. Many PCIe servers have less (1-2 NICs per 8 cards); override where you know better.
 DEFAULT_SCALE_OUT_BYTES_PER_S: Final = 100.0 * units.GBIT
@@ -185,7 +193,7 @@ def device_links(dev: Device, eff: Efficiency, *, up_kind: str | None = None, ou
         # an optional add-on link (NVLink bridge pairs) the run asked for by its kind
         up_bw, domain, topo = dev.optional_scale_up_bandwidth, dev.scale_up_optional_domain or 1, topology_of(dev, up_kind)
     else:
-        up_bw = dev.pcie_bandwidth or DEFAULT_PCIE_BYTES_PER_S
+        up_bw = host_link_bytes_per_s(dev)[0]
         domain, topo = max(dev.scale_up_domain, PCIE_SERVER_DEVICES), "pcie"
     up_t, out_t = a.link_type(up_kind, field="scale_up_kind"), a.link_type(out_kind, field="scale_out_kind")
     up_frac, up_lat = up_t.bus_bw_fraction, up_t.latency_s

@@ -20,7 +20,7 @@ from xpuplan.catalog.device import Device
 from xpuplan.catalog.published import plausibility_note
 from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
-from xpuplan.perf.links import DEFAULT_PCIE_BYTES_PER_S
+from xpuplan.perf.links import host_link_bytes_per_s
 from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
@@ -185,9 +185,9 @@ def power_cap_note(device: Device, cap_w: float) -> str:
 def offload_note(device: Device, exposed_s: float, host_bytes: float) -> str:
     """Which host link an offloaded plan's copies were timed on, what of them is not hidden, and the host memory
     the offloaded layer inputs take."""
-    bw = device.pcie_bandwidth
-    link = (f"{bw / units.GB_PER_S:g} GB/s per direction (catalog pcie figure)" if bw else
-            f"{DEFAULT_PCIE_BYTES_PER_S / units.GB_PER_S:g} GB/s per direction (no host-link figure for {device.id}: "
+    bw, from_catalog = host_link_bytes_per_s(device)
+    link = (f"{bw / units.GB_PER_S:g} GB/s per direction (catalog pcie figure)" if from_catalog else
+            f"{bw / units.GB_PER_S:g} GB/s per direction (no host-link figure for {device.id}: "
             "the PCIe Gen4 x16 assumption)")
     hidden = ("all hidden under the layers' compute" if exposed_s <= 0.0 else
               f"{exposed_s:.3g} s per step not hidden under the layers' compute")

@@ -39,7 +39,7 @@ from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_training_per_token
-from xpuplan.perf.links import DEFAULT_PCIE_BYTES_PER_S
+from xpuplan.perf.links import host_link_bytes_per_s
 from xpuplan.perf.memory import (
     OFFLOAD_BUFFER_LAYERS,
     activation_bytes_output,
@@ -134,9 +134,8 @@ class StepModel:
         if job.power_cap_w is not None and self.power is not None:
             self.clock_fraction = compute_clock_fraction_at_cap(self.power, job.power_cap_w)
             self.eff = self.eff.at_clock(self.clock_fraction)
-        #: the device's host link per direction (activation offload copies): the catalog's PCIe figure, else
-        #: the PCIe Gen4 x16 assumption (perf.links.DEFAULT_PCIE_BYTES_PER_S)
-        self.host_link_bytes_per_s = device.pcie_bandwidth or DEFAULT_PCIE_BYTES_PER_S
+        #: the device's host link per direction (activation offload copies): perf.links.host_link_bytes_per_s
+        self.host_link_bytes_per_s = host_link_bytes_per_s(device)[0]
         self._compute: dict[tuple[int, ...], LayerCompute] = {}
         self._params: dict[tuple[int, ...], tuple[float, float]] = {}
         self._acts: dict[tuple[int, ...], float] = {}

@@ -203,6 +203,9 @@ class _RowSetup:
     known: bool
     step_model: StepModel
     zero: int
+    #: the row's recomputation: its column, or what its notes' MaxText remat policy says (:func:`maxtext_remat`);
+    #: None when neither says (then inferred)
+    recompute: Recompute | None = None
 
 
 def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
@@ -224,7 +227,11 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
     if zero is None:
         zero = _framework_zero(row)
         inferred["zero_stage"] = zero
-    return _RowSetup(model, inferred, job, row.precision or "bf16", cluster, stack, known, sm, zero)
+    recompute = row.get("recompute")
+    if (remat := maxtext_remat(row, stack)) is not None:
+        recompute = remat
+        inferred["recompute"] = f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"
+    return _RowSetup(model, inferred, job, row.precision or "bf16", cluster, stack, known, sm, zero, recompute)
 
 
 def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate,
@@ -235,10 +242,7 @@ def best_plan_estimate(row: ValidationRow, assumptions: Assumptions | None = Non
     setup = _setup(row, assumptions)
     model, inferred, job, precision, cluster, sm, zero = (setup.model, setup.inferred, setup.job, setup.precision,
                                                           setup.cluster, setup.step_model, setup.zero)
-    recompute = row.get("recompute")
-    if (remat := maxtext_remat(row, setup.stack)) is not None:
-        recompute = remat
-        inferred["recompute"] = f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"
+    recompute = setup.recompute
     space = SearchSpace(
         cp=[row.get("cp")] if row.get("cp") else None, zero_stage=[zero],
         recompute=[recompute] if recompute else None,
@@ -260,10 +264,7 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
     model, inferred, job, precision, cluster, sm, zero = (setup.model, setup.inferred, setup.job, setup.precision,
                                                           setup.cluster, setup.step_model, setup.zero)
     stack, known = setup.stack, setup.known
-    recompute = row.get("recompute")
-    if (remat := maxtext_remat(row, stack)) is not None:
-        recompute = remat
-        inferred["recompute"] = f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"
+    recompute = setup.recompute
     tp, pp = row.get("tp"), row.get("pp")
     recomputes: list[Recompute] = [recompute] if recompute is not None else list(INFERRED_RECOMPUTE)
     tp, pp = tp or 1, pp or 1
