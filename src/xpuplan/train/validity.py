@@ -52,7 +52,7 @@ def check_zero_stage(value: object, field: str = "zero_stage") -> None:
 
 def check_recompute(value: object, field: str = "recompute") -> None:
     if value not in RECOMPUTE_MODES:
-        raise UserInputError(f"{field} must be none, selective or full (got {value!r})", field=field)
+        raise UserInputError(f"{field} must be one of {', '.join(RECOMPUTE_MODES)} (got {value!r})", field=field)
 
 
 def check_precision(value: object, field: str = "precision") -> None:
