@@ -365,7 +365,7 @@
       const b = res.bytes_per_device;
       return {segments: {weights: b.weights, gradients: b.gradients, master_weights: b.master_weights,
         optimizer_states: b.optimizer_states, activations: b.activations, workspace: b.workspace},
-      capacity: res.device_memory_bytes};
+      capacity: res.device_memory_bytes, host: b.host_activations || 0};
     }
     const sv = p.plan;
     const res = await postJSON(API.memoryInfer, {model: modelRef(r), hw: p.hardware, tp: sv.tp, pp: sv.pp || 1,
@@ -381,7 +381,9 @@
     const mems = await Promise.all(rows.map(x => memoryOf(r, x.p).catch(() => null)));
     const ok = rows.map((x, i) => ({...x, m: mems[i]})).filter(x => x.m).reverse();
     if (!ok.length) { emptyChart("ch-memory", t("web.chart.no_memory")); return; }
-    const ys = ok.map(x => `${x.o.rank}. ${x.p.hardware} · ${roleName(x.p.role)}`);
+    // an offloaded plan keeps its layer inputs in host memory: not device memory, so named beside the bar
+    const ys = ok.map(x => `${x.o.rank}. ${x.p.hardware} · ${roleName(x.p.role)}` +
+      (x.m.host ? `<br>${t("web.mem.host_suffix", {gb: (x.m.host / 1e9).toFixed(1)})}` : ""));
     const segs = [...new Set(ok.flatMap(x => Object.keys(x.m.segments)))];
     const colours = {weights: "#1f4e79", gradients: "#2e75b6", master_weights: "#5b9bd5", optimizer_states: "#9dc3e6",
       activations: "#70ad47", workspace: "#a5a5a5", kv_cache: "#ffc000", reserve: "#e7e6e6"};
@@ -390,7 +392,8 @@
       hovertemplate: "%{y}<br>" + esc(t("web.mem." + s)) + ": %{x:.1f} GB<extra></extra>"}));
     traces.push({type: "scatter", mode: "markers", name: t("web.mem.capacity"), y: ys, x: ok.map(x => x.m.capacity / 1e9),
       marker: {symbol: "line-ns", size: 22, line: {width: 3, color: "#c00000"}}, hovertemplate: "%{y}<br>" + esc(t("web.mem.capacity")) + ": %{x:.0f} GB<extra></extra>"});
-    plot("ch-memory", traces, {barmode: "stack", height: Math.max(260, 30 * ys.length + 120), margin: {l: 230, r: 20, t: 10, b: 40},
+    plot("ch-memory", traces, {barmode: "stack", height: Math.max(260, 36 * ys.length + 120),
+      margin: {l: ok.some(x => x.m.host) ? 330 : 230, r: 20, t: 10, b: 40},
       xaxis: {title: {text: t("web.axis.memory_gb")}}});
   }
 
