@@ -119,3 +119,13 @@ def test_capacity_gib_override_replaces_the_one_capacity_figure():
     assert "memory.capacity_gib" not in out.figures
     o = parse_figure_override("nvidia-h100-sxm-80gb:memory.capacity_gb=96")
     assert apply_overrides({dev.id: dev}, lambda name: dev.id, [o])[dev.id].memory_bytes == 96 * GB
+
+
+@pytest.mark.parametrize("device_id", ["nvidia-h100-sxm-80gb", "nvidia-h200-sxm-141gb", "nvidia-b200-180gb",
+                                       "nvidia-gb200-186gb", "nvidia-gb300", "nvidia-b300-288gb"])
+def test_nvidia_training_systems_name_their_compute_nics(device_id):
+    """Every NVIDIA training system (DGX/HGX and the NVL72 racks) lists its per-GPU compute NIC: without one the
+    cluster falls back to the 100 Gb/s default and multi-rack pipelines look 4x slower than they are."""
+    d = load_catalog().get(device_id)
+    f = d.figure("scale_out.nic_gbit_per_s_per_device")
+    assert f.value >= 400 * GBIT and f.source.url.startswith("https://")

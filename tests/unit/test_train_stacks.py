@@ -291,6 +291,34 @@ def test_fp8_saved_activations_only_where_the_stack_keeps_them():
     assert acts("nemo", "bf16") == pytest.approx(acts("torchtitan", "bf16"))
 
 
+def test_fp8_primary_weights_drop_the_16_bit_working_copy_and_gather_in_fp8():
+    """Megatron-Bridge's FP8 recipes set fp8_param_gather: the weights live in FP8 (2 B with the column-wise
+    copy, no bf16 copy) and ZeRO gathers move 1 B per weight. Other stacks keep bf16 weights plus FP8 caches
+    (3 B) and gather in bf16; bf16 plans are untouched."""
+    from xpuplan.perf.memory import default_recipe_for, state_recipe
+
+    assert training_stack("nemo").fp8_primary_weights
+    assert not training_stack("megatron-core").fp8_primary_weights and not training_stack("torchtitan").fp8_primary_weights
+    assert default_recipe_for("fp8", fp8_primary_weights=True) == "fp8-primary-adam"
+    assert default_recipe_for("fp8") == "fp8-adam" and default_recipe_for("bf16", fp8_primary_weights=True) == "bf16-adam"
+    assert state_recipe("fp8-primary-adam").weights == 2.0 and state_recipe("fp8-adam").weights == 3.0
+    m = get_model("llama3-70b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 64)
+    job = TrainingJob(seq_len=8192, global_batch_tokens=128 * 8192)
+
+    def est(stack: str, precision: str, zero: int):
+        plan = make_plan(n_devices=64, global_batch_seqs=128, tp=4, pp=2, zero_stage=zero, recompute="full",
+                         precision=precision, model=m)
+        return estimate(m, c, plan, job, stack=training_stack(stack))
+
+    nemo, core = est("nemo", "fp8", 1), est("megatron-core", "fp8", 1)
+    assert nemo.memory.weights_bytes == pytest.approx(core.memory.weights_bytes * 2.0 / 3.0, rel=1e-6)
+    assert est("nemo", "bf16", 1).memory.weights_bytes == pytest.approx(est("megatron-core", "bf16", 1).memory.weights_bytes)
+    # ZeRO-3 gathers the weights every pass: in FP8 they move half the bytes
+    z_nemo, z_core = est("nemo", "fp8", 3).step.zero3_comm_s, est("megatron-core", "fp8", 3).step.zero3_comm_s
+    assert 0.0 < z_nemo < z_core
+
+
 def test_cross_domain_all_reduce_runs_on_the_scale_out_network():
     """One rank per ICI slice, slices a domain apart: a ring all-reduce on the DCN alone."""
     from xpuplan.train.phases import cross_domain_all_reduce_s

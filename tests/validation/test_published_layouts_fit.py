@@ -62,6 +62,15 @@ LAYOUTS = (
         "16-way PP, 64-way EP over 8 nodes, ZeRO-1 DP, no TP; RMSNorm and MLA up-projections recomputed (selective); "
         "FP8 GEMMs; 4K sequences, final batch 15,360 sequences"),
     Published(
+        "Llama 3.1 405B FP8 on 256 GB200 (Megatron-Bridge)", "NVIDIA-NeMo/Megatron-Bridge "
+        "src/megatron/bridge/perf_recipes/llama/gb200/llama31.py (2026-08), llama31_405b_pretrain_256gpu_gb200_fp8cs_"
+        "config; the 25.11 performance summary prints the same TP4 PP16 VP4 layout for 256 GB200 in FP8-CS",
+        "llama3.1-405b", "nvidia-gb200-186gb", 256, 8192, 1536,
+        dict(tp=4, pp=16, vpp=4, cp=1, sp=True, zero_stage=1, recompute="none", precision="fp8", micro_batch=1),
+        "nemo",
+        "no recomputation (the base recipe's recompute_granularity is None); FP8 current scaling with fp8_param_gather "
+        "(FP8 primary weights, the nemo stack's fp8_primary_weights); distributed optimizer (ZeRO-1)"),
+    Published(
         "GPT-3 175B on 1,024 A100 (Megatron-LM)", "Narayanan et al. 2021, Efficient Large-Scale Language Model "
         "Training on GPU Clusters Using Megatron-LM, arXiv 2104.04473, Table 1", "gpt3-175b", "nvidia-a100-sxm-80gb",
         1024, 2048, 1536, dict(tp=8, pp=8, sp=False, zero_stage=0, recompute="full", micro_batch=1),

@@ -80,6 +80,11 @@ class TrainingStack(_Strict):
                                                                    "copy of each linear layer's input for its weight "
                                                                    "gradient (Transformer Engine, DeepSeek-V3); "
                                                                    "false: the 16-bit input (torchao Float8Linear)")
+    fp8_primary_weights: bool = Field(default=False, description="FP8 training keeps the model's weights in FP8 as the "
+                                                                 "primary copy (Megatron-Core --fp8-param-gather: no "
+                                                                 "16-bit working copy; fp32 master in the optimizer) "
+                                                                 "and all-gathers them in FP8; false: 16-bit weights "
+                                                                 "plus cached FP8 copies")
     attention_kernel: AttentionKernel = Field(
         default="native", description="fused attention the stack runs: native (the device's best: cuDNN / "
                                       "FlashAttention-3 on Hopper via Transformer Engine, vendor kernels elsewhere) "

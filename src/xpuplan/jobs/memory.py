@@ -137,7 +137,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     m = ctx.model(req.model)
     _train_layout_issues(req, m)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
-    gemm_precision = next((p for p in ("fp8", "fp4") if default_recipe_for(p) == req.recipe), "bf16")
+    gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (
+        default_recipe_for(p), default_recipe_for(p, fp8_primary_weights=True))), "bf16")
     lin_bytes = saved_linear_input_bytes(gemm_precision, ctx.assumptions().training_stack(None).fp8_saved_activations)
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,

@@ -49,7 +49,11 @@ def state_recipe(name: str, assumptions: Assumptions | None = None) -> StateReci
     return (assumptions or default_assumptions()).state_recipe(name)
 
 
-def default_recipe_for(precision: str) -> str:
+def default_recipe_for(precision: str, *, fp8_primary_weights: bool = False) -> str:
+    """The state recipe a plan of ``precision`` keeps: FP8 on a stack whose weights are FP8 primary copies
+    (``TrainingStack.fp8_primary_weights``) keeps ``fp8-primary-adam`` (no 16-bit working copy)."""
+    if precision == "fp8" and fp8_primary_weights:
+        return "fp8-primary-adam"
     if precision in ("fp8", "fp4"):
         return f"{precision}-adam"
     return "fp32-adam" if precision in ("fp32", "tf32") else "bf16-adam"

@@ -47,6 +47,9 @@ MOE_COUNT_BYTES_PER_EXPERT: Final = 8.0
 
 #: Bytes per weight element in ZeRO/FSDP parameter all-gathers (bf16 working copy).
 PARAM_GATHER_BYTES: Final = 2.0
+#: ... and where an FP8 plan's stack keeps FP8 primary weights (``TrainingStack.fp8_primary_weights``:
+#: Megatron-Core --fp8-param-gather all-gathers the FP8 weights).
+FP8_PARAM_GATHER_BYTES: Final = 1.0
 
 # What is overlapped is a property of the training stack (catalog/data/training_stacks.yaml):
 # TP/SP collectives wait for their GEMMs unless the stack chunks them under the GEMMs (Transformer
@@ -315,7 +318,7 @@ class Trainable:
 
     dense: np.ndarray
     expert: np.ndarray
-    gather_bytes_per_param: float
+    gather_bytes_per_param: float | np.ndarray
 
 
 def zero3_collectives_per_pass(lay: Layout, model: ModelArch, stack: TrainingStack,

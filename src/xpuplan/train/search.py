@@ -331,10 +331,12 @@ def _pareto(best: list[TrainEstimate]) -> tuple[ParetoPoint, ...]:
     return tuple(out)
 
 
-def min_devices_for_states(model: ModelArch, cluster: Cluster, job: TrainingJob, precision: str = "bf16") -> int:
+def min_devices_for_states(model: ModelArch, cluster: Cluster, job: TrainingJob, precision: str = "bf16",
+                           stack: TrainingStack | None = None) -> int:
     """Lower bound on the device count: model states (weights, gradients, master weights, optimizer)
     fully sharded, before activations, against each device's usable memory."""
-    recipe = state_recipe(job.optimizer_recipe or default_recipe_for(precision))
+    primary = stack.fp8_primary_weights if stack is not None else False
+    recipe = state_recipe(job.optimizer_recipe or default_recipe_for(precision, fp8_primary_weights=primary))
     total = param_breakdown(model).total
     if job.method == "full":
         states = total * recipe.total
@@ -351,11 +353,11 @@ def devices_to_fit(
     """The fastest plan at the smallest device count (a multiple of the scale-up domain, doubling)
     on which some plan fits; None if nothing fits up to ``max_devices``."""
     precision = (space.precision[0] if space else "bf16")
-    lower = min_devices_for_states(model, cluster, job, precision)
+    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
+    lower = min_devices_for_states(model, cluster, job, precision, sm.stack)
     n = max(1, cluster.domain_size)
     while n < lower:
         n *= 2
-    sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     while n <= max_devices:
         res = search_plans(model, cluster.with_devices(n), job, space=space, top=1, step_model=sm)
         if res.best is not None:

@@ -83,6 +83,7 @@ from xpuplan.train.layout import Layout
 from xpuplan.train.phases import (
     ACTIVATION_BYTES,
     DP_BUCKET_BYTES,
+    FP8_PARAM_GATHER_BYTES,
     GRAD_REDUCE_BYTES,
     OVERLAP_INTERFERENCE,
     PARAM_GATHER_BYTES,
@@ -107,7 +108,7 @@ __all__ = [
     "EAGER_ROPE_EXTRA_BYTES", "EAGER_SWIGLU_EXTRA_BYTES", "EAGER_TRANSPOSE_BYTES", "ELEMENTWISE_BACKWARD_FACTOR",
     "FP8_CAST_BYTES_PER_ELEMENT", "FROZEN_GEMM_BACKWARD_FACTOR", "GEMM_BACKWARD_FACTOR", "GRAD_REDUCE_BYTES",
     "LORA_OUTPUT_PASSES", "LOSS_BYTES_PER_LOGIT", "MOE_IMBALANCE_FACTOR", "MOE_PERMUTE_BYTES_PER_ELEMENT",
-    "NF4_DEQUANT_BYTES_PER_PARAM", "OVERLAP_INTERFERENCE", "PARAM_GATHER_BYTES", "STEP_OVERHEAD_S",
+    "NF4_DEQUANT_BYTES_PER_PARAM", "OVERLAP_INTERFERENCE", "PARAM_GATHER_BYTES", "FP8_PARAM_GATHER_BYTES", "STEP_OVERHEAD_S",
     "UNFUSED_SOFTMAX_BYTES_PER_SCORE", "LayerCompute", "PlanArrays", "StepArrays", "StepModel", "attention_core_ops",
     "exposed_after_overlap_s", "layer_compute", "pipeline_bubble_fraction",
 ]
@@ -225,7 +226,9 @@ class StepModel:
 
     def recipe_bytes(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Per plan, bytes per parameter of weights, grads, master and optimizer (recipe by precision)."""
-        recipes = [state_recipe(self.job.optimizer_recipe or default_recipe_for(pr)) for pr in PRECISIONS]
+        primary = self.stack.fp8_primary_weights
+        recipes = [state_recipe(self.job.optimizer_recipe or default_recipe_for(pr, fp8_primary_weights=primary))
+                   for pr in PRECISIONS]
         return {f: np.asarray([getattr(r, f) for r in recipes], dtype=float)[p.prec]
                 for f in ("weights", "grads", "master", "optimizer")}
 
@@ -256,7 +259,7 @@ class StepModel:
         bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st)
         dense_p, expert_p = self.params_table(p)
         rb = self.recipe_bytes(p)
-        tr = self._trainable(lay, dense_p, expert_p, frozen)
+        tr = self._trainable(lay, dense_p, expert_p, frozen, p)
         dp_comm, zero3_comm = dp_comm_s(lay, model, job, cluster, p, comp, dense_p, expert_p, tr, st)
         optimizer = optimizer_s(cluster, p, dev, self.eff, tr, rb["grads"])
         overhead = np.full_like(lay.tp, STEP_OVERHEAD_S)
@@ -284,12 +287,17 @@ class StepModel:
             model_flops_per_token=float(f_model), hardware_flops_per_token=f_hw,
         )
 
-    def _trainable(self, lay: Layout, dense_p: np.ndarray, expert_p: np.ndarray, frozen: bool) -> Trainable:
-        """What the optimizer updates per device: every parameter, or the LoRA adapters (frozen base)."""
+    def _trainable(self, lay: Layout, dense_p: np.ndarray, expert_p: np.ndarray, frozen: bool,
+                   p: PlanArrays) -> Trainable:
+        """What the optimizer updates per device: every parameter, or the LoRA adapters (frozen base).
+        Weights are gathered in 16 bits, or in FP8 where an FP8 plan's stack keeps FP8 primary weights
+        (``TrainingStack.fp8_primary_weights``: Megatron-Core's --fp8-param-gather)."""
         if frozen:
             return Trainable(dense=np.full_like(lay.tp, float(self.lora_params_total)) / (lay.tp * lay.pp),
                              expert=np.zeros_like(lay.tp), gather_bytes_per_param=self._frozen_base_bytes_per_param())
-        return Trainable(dense=dense_p, expert=expert_p, gather_bytes_per_param=PARAM_GATHER_BYTES)
+        fp8_gather = self.stack.fp8_primary_weights & (p.prec == PRECISIONS.index("fp8"))
+        gather = np.where(fp8_gather, FP8_PARAM_GATHER_BYTES, PARAM_GATHER_BYTES) if fp8_gather.any() else PARAM_GATHER_BYTES
+        return Trainable(dense=dense_p, expert=expert_p, gather_bytes_per_param=gather)
 
     def power_w(self, compute_fraction: np.ndarray) -> np.ndarray:
         """Average draw per device (W) of steps that compute ``compute_fraction`` of their time: the
