@@ -209,3 +209,14 @@ def test_a_complete_mapping_is_still_merged_over_its_preset():
     assert rec.workload["serving"]["dtypes"] == preset("edge-inference").workload.serving.dtypes
     assert [o.key for o in rec.options] == [o.key for o in recommend(
         {"scenario": "edge-inference", "hardware": body["hardware"]}, samples=0).options]
+
+
+def test_memory_fit_counts_the_devices_the_training_state_needs_not_the_plan_split():
+    """A ZeRO-3 plan that offloads activations (tp = pp = 1) does not make an 80 GB part "fit" a 70B model on one
+    device: memory_fit counts the devices whose usable memory holds the training state, so a 141 GB part needs
+    fewer than an 80 GB one whatever plans the search picks for them."""
+    r = recommend("pretraining", samples=0)
+    raw = {o.key: o.criteria["memory_fit"].raw for o in r.options}
+    assert raw["nvidia-h200-sxm-141gb"] < raw["nvidia-h100-sxm-80gb"]
+    assert raw["nvidia-b200-180gb"] <= raw["nvidia-h200-sxm-141gb"]
+    assert all(v is not None and v >= 1 for v in raw.values())

@@ -244,6 +244,13 @@ class Device:
         return fig.value if fig else None
 
     @property
+    def host_link_bandwidth(self) -> float | None:
+        """Bandwidth per direction between the device and its host CPU's memory, bytes/s: the catalog's
+        non-PCIe host link (NVLink-C2C) where it has one, else its PCIe figure; None when neither is known."""
+        fig = self.figures.get("host_link.bandwidth_gb_per_s_per_direction")
+        return fig.value if fig else self.pcie_bandwidth
+
+    @property
     def scale_out_bandwidth(self) -> float | None:
         """Scale-out NIC bandwidth per device in bytes/s."""
         fig = self.figures.get("scale_out.nic_gbit_per_s_per_device")

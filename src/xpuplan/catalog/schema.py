@@ -120,6 +120,13 @@ class PcieIn(_Strict):
     bandwidth_gb_per_s_per_direction: FigureIn | None = None
 
 
+class HostLinkIn(_Strict):
+    """A host link that is not PCIe (NVLink-C2C to a Grace CPU): what activation offload copies run on."""
+
+    name: str | None = None
+    bandwidth_gb_per_s_per_direction: FigureIn | None = None
+
+
 class ScaleOutIn(_Strict):
     name: str | None = None
     nic_gbit_per_s_per_device: FigureIn | None = None
@@ -165,6 +172,7 @@ class DeviceIn(_Strict):
     on_chip: OnChipIn | None = None
     scale_up: ScaleUpIn | None = None
     pcie: PcieIn | None = None
+    host_link: HostLinkIn | None = None
     scale_out: ScaleOutIn | None = None
     power: PowerIn = Field(default_factory=PowerIn)
     price: PriceIn | None = None

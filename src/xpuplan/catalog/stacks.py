@@ -80,6 +80,10 @@ class TrainingStack(_Strict):
                                                                    "copy of each linear layer's input for its weight "
                                                                    "gradient (Transformer Engine, DeepSeek-V3); "
                                                                    "false: the 16-bit input (torchao Float8Linear)")
+    layer_offload: bool = Field(default=False, description="the stack can move every activation of whole layers to host "
+                                                           "memory between their forward and backward, without "
+                                                           "recomputation (Megatron-Core --cpu-offloading-num-layers; "
+                                                           "no pipeline parallelism): recompute mode layer_offload")
     fp8_primary_weights: bool = Field(default=False, description="FP8 training keeps the model's weights in FP8 as the "
                                                                  "primary copy (Megatron-Core --fp8-param-gather: no "
                                                                  "16-bit working copy; fp32 master in the optimizer) "

@@ -52,7 +52,9 @@ class Part:
     time_s: float | None = None  # training: time to train; batch: time to process; online: e2e latency
     latency_s: float | None = None  # training: step time; serving: P99 TTFT + output x TPOT at the target
     throughput: float | None = None  # tokens/s per device (training) or output tokens/s per device (serving)
-    model_parallel: int = 1  # devices one model copy spans (tp x pp)
+    # training: the fewest devices whose usable memory holds the model's training state (whatever plan the search
+    # picks: a ZeRO-3 or offloading plan spans no fewer); serving: devices per replica
+    model_parallel: int = 1
     compute_bound_fraction: float = 1.0
     busy_fraction: float = 1.0
     replica_devices: int = 1
@@ -121,6 +123,7 @@ def _distinct(reasons: list[str], limit: int = 3) -> list[str]:
 def plan_training(model: ModelArch, dev: Any, s: Scenario) -> Part:
     from xpuplan.train import Cluster
     from xpuplan.train import search_plans as search
+    from xpuplan.train.search import min_devices_for_states
     from xpuplan.workload import TrainingJob
 
     spec = s.workload.training
@@ -147,7 +150,7 @@ def plan_training(model: ModelArch, dev: Any, s: Scenario) -> Part:
     part.time_s = e.time_to_train_s
     part.latency_s = st.step_s
     part.throughput = e.tokens_per_s_per_device
-    part.model_parallel = e.plan.tp * e.plan.pp
+    part.model_parallel = min_devices_for_states(model, Cluster.from_catalog(dev, e.n_devices), job, e.plan.precision)
     part.compute_bound_fraction = min(1.0, compute / st.step_s) if st.step_s > 0 else 1.0
     part.busy_fraction = 1.0
     part.efficiency_source = e.efficiency_source

@@ -140,14 +140,19 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (
         default_recipe_for(p), default_recipe_for(p, fp8_primary_weights=True))), "bf16")
     lin_bytes = saved_linear_input_bytes(gemm_precision, ctx.assumptions().training_stack(None).fp8_saved_activations)
+    dev = ctx.device(req.hw) if req.hw else None
+    usable_bytes = dev.memory_bytes * (1 - req.reserve) if dev is not None else None
+    if req.recompute == "layer_offload" and req.pp > 1:
+        raise UserInputError(f"recompute layer_offload needs pp = 1 (got {req.pp}): Megatron-Core cannot offload "
+                             "activations with pipeline parallelism", field="--pp")
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
-                          method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes)
+                          method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
+                          usable_bytes=usable_bytes)
     plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch}
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
-    dev = ctx.device(req.hw) if req.hw else None
     if dev is not None:
         usable = dev.memory_bytes * (1 - req.reserve)
         out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable,

@@ -118,7 +118,7 @@ class TrainEstimateRequest(_TrainCommon):
     dp: Degree | None = Field(default=None, description="data-parallel size")
     sp: bool | None = Field(default=None, description="Megatron sequence parallelism")
     zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3")
-    recompute: Recompute | None = Field(default=None, description="none | selective | full | offload (full, with the kept layer inputs in host memory)")
+    recompute: Recompute | None = Field(default=None, description="none | selective | full | offload (full, with the kept layer inputs in host memory) | layer_offload (no recomputation, whole layers' activations in host memory: Megatron-Core, pp 1)")
     micro_batch: int | None = Field(default=None, ge=1, le=1 << 20, description="sequences per micro-batch")
     precision: Literal["bf16", "fp16", "fp8", "fp4"] | None = Field(default=None,
                                                                    description="bf16 | fp16 | fp8 | fp4 (NVFP4)")
@@ -326,7 +326,8 @@ def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: 
         return None
     from xpuplan.train import emit_launch
 
-    return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework, stack)
+    return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework, stack,
+                       offload_layers=e.memory.offload_layers)
 
 
 def _launch_dict(launch: Any) -> dict[str, Any] | None:

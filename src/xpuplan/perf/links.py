@@ -31,9 +31,26 @@ DEFAULT_PCIE_BYTES_PER_S: Final = 32.0 * units.GB_PER_S
 
 def host_link_bytes_per_s(dev: Device) -> tuple[float, bool]:
     """(bandwidth per direction of the device's host link in bytes/s, whether it is the catalog's figure): the
-    catalog's PCIe figure, else :data:`DEFAULT_PCIE_BYTES_PER_S` (activation offload copies; PCIe-only peers)."""
-    bw = dev.pcie_bandwidth
+    catalog's host link (NVLink-C2C on Grace superchips, else PCIe), else :data:`DEFAULT_PCIE_BYTES_PER_S`
+    (activation offload copies; PCIe-only peers)."""
+    bw = dev.host_link_bandwidth
     return (bw, True) if bw else (DEFAULT_PCIE_BYTES_PER_S, False)
+
+
+#: Share of a PCIe link an accelerator's host copies get when every accelerator of the server copies at once
+#: (activation offload): 8-GPU HGX/DGX boards hang two GPUs (and their NICs) off each PCIe switch, whose one
+#: x16 uplink reaches the CPU (DGX A100/H100 system topology: four PCIe switches for eight GPUs), and a 2-GPU
+#: workstation splits the CPU's lanes x8/x8. A catalog ``host_link`` (NVLink-C2C) is already the per-GPU figure.
+PCIE_HOST_COPY_SHARE: Final = 0.5
+
+
+def host_copy_bytes_per_s(dev: Device) -> float:
+    """Bytes/s per direction one accelerator's activation-offload copies get while all of a server's copy at once:
+    its catalog ``host_link`` figure (a per-GPU NVLink-C2C share), else its PCIe link (catalog figure or the Gen4
+    x16 assumption) times :data:`PCIE_HOST_COPY_SHARE`."""
+    if dev.figures.get("host_link.bandwidth_gb_per_s_per_direction") is not None:
+        return host_link_bytes_per_s(dev)[0]
+    return host_link_bytes_per_s(dev)[0] * PCIE_HOST_COPY_SHARE
 
 
 #: Scale-out bandwidth per device assumed when the catalog lists no NIC: one 100 Gb/s RDMA port

@@ -132,7 +132,8 @@ def activation_bytes_per_layer(
     the a·s² terms (softmax, its dropout); flash attention keeps the softmax statistics (fp32,
     per head and query). Full recomputation keeps only the layer input (2·s·b·h, Eq. 5 per layer);
     ``offload`` moves that input to host memory, so the layer keeps nothing on the device (the
-    copies in flight are :func:`offload_buffer_bytes`).
+    copies in flight are :func:`offload_buffer_bytes`). ``layer_offload`` keeps what ``none`` keeps: how many
+    layers' worth waits on the host is decided per plan (:func:`layer_offload_count`).
     MoE layers keep the expert MLP activations for top_k (+ shared) experts per token.
     ``cp`` splits the sequence across context-parallel ranks.
 
@@ -147,6 +148,8 @@ def activation_bytes_per_layer(
     """
     if seq_len <= 0 or micro_batch <= 0:
         raise UserInputError("seq_len and micro_batch must be positive", field="seq_len" if seq_len <= 0 else "micro_batch")
+    if recompute == "layer_offload":
+        recompute = "none"  # an offloaded layer keeps what it keeps, only elsewhere (training_memory_arrays)
     s = seq_len / cp
     b = micro_batch
     h = model.d_model
@@ -342,8 +345,11 @@ class TrainingMemory:
     workspace: float
     params_on_device: float
     trainable_params_on_device: float
-    #: host memory the offloaded layer inputs take per device (``recompute="offload"``; 0 otherwise): not in ``total``
+    #: host memory the offloaded activations take per device (``recompute="offload"``: the layer inputs;
+    #: ``"layer_offload"``: whole layers; 0 otherwise): not in ``total``
     host_activations: float = 0.0
+    #: layers whose activations a ``layer_offload`` plan keeps in host memory (0 otherwise)
+    offload_layers: int = 0
 
     @property
     def states(self) -> float:
@@ -420,8 +426,12 @@ def training_memory(
     method: FinetuneMethod = "full",
     lora_rank: int = 16,
     lora_targets: tuple[str, ...] = LORA_DEFAULT_TARGETS,
+    usable_bytes: float | None = None,
 ) -> TrainingMemory:
     """Peak memory per device of a training or fine-tuning step (bytes).
+
+    ``recompute="layer_offload"`` moves the activations of as many layers to host memory as the step needs to
+    fit in ``usable_bytes`` (:func:`layer_offload_count`); without ``usable_bytes``, all layers but one.
 
     ZeRO: stage 1 shards optimizer states and master weights over the data-parallel group,
     stage 2 also gradients, stage 3 (= FSDP full shard) also weights. Routed experts are split
@@ -460,6 +470,8 @@ def training_memory(
         n_microbatches=one(n_microbatches if n_microbatches is not None else pp), act_per_layer=one(per_layer),
         act_rebuilt_layer=one(rebuilt), act_output=one(activation_bytes_output(model, seq_len, micro_batch, tp=tp, cp=cp)),
         frozen_base_bytes_per_param=frozen_bpp, lora_params_total=adapters, act_host_layer=one(host_layer),
+        layer_offload=one(recompute == "layer_offload").astype(bool),
+        usable=one(usable_bytes if usable_bytes is not None else 0.0),
     )
     return TrainingMemory(
         weights=float(parts["weights"][0]),
@@ -471,6 +483,7 @@ def training_memory(
         params_on_device=dev.total,
         trainable_params_on_device=dev.total if method == "full" else adapters / (tp * pp),
         host_activations=float(parts["host"][0]),
+        offload_layers=int(parts["offload_layers"][0]),
     )
 
 
@@ -505,6 +518,8 @@ def training_memory_arrays(
     frozen_base_bytes_per_param: float,
     lora_params_total: float,
     act_host_layer: np.ndarray | None = None,
+    layer_offload: np.ndarray | None = None,
+    usable: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Peak bytes per device of many training plans at once: THE training-memory model (the scalar
     :func:`training_memory` and the step model's search both call it).
@@ -526,7 +541,9 @@ def training_memory_arrays(
     are not counted at once). Returns a dict of
     arrays: weights, grads, master, opt, acts, workspace, total, and host: the host memory of the layer inputs an
     offloaded plan keeps there (``act_host_layer`` per layer and micro-batch, 0 by default), as many as the first
-    stage would keep on the device; not part of ``total``.
+    stage would keep on the device; not part of ``total``; and offload_layers: per plan, the layers a
+    ``layer_offload`` plan (mask ``layer_offload``) moves to the host to fit in ``usable`` bytes
+    (:func:`layer_offload_count`; 0 for other plans), whose activations are then in ``host``, not ``acts``.
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep)
@@ -566,8 +583,28 @@ def training_memory_arrays(
     else:
         workspace = np.full_like(weights, RUNTIME_OVERHEAD_BYTES)
     total = weights + grads + master + opt + acts + workspace
+    n_off = np.zeros_like(total)
+    if layer_offload is not None and layer_offload.any():
+        n_off = np.where(layer_offload, layer_offload_count(total, act_per_layer, usable if usable is not None
+                                                            else np.zeros_like(total), n_layers), 0.0)
+        moved = n_off * act_per_layer - np.where(n_off > 0, OFFLOAD_BUFFER_LAYERS * act_per_layer, 0.0)
+        acts, total, host = acts - moved, total - moved, host + n_off * act_per_layer
     return {"weights": weights, "grads": grads, "master": master, "opt": opt, "acts": acts,
-            "workspace": workspace, "total": total, "host": host}
+            "workspace": workspace, "total": total, "host": host, "offload_layers": n_off}
+
+
+def layer_offload_count(total_bytes: np.ndarray, layer_bytes: np.ndarray, usable_bytes: np.ndarray,
+                        n_layers: int) -> np.ndarray:
+    """Layers whose activations a ``layer_offload`` plan (one micro-batch in flight: no pipeline) moves to host
+    memory: the fewest that bring ``total_bytes`` (everything kept on the device) within ``usable_bytes``,
+    counting the :data:`OFFLOAD_BUFFER_LAYERS` layers in transit once anything moves; at most all layers but
+    one (Megatron-Core: cpu_offloading_num_layers < num_layers); 0 when the plan fits as it is; all but one
+    when ``usable_bytes`` is 0 (not known). A plan that still does not fit stays infeasible."""
+    layer = np.maximum(np.asarray(layer_bytes, dtype=float), 1.0)
+    excess = total_bytes + OFFLOAD_BUFFER_LAYERS * layer - usable_bytes
+    need = np.where(total_bytes <= usable_bytes, 0.0, np.ceil(excess / layer))
+    need = np.where(usable_bytes <= 0, n_layers - 1.0, need)
+    return np.clip(need, 0.0, max(n_layers - 1.0, 0.0))
 
 
 # ---------------------------------------------------------------------------------------

@@ -103,4 +103,6 @@ class StepArrays:
     mem_host: np.ndarray
     model_flops_per_token: float
     hardware_flops_per_token: np.ndarray
+    #: layers whose activations a layer_offload plan keeps in host memory (0 for other plans)
+    mem_offload_layers: np.ndarray | None = None
     extra: dict[str, float] = field(default_factory=dict)

@@ -154,7 +154,7 @@ def _overlaps(job: TrainingJob, stack: TrainingStack) -> tuple[bool, bool]:
 
 
 def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
-                       stack: TrainingStack) -> tuple[list[str], list[str]]:
+                       stack: TrainingStack, offload_layers: int = 0) -> tuple[list[str], list[str]]:
     a = ["--tensor-model-parallel-size", str(plan.tp), "--pipeline-model-parallel-size", str(plan.pp),
          "--context-parallel-size", str(plan.cp)]
     notes: list[str] = []
@@ -191,6 +191,9 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
         if plan.recompute == "offload":
             notes.append(OFFLOAD_NOTE_MEGATRON)
+    elif plan.recompute == "layer_offload" and offload_layers > 0:
+        # Megatron-Core's activation offloading: whole layers' activations to the host, no recomputation
+        a += ["--cpu-offloading-num-layers", str(offload_layers)]
     if plan.precision == "fp8":
         a += ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
     elif plan.precision == "fp4":
@@ -203,9 +206,9 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
 
 
 def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-              stack: TrainingStack) -> LaunchPlan:
+              stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
     shape, notes = _megatron_model(model, job)
-    par, pnotes = _megatron_parallel(plan, model, job, stack)
+    par, pnotes = _megatron_parallel(plan, model, job, stack, offload_layers)
     run = ["--train-iters", str(_train_iters(job, plan)), "--lr", "3.0e-4", "--min-lr", "3.0e-5",
            "--lr-decay-style", "cosine", "--weight-decay", "0.1", "--clip-grad", "1.0", "--mock-data"]
     notes = pnotes + notes + ["--mock-data and the optimizer settings make the command run as printed; "
@@ -235,7 +238,7 @@ def _bridge_recipe(model: ModelArch, plan: ParallelPlan, task: str = "pretrain")
 
 
 def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-            stack: TrainingStack) -> LaunchPlan:
+            stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
     notes: list[str] = []
     task = "pretrain" if job.method == "full" else "peft"
     recipe = _bridge_recipe(model, plan, task)
@@ -273,8 +276,11 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
         first, last = _uneven(model, plan) or (0, 0)
         over += [f"model.num_layers_in_first_pipeline_stage={first}", f"model.num_layers_in_last_pipeline_stage={last}"]
     over += [f"model.sequence_parallel={str(plan.sp and plan.tp > 1).lower()}"]
-    if plan.recompute == "none":
+    if plan.recompute in ("none", "layer_offload"):
         over += ["model.recompute_granularity=null"]
+        if plan.recompute == "layer_offload" and offload_layers > 0:
+            over += ["model.cpu_offloading=true", f"model.cpu_offloading_num_layers={offload_layers}",
+                     "model.cpu_offloading_weights=false"]
     else:
         over += [f"model.recompute_granularity={'full' if plan.recompute == 'offload' else plan.recompute}"]
         if plan.recompute in ("full", "offload"):
@@ -315,7 +321,7 @@ _TITAN_FP8: Final = {"llama3_8b": "llama3_8b_mxfp8", "deepseek_v3_671b": "deepse
 
 
 def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-                stack: TrainingStack) -> LaunchPlan:
+                stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
     if model.id not in _TITAN:
         configs = target("torchtitan").extra("configs") or {}
         raise UserInputError(f"torchtitan {target('torchtitan').version} ships no config function for {model.id} "
@@ -409,7 +415,7 @@ def deepspeed_config_problems(cfg: dict[str, Any]) -> list[str]:
 
 
 def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-               stack: TrainingStack) -> LaunchPlan:
+               stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
     notes = ["train.py is your script: it calls deepspeed.add_config_arguments(parser) and deepspeed.initialize(args=...)"]
     cfg = deepspeed_config(plan)
     if plan.precision == "fp4":
@@ -444,10 +450,15 @@ _EMITTERS: Final = {"megatron": _megatron, "bridge": _bridge, "torchtitan": _tor
 
 
 def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str,
-                stack: TrainingStack | None = None) -> LaunchPlan:
+                stack: TrainingStack | None = None, offload_layers: int = 0) -> LaunchPlan:
     """The launch command of ``plan`` for ``framework`` (megatron, bridge, torchtitan, deepspeed).
     ``stack``: the training-stack profile the estimate ran under (default stack when None); the
-    overlaps it assumed (TP communication, MoE all-to-all) are switched on in the command."""
+    overlaps it assumed (TP communication, MoE all-to-all) are switched on in the command.
+    ``offload_layers``: the layers a ``layer_offload`` plan offloads (``MemoryBreakdown.offload_layers``)."""
+    if plan.recompute == "layer_offload" and framework in ("torchtitan", "deepspeed"):
+        raise UserInputError(f"--emit {framework}: recompute layer_offload is Megatron-Core's activation offloading "
+                             f"({framework} has none); use --emit megatron or bridge, or another --recompute",
+                             field="emit")
     try:
         emitter = _EMITTERS[framework]
     except KeyError:
@@ -455,4 +466,4 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
     if cluster.device.kind.upper() == "TPU":  # all four are PyTorch-distributed (NCCL/HCCL) launchers
         raise UserInputError(f"--emit {framework}: {framework} does not run on TPUs ({cluster.device.id}); "
                              "TPU training runs on JAX (MaxText) or PyTorch/XLA", field="--emit")
-    return emitter(plan, model, cluster, job, stack or default_training_stack())
+    return emitter(plan, model, cluster, job, stack or default_training_stack(), offload_layers)

@@ -20,7 +20,7 @@ from xpuplan.catalog.device import Device
 from xpuplan.catalog.published import plausibility_note
 from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
-from xpuplan.perf.links import host_link_bytes_per_s
+from xpuplan.perf.links import PCIE_HOST_COPY_SHARE, host_copy_bytes_per_s, host_link_bytes_per_s
 from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
@@ -66,8 +66,11 @@ class MemoryBreakdown:
     total_bytes: float
     capacity_bytes: float
     usable_bytes: float
-    #: host memory the offloaded layer inputs take per device (recompute "offload"; 0 otherwise), beside the device's
+    #: host memory the offloaded activations take per device (recompute "offload": the layer inputs;
+    #: "layer_offload": whole layers; 0 otherwise), beside the device's
     host_offload_bytes: float = 0.0
+    #: layers whose activations a "layer_offload" plan keeps in host memory, the fewest that let it fit (0 otherwise)
+    offload_layers: int = 0
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -182,15 +185,24 @@ def power_cap_note(device: Device, cap_w: float) -> str:
             f"kernels {1 / r:.2f}x slower; HBM-bound work unchanged")
 
 
-def offload_note(device: Device, exposed_s: float, host_bytes: float) -> str:
+def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_layers: int | None = None) -> str:
     """Which host link an offloaded plan's copies were timed on, what of them is not hidden, and the host memory
-    the offloaded layer inputs take."""
-    bw, from_catalog = host_link_bytes_per_s(device)
-    link = (f"{bw / units.GB_PER_S:g} GB/s per direction (catalog pcie figure)" if from_catalog else
-            f"{bw / units.GB_PER_S:g} GB/s per direction (no host-link figure for {device.id}: "
-            "the PCIe Gen4 x16 assumption)")
+    the offloaded activations take (``offload_layers``: a ``layer_offload`` plan's count; None: ``offload``)."""
+    link_bw, from_catalog = host_link_bytes_per_s(device)
+    bw = host_copy_bytes_per_s(device)
+    share = (f", {PCIE_HOST_COPY_SHARE:g} of it per device while two share a PCIe uplink" if bw < link_bw else "")
+    link = (f"{link_bw / units.GB_PER_S:g} GB/s per direction (catalog host-link figure{share})" if from_catalog else
+            f"{link_bw / units.GB_PER_S:g} GB/s per direction (no host-link figure for {device.id}: "
+            f"the PCIe Gen4 x16 assumption{share})")
     hidden = ("all hidden under the layers' compute" if exposed_s <= 0.0 else
               f"{exposed_s:.3g} s per step not hidden under the layers' compute")
+    if offload_layers is not None:
+        what = (f"layer_offload: the activations of {offload_layers} layer(s), the fewest that let the plan fit, go "
+                f"to host memory after each one's forward and come back before its backward (no recomputation; "
+                f"Megatron-Core --cpu-offloading-num-layers {offload_layers})" if offload_layers else
+                "layer_offload: the plan fits without offloading any layer (the same as recompute none)")
+        return (f"{what}; host link {link}; {hidden}; host memory for them: "
+                f"{units.format_bytes(host_bytes)} per device")
     return (f"offload: each layer's input goes to host memory after its forward and back before its backward over "
             f"the host link at {link}; {hidden}; host memory for them: {units.format_bytes(host_bytes)} per device")
 
@@ -213,6 +225,7 @@ def estimate_from_arrays(
         activations_bytes=float(r.mem_activations[i]), workspace_bytes=float(r.mem_workspace[i]),
         total_bytes=float(r.mem_total[i]), capacity_bytes=cluster.device.memory_bytes, usable_bytes=r.mem_usable,
         host_offload_bytes=float(r.mem_host[i]),
+        offload_layers=int(r.mem_offload_layers[i]) if r.mem_offload_layers is not None else 0,
     )
     reasons = memory_reasons(mem, cluster.n_devices)
     tps = float(r.tokens_per_s[i])
@@ -236,6 +249,8 @@ def estimate_from_arrays(
         notes.append(power_cap_note(cluster.device, job.power_cap_w))
     if plan.recompute == "offload":
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes))
+    elif plan.recompute == "layer_offload":
+        notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes, mem.offload_layers))
     if plan.zero_stage == 2 and plan.pp > 1:
         notes.append("ZeRO-2 with pipelining: each stage accumulates its full gradients over the micro-batches and "
                      "reduce-scatters them once per step, as ZeRO-1 (the full-size gradient buffer is in the memory; "
@@ -271,7 +286,8 @@ def estimate(
                uneven_pipeline=uneven_pipeline)
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     validity.raise_first([i for i in (validity.rule_cp_all_to_all_heads(plan.cp, plan.tp, model,
-                                                                         sm.stack.cp_algorithm),) if i])
+                                                                         sm.stack.cp_algorithm),
+                                      validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack)) if i])
     arrays = PlanArrays.from_plans([plan])
     r = sm.evaluate(cluster, arrays)
     return estimate_from_arrays(r, 0, arrays, model, cluster, job)

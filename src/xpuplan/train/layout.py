@@ -12,12 +12,14 @@ from xpuplan.workload.vocabulary import RECOMPUTE_MODES
 _FULL = RECOMPUTE_MODES.index("full")
 _SELECTIVE = RECOMPUTE_MODES.index("selective")
 _OFFLOAD = RECOMPUTE_MODES.index("offload")
+_LAYER_OFFLOAD = RECOMPUTE_MODES.index("layer_offload")
 
 
 @dataclass(frozen=True)
 class Layout:
     """Per plan: sizes as floats, recomputation masks (``full_rec``: the whole forward re-runs in the
-    backward, full and offload plans; ``offload``: its kept layer inputs wait on the host), layers on the busiest stage (``Ls`` = ceil(L/pp);
+    backward, full and offload plans; ``offload``: its kept layer inputs wait on the host; ``layer_off``: whole
+    layers' activations wait on the host, no recomputation), layers on the busiest stage (``Ls`` = ceil(L/pp);
     ``layers_stage`` = L without PP), passes over each layer (forward, backward, recomputed forward),
     and the job's sequence length ``s`` and hidden size ``h``."""
 
@@ -32,6 +34,7 @@ class Layout:
     full_rec: np.ndarray
     sel_rec: np.ndarray
     offload: np.ndarray
+    layer_off: np.ndarray
     multi_stage: np.ndarray
     Ls: np.ndarray
     layers_stage: np.ndarray
@@ -51,7 +54,7 @@ class Layout:
         return cls(
             tp=p.tp.astype(float), pp=pp, dp=p.dp.astype(float), cp=p.cp.astype(float),  # type: ignore[attr-defined]
             vpp=p.vpp.astype(float), mb=p.mb.astype(float), m=p.ga.astype(float),  # type: ignore[attr-defined]
-            sp=p.sp.astype(bool), full_rec=full_rec, sel_rec=rec == _SELECTIVE, offload=offload, multi_stage=multi,  # type: ignore[attr-defined]
+            sp=p.sp.astype(bool), full_rec=full_rec, sel_rec=rec == _SELECTIVE, offload=offload, layer_off=rec == _LAYER_OFFLOAD, multi_stage=multi,  # type: ignore[attr-defined]
             Ls=Ls, layers_stage=np.where(multi, Ls, float(model.n_layers)), passes=2.0 + full_rec,
             s=float(seq_len), h=float(model.d_model),
         )

@@ -135,20 +135,28 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     return lay.layers_stage * np.where(can_overlap, overlapped, lay.passes * comm_layer)
 
 
-def offload_per_mb_s(lay: Layout, comp: StageCompute, input_bytes: np.ndarray, host_bw: float) -> np.ndarray:
-    """Exposed host-copy time of one micro-batch of an offloaded plan (``recompute="offload"``; 0 for others).
+def offload_per_mb_s(lay: Layout, comp: StageCompute, input_bytes: np.ndarray, host_bw: float,
+                     layer_bytes: np.ndarray | None = None, offload_layers: np.ndarray | None = None) -> np.ndarray:
+    """Exposed host-copy time of one micro-batch of an offloaded plan (0 for others).
 
-    Each layer's input goes to the host after the layer's forward and comes back before its backward, over
-    the device's host link (``host_bw`` bytes/s per direction). A copy runs under the compute of the layer
-    it belongs to: the device-to-host copy under the forward, the prefetch under the recomputed forward and
-    backward (MaxText's host offload and Megatron's activation offloading overlap both); what a copy takes
-    beyond its window is exposed."""
-    t_copy = input_bytes / host_bw
+    ``recompute="offload"``: each layer's input (``input_bytes``) goes to the host after the layer's forward
+    and comes back before its backward. ``"layer_offload"``: every activation of ``offload_layers`` layers
+    (``layer_bytes`` each) does. The copies use the device's host link (``host_bw`` bytes/s per direction)
+    and run under the compute of the layer they belong to: the device-to-host copy under the forward, the
+    prefetch under the (recomputed forward and) backward (MaxText's host offload and Megatron's activation
+    offloading overlap both); what a copy takes beyond its window is exposed."""
     layers = np.maximum(lay.layers_stage, 1.0)
     fwd_window = comp.fwd / layers
     bwd_window = (comp.bwd + comp.recompute) / layers
-    exposed = np.maximum(0.0, t_copy - fwd_window) + np.maximum(0.0, t_copy - bwd_window)
-    return np.where(lay.offload, lay.layers_stage * exposed, 0.0)
+
+    def exposed(n_bytes: np.ndarray) -> np.ndarray:
+        t_copy = n_bytes / host_bw
+        return np.maximum(0.0, t_copy - fwd_window) + np.maximum(0.0, t_copy - bwd_window)
+
+    out = np.where(lay.offload, lay.layers_stage * exposed(input_bytes), 0.0)
+    if layer_bytes is not None and offload_layers is not None:
+        out = out + np.where(lay.layer_off, offload_layers * exposed(layer_bytes), 0.0)
+    return out
 
 
 def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays, comp: StageCompute,

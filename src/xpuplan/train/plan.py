@@ -102,7 +102,7 @@ def plan_key(
     micro_batch: int, grad_accum: int, precision: str,
 ) -> str:
     """``tp8-pp4-vpp2-dp16-cp1-ep1-sp1-z1-rsel-mb1-ga8-bf16``: every field, fixed order."""
-    rec = {"none": "none", "selective": "sel", "full": "full", "offload": "off"}[recompute]
+    rec = {"none": "none", "selective": "sel", "full": "full", "offload": "off", "layer_offload": "loff"}[recompute]
     return (
         f"tp{tp}-pp{pp}-vpp{vpp}-dp{dp}-cp{cp}-ep{ep}-sp{int(sp)}-z{zero_stage}-r{rec}"
         f"-mb{micro_batch}-ga{grad_accum}-{precision}"

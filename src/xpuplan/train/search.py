@@ -101,9 +101,12 @@ def vpp_options(n_layers: int, pp: int, *, uneven: bool) -> list[int]:
 
 
 def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,
-                    space: SearchSpace | None = None, cp_algorithm: str = "ring") -> PlanArrays:
+                    space: SearchSpace | None = None, cp_algorithm: str = "ring",
+                    layer_offload: bool = False) -> PlanArrays:
     """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``, and
-    :func:`~xpuplan.train.validity.rule_cp_all_to_all_heads` for the stack's ``cp_algorithm``)."""
+    :func:`~xpuplan.train.validity.rule_cp_all_to_all_heads` for the stack's ``cp_algorithm``); recompute
+    ``layer_offload`` only where the stack can (``layer_offload``) and without pipelining
+    (:func:`~xpuplan.train.validity.rule_layer_offload`)."""
     space = space or SearchSpace()
     B = job.global_batch_seqs
     s = job.seq_len
@@ -114,7 +117,9 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     tps = _allowed(tps, space.tp)
     sp_opts = [0, 1] if space.sp is None else sorted({int(bool(x)) for x in space.sp})
     zero_all = list(ZERO_STAGES) if space.zero_stage is None else list(space.zero_stage)
-    rec_all = [RECOMPUTE_MODES.index(r) for r in (space.recompute or RECOMPUTE_MODES)]
+    rec_all = [RECOMPUTE_MODES.index(r) for r in (space.recompute or RECOMPUTE_MODES)
+               if r != "layer_offload" or layer_offload]
+    rec_layer_offload = RECOMPUTE_MODES.index("layer_offload")
     prec_all = [PRECISIONS.index(p) for p in space.precision]
     parts: list[PlanArrays] = []
     for tp in tps:
@@ -148,7 +153,10 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                     zeros.remove(2)
                 if not (mbs and vpps and eps and sps and zeros):
                     continue
-                grid = np.meshgrid(vpps, eps, sps, zeros, rec_all, mbs, prec_all, indexing="ij")
+                recs = [r for r in rec_all if r != rec_layer_offload or pp == 1]
+                if not recs:
+                    continue
+                grid = np.meshgrid(vpps, eps, sps, zeros, recs, mbs, prec_all, indexing="ij")
                 vpp_a, ep_a, sp_a, z_a, r_a, mb_a, pr_a = (g.ravel().astype(np.int64) for g in grid)
                 ga_a = per_rank // mb_a
                 keep = (vpp_a == 1) | (ga_a % pp == 0)
@@ -269,15 +277,18 @@ def search_plans(
     closest: tuple[float, TrainEstimate] | None = None
     for i, n in enumerate(counts):
         cl = cluster.with_devices(n)
-        plans = enumerate_plans(model, n, job, cl, space, sm.stack.cp_algorithm)
+        plans = enumerate_plans(model, n, job, cl, space, sm.stack.cp_algorithm, sm.stack.layer_offload)
         if progress:
             progress(i, len(counts))
         if not len(plans):
             continue
         r = sm.evaluate(cl, plans)
         evaluated += len(plans)
-        ok = r.fits if require_feasible else np.ones(len(plans), dtype=bool)
-        feasible += int(r.fits.sum())
+        # a layer_offload plan that offloads nothing is the same plan as recompute none: not searched twice
+        redundant = ((plans.rec == RECOMPUTE_MODES.index("layer_offload")) & (r.mem_offload_layers == 0)
+                     if r.mem_offload_layers is not None else np.zeros(len(plans), dtype=bool))
+        ok = (r.fits if require_feasible else np.ones(len(plans), dtype=bool)) & ~redundant
+        feasible += int((r.fits & ~redundant).sum())
         idx = np.flatnonzero(ok)
         if not len(idx):
             j = int(np.argmin(r.mem_total / r.mem_usable))

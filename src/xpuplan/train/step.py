@@ -39,7 +39,7 @@ from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_training_per_token
-from xpuplan.perf.links import host_link_bytes_per_s
+from xpuplan.perf.links import host_copy_bytes_per_s
 from xpuplan.perf.memory import (
     OFFLOAD_BUFFER_LAYERS,
     activation_bytes_output,
@@ -135,8 +135,9 @@ class StepModel:
         if job.power_cap_w is not None and self.power is not None:
             self.clock_fraction = compute_clock_fraction_at_cap(self.power, job.power_cap_w)
             self.eff = self.eff.at_clock(self.clock_fraction)
-        #: the device's host link per direction (activation offload copies): perf.links.host_link_bytes_per_s
-        self.host_link_bytes_per_s = host_link_bytes_per_s(device)[0]
+        #: what one device's activation-offload copies get of its host link, per direction, all devices copying
+        #: at once (perf.links.host_copy_bytes_per_s)
+        self.host_link_bytes_per_s = host_copy_bytes_per_s(device)
         self._compute: dict[tuple[int, ...], LayerCompute] = {}
         self._params: dict[tuple[int, ...], tuple[float, float]] = {}
         self._acts: dict[tuple[int, ...], float] = {}
@@ -254,11 +255,16 @@ class StepModel:
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
         ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st, comp)
-        off_mb = (offload_per_mb_s(lay, comp, self.offload_input_table(p), self.host_link_bytes_per_s)
-                  if lay.offload.any() else np.zeros_like(lay.tp))
-        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st)
         dense_p, expert_p = self.params_table(p)
         rb = self.recipe_bytes(p)
+        usable = dev.memory_bytes * (1.0 - job.memory_reserve)
+        mem = self._memory(p, dense_p, expert_p, rb, m, p.rec, usable)
+        if lay.offload.any() or lay.layer_off.any():
+            off_mb = offload_per_mb_s(lay, comp, self.offload_input_table(p), self.host_link_bytes_per_s,
+                                      layer_bytes=self.activation_table(p, p.rec), offload_layers=mem["offload_layers"])
+        else:
+            off_mb = np.zeros_like(lay.tp)
+        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st)
         tr = self._trainable(lay, dense_p, expert_p, frozen, p)
         dp_comm, zero3_comm = dp_comm_s(lay, model, job, cluster, p, comp, dense_p, expert_p, tr, st)
         optimizer = optimizer_s(cluster, p, dev, self.eff, tr, rb["grads"])
@@ -272,8 +278,6 @@ class StepModel:
         f_model, f_hw = self._flops_per_token(p.rec, frozen)
         peak = np.asarray([compute_peak(dev, PRECISIONS[i]) for i in range(len(PRECISIONS))])[p.prec]
         busy = np.clip((compute_total + m * comp.recompute + optimizer) / step, 0.0, 1.0)
-        mem = self._memory(p, dense_p, expert_p, rb, m, p.rec)
-        usable = dev.memory_bytes * (1.0 - job.memory_reserve)
         return StepArrays(
             compute_s=compute_total, recompute_s=m * comp.recompute, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
             ep_comm_s=m * ep_mb, pp_comm_s=pp_comm, bubble_s=bubble, dp_comm_s=dp_comm, zero3_comm_s=zero3_comm,
@@ -284,6 +288,7 @@ class StepModel:
             mem_weights=mem["weights"], mem_gradients=mem["grads"], mem_master=mem["master"],
             mem_optimizer=mem["opt"], mem_activations=mem["acts"], mem_workspace=mem["workspace"],
             mem_total=mem["total"], mem_usable=usable, fits=mem["total"] <= usable, mem_host=mem["host"],
+            mem_offload_layers=mem["offload_layers"],
             model_flops_per_token=float(f_model), hardware_flops_per_token=f_hw,
         )
 
@@ -329,9 +334,11 @@ class StepModel:
         return frozen_base_bytes_per_param(self.model, self.job.method)
 
     def _memory(self, p: PlanArrays, dense: np.ndarray, expert: np.ndarray, rb: dict[str, np.ndarray],
-                m: np.ndarray, rec: np.ndarray) -> dict[str, np.ndarray]:
+                m: np.ndarray, rec: np.ndarray, usable: float) -> dict[str, np.ndarray]:
         """Memory per device of every plan: :func:`xpuplan.perf.memory.training_memory_arrays`, the one
-        training-memory model, fed with this model's per-shape tables."""
+        training-memory model, fed with this model's per-shape tables (``usable``: the bytes a ``layer_offload``
+        plan offloads layers to fit in)."""
+        layer_off = rec == _REC_INDEX["layer_offload"]
         offload = rec == _REC_INDEX["offload"]
         full_rec = (rec == _REC_INDEX["full"]) | offload
         rebuilt = np.zeros(len(p))
@@ -347,10 +354,12 @@ class StepModel:
             act_per_layer=self.activation_table(p, rec), act_rebuilt_layer=rebuilt, act_output=self.output_table(p),
             frozen_base_bytes_per_param=self._frozen_base_bytes_per_param(),
             lora_params_total=float(self.lora_params_total),
-            act_host_layer=np.where(offload, self.offload_input_table(p), 0.0) if offload.any() else None)
+            act_host_layer=np.where(offload, self.offload_input_table(p), 0.0) if offload.any() else None,
+            layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable))
 
     def memory(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Memory per device of every plan in ``p`` without timing them (what ``evaluate`` reports)."""
         dense_p, expert_p = self.params_table(p)
-        return self._memory(p, dense_p, expert_p, self.recipe_bytes(p), p.ga.astype(float), p.rec)
+        return self._memory(p, dense_p, expert_p, self.recipe_bytes(p), p.ga.astype(float), p.rec,
+                            self.device.memory_bytes * (1.0 - self.job.memory_reserve))
 

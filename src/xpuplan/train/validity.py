@@ -227,6 +227,22 @@ def model_issues(model: ModelArch, *, tp: int, pp: int, vpp: int = 1, ep: int = 
     return [r for r in rules if r is not None]
 
 
+def rule_layer_offload(recompute: str, pp: int, stack: Any) -> PlanIssue | None:
+    """``layer_offload`` (whole layers' activations in host memory, no recomputation) needs a stack that can do it
+    (``TrainingStack.layer_offload``: Megatron-Core's CPU offloading) and no pipeline parallelism (Megatron-Core
+    refuses cpu_offloading with pipeline_model_parallel_size > 1)."""
+    if recompute != "layer_offload":
+        return None
+    if not getattr(stack, "layer_offload", False):
+        return PlanIssue("recompute", f"recompute layer_offload needs a training stack that offloads whole layers "
+                                      f"(megatron-core, nemo); {getattr(stack, 'id', '') or 'this stack'} does not: use "
+                                      "offload, full or selective")
+    if pp > 1:
+        return PlanIssue("pp", f"recompute layer_offload needs pp = 1 (got {pp}): Megatron-Core cannot offload "
+                               "activations with pipeline parallelism")
+    return None
+
+
 def plan_issues(
     plan: ParallelPlan,
     model: ModelArch,

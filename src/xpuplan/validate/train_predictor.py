@@ -10,7 +10,8 @@ inference is listed in the prediction's ``details``:
   torchtitan) unless given; cp = ep = 1;
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
 * recomputation: the fastest valid of none, selective and full, chosen with the micro-batch
-  (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is);
+  (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is), and layer_offload on stacks that offload
+  whole layers (Megatron-Core, NeMo: ``TrainingStack.layer_offload``, pp = 1);
 * kernels: eager for PyTorch-FSDP stacks unless the row says the run was compiled (torch.compile), fused for
   Megatron-style frameworks; a `power_cap_w` column (W) sets the board power limit (perf.power DVFS); a
   `scale_out_gbit_per_s` column the network bandwidth per device where the run's cluster differs from the
@@ -267,6 +268,10 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
     recompute = setup.recompute
     tp, pp = row.get("tp"), row.get("pp")
     recomputes: list[Recompute] = [recompute] if recompute is not None else list(INFERRED_RECOMPUTE)
+    if recompute is None and stack.layer_offload and known:
+        # Megatron-Core's activation offloading (pp = 1), for rows whose framework names such a stack (a row that
+        # names none falls back to the default stack, whose features it may not have)
+        recomputes.append("layer_offload")
     tp, pp = tp or 1, pp or 1
     cp = row.get("cp") or 1
     dp = row.get("dp")

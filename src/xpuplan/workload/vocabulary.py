@@ -10,8 +10,10 @@ from typing import Final, Literal, get_args
 #: Activation recomputation: none; selective (the attention core, Korthikanti et al. 2022); full
 #: (the whole layer's forward again in the backward); offload (full recomputation whose kept layer
 #: inputs wait in host memory instead of device memory: MaxText remat policies that offload
-#: ``decoder_layer_input``, activation offloading; the copies run under the layer's compute).
-Recompute = Literal["none", "selective", "full", "offload"]
+#: ``decoder_layer_input``, activation offloading; the copies run under the layer's compute);
+#: layer_offload (no recomputation; every activation of as many layers as the plan needs to fit waits
+#: in host memory between the layer's forward and backward: Megatron-Core --cpu-offloading-num-layers).
+Recompute = Literal["none", "selective", "full", "offload", "layer_offload"]
 RECOMPUTE_MODES: Final[tuple[str, ...]] = get_args(Recompute)
 
 #: Training GEMM precision: bf16/fp16 mixed precision, fp8 (Transformer Engine style, bf16 elsewhere), or

@@ -348,10 +348,10 @@
 
   /* plan key of a training plan: tp2-pp2-vpp8-dp128-cp2-ep1-sp1-z1-rnone-mb4-ga2-bf16 (train/plan.py) */
   function parseTrainKey(key) {
-    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off)-mb(\d+)-ga(\d+)-(\w+)$/.exec(key || "");
+    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off|loff)-mb(\d+)-ga(\d+)-(\w+)$/.exec(key || "");
     if (!m) return null;
     return {tp: +m[1], pp: +m[2], vpp: +m[3], dp: +m[4], cp: +m[5], ep: +m[6], zero: +m[8],
-      recompute: {none: "none", sel: "selective", full: "full", off: "offload"}[m[9]], micro_batch: +m[10], precision: m[12]};
+      recompute: {none: "none", sel: "selective", full: "full", off: "offload", loff: "layer_offload"}[m[9]], micro_batch: +m[10], precision: m[12]};
   }
 
   async function memoryOf(r, p) {
@@ -381,7 +381,7 @@
     const mems = await Promise.all(rows.map(x => memoryOf(r, x.p).catch(() => null)));
     const ok = rows.map((x, i) => ({...x, m: mems[i]})).filter(x => x.m).reverse();
     if (!ok.length) { emptyChart("ch-memory", t("web.chart.no_memory")); return; }
-    // an offloaded plan keeps its layer inputs in host memory: not device memory, so named beside the bar
+    // an offloaded plan keeps activations in host memory (layer inputs, or whole layers): not device memory, so named beside the bar
     const ys = ok.map(x => `${x.o.rank}. ${x.p.hardware} · ${roleName(x.p.role)}` +
       (x.m.host ? `<br>${t("web.mem.host_suffix", {gb: (x.m.host / 1e9).toFixed(1)})}` : ""));
     const segs = [...new Set(ok.flatMap(x => Object.keys(x.m.segments)))];
