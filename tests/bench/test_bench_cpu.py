@@ -85,7 +85,7 @@ def test_quick_run_calibrate_and_validate_within_tolerance(db_url: str, monkeypa
     out = json.loads(res.stdout)
     assert out["status"] == "completed" and out["device_id"] == GENERIC_CPU_ID
     kinds = {r["kind"] for r in out["records"]}
-    assert kinds >= {"overhead", "gemm", "membw", "attention", "dispatch", "model_step"}
+    assert kinds >= {"overhead", "host_sync", "gemm", "membw", "attention", "dispatch", "model_step"}
     assert out["environment"]["torch"] == torch.__version__ and "cpu.cpu_count" in out["environment"]
     head = out["headline"]
     assert head["gemm_best_tflops"]["fp32"] > 0 and head["stream_gb_per_s"]["triad"] > 0
@@ -94,7 +94,7 @@ def test_quick_run_calibrate_and_validate_within_tolerance(db_url: str, monkeypa
     assert res.exit_code == 0, res.output
     cal = json.loads(res.stdout)
     assert {"gemm_peak_fraction", "gemm_half_dim", "memory_bw_fraction", "attention_peak_fraction",
-            "kernel_overhead_s"} <= set(cal["fitted"])
+            "kernel_overhead_s", "host_sync_s"} <= set(cal["fitted"])
 
     monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "1")
     res = runner.invoke(app, ["validate", "--local", "latest", "--json"])
@@ -113,7 +113,7 @@ def test_quick_run_calibrate_and_validate_within_tolerance(db_url: str, monkeypa
 def test_only_and_bad_options(db_url: str) -> None:
     res = runner.invoke(app, ["bench", "run", "--device", "cpu", "--quick", "--only", "overhead", "--json"])
     assert res.exit_code == 0, res.output
-    assert {r["kind"] for r in json.loads(res.stdout)["records"]} == {"overhead"}
+    assert {r["kind"] for r in json.loads(res.stdout)["records"]} == {"overhead", "host_sync"}
     res = runner.invoke(app, ["validate", "--local", "latest"])
     assert res.exit_code == 2 and "no model-step measurements" in res.output
     for args, needle in ((["--only", "gpu-magic"], "unknown benchmark"), (["--dtype", "fp64"], "expected fp32"),

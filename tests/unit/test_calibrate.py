@@ -106,6 +106,26 @@ def test_fit_recovers_known_parameters() -> None:
     assert not fit.warnings
 
 
+def test_host_sync_is_fitted_from_the_round_trip_and_the_eager_operations_after_it() -> None:
+    """The MoE dispatcher's per-layer sync (host_sync_s): the measured round trip (a tiny reduction read by the
+    host) plus MOE_POST_SYNC_OPS tiny operations; without a host_sync measurement the default stays."""
+    from xpuplan.catalog.efficiency import DEFAULT_HOST_SYNC_S, MOE_POST_SYNC_OPS
+
+    dev, truth = _truth()
+    pts = synthetic_points()
+    assert fit_efficiency(dev, pts, main_dtype="bf16").efficiency.host_sync_s == DEFAULT_HOST_SYNC_S
+    fit = fit_efficiency(dev, pts + [Point("host_sync", "sync", "int32", 12e-6)], main_dtype="bf16")
+    assert fit.efficiency.host_sync_s == pytest.approx(12e-6 + MOE_POST_SYNC_OPS * truth.kernel_overhead_s)
+    assert "host_sync_s" in fit.params and "host_sync_s" not in fit.skipped
+    # the planner's MoE layer pays the calibrated figure
+    from xpuplan.models import get_model
+    from xpuplan.train.compute import layer_compute
+
+    lc = layer_compute(get_model("qwen3-30b-a3b"), dev, fit.efficiency, micro_batch=1, seq_len=4096, tp=1, cp=1, ep=8,
+                       sp=False, precision="bf16")
+    assert lc.moe_sync == fit.efficiency.host_sync_s
+
+
 def _prefill(dev, eff, kernel: str | None) -> list[Point]:
     params = {"phase": "prefill"} | ({"kernel": kernel} if kernel else {})
     out = []

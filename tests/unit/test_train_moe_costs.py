@@ -45,7 +45,7 @@ def _without_new_terms(monkeypatch) -> None:
     """The MoE layer as costed before the per-layer fixed costs and the narrow-K term existed."""
     monkeypatch.setattr(compute, "MOE_ROUTER_BYTES_PER_SCORE", 0.0)
     monkeypatch.setattr(compute, "MOE_PROBS_BYTES_PER_ELEMENT", 0.0)
-    monkeypatch.setattr(compute, "MOE_HOST_SYNC_S", 0.0)
+    monkeypatch.setattr(compute, "moe_host_sync_s", lambda eff: 0.0)
     monkeypatch.setattr(ops, "GEMM_K_TILE_OVERHEAD", 0.0)
     monkeypatch.setattr(compute, "routed_rows", lambda *a: (1.0, 1.0))
 

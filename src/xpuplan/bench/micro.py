@@ -1,5 +1,6 @@
 """Microbenchmarks: GEMM by precision and shape, memory bandwidth (STREAM copy/scale/add/triad),
-scaled-dot-product attention for prefill and decode shapes, and per-operation dispatch overhead.
+scaled-dot-product attention for prefill and decode shapes, per-operation dispatch overhead and the
+host-device synchronisation round trip.
 
 Each benchmark is a :class:`BenchCase` whose ``run`` builds its tensors, times the operation and
 returns a :class:`~xpuplan.store.records.Record` with the achieved rate and the FLOP and bytes of
@@ -353,6 +354,23 @@ def overhead_case(backend: Backend, op: str, plan: TimingPlan) -> BenchCase:
     return BenchCase("overhead", name, run)
 
 
+def host_sync_case(backend: Backend, plan: TimingPlan) -> BenchCase:
+    """Host-device synchronisation round trip: a tiny reduction whose result the host reads (``.item()``), as a
+    dropless MoE dispatcher reads its per-expert token counts every layer forward. Record kind ``host_sync``;
+    calibration turns it into the efficiency parameter ``host_sync_s`` (with the per-operation overhead)."""
+    name = "host_sync counts.sum().item()"
+
+    def run() -> Record | None:
+        import torch
+
+        counts = torch.ones(128, device=backend.torch_device, dtype=torch.int32)
+        t = time_fn(lambda: counts.sum().item(), backend.synchronize, plan)
+        return Record(kind="host_sync", name=name, dtype="int32", metric="time_us", value=t.best_s / units.US,
+                      unit="µs", time_s=t.best_s, flops=None, bytes=None, params={"op": "sum+item", **_timing_params(t)})
+
+    return BenchCase("host_sync", name, run)
+
+
 def micro_cases(backend: Backend, sweep: Sweep, plan: TimingPlan, *, primary_dtype: str,
                 only: set[str] | None = None) -> list[BenchCase]:
     """All microbenchmark cases for one run, cheapest first within each family."""
@@ -363,6 +381,7 @@ def micro_cases(backend: Backend, sweep: Sweep, plan: TimingPlan, *, primary_dty
 
     if want("overhead"):
         cases += [overhead_case(backend, op, plan) for op in OVERHEAD_OPS]
+        cases.append(host_sync_case(backend, plan))
     if want("gemm"):
         for dtype in sweep.gemm_dtypes:
             cases += [gemm_case(backend, dtype, s, s, s, plan, "square") for s in sweep.gemm_squares]

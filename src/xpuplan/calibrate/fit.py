@@ -9,7 +9,8 @@ The fitted model is perf's roofline (``perf.roofline.op_time``)::
 Parameters are fitted one family at a time, each from the measurements that isolate it:
 
 1. ``kernel_overhead_s``: decode step of a tiny model (all dispatch, no work) per operation of
-   the planner's op list (else the median time of tiny single operations);
+   the planner's op list (else the median time of tiny single operations); ``host_sync_s`` (the MoE
+   dispatcher's per-layer sync): the measured host-device round trip plus ``MOE_POST_SYNC_OPS`` tiny operations;
 2. ``memory_bw_fraction``: geometric mean of the median STREAM bandwidth (copy/scale/add/triad at
    the largest size) and the median decode-attention bandwidth (KV-cache reads);
 3. ``gemm_peak_fraction`` and ``gemm_half_dim``: least absolute log error over every GEMM of
@@ -43,7 +44,7 @@ import numpy as np
 
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
-from xpuplan.catalog.efficiency import Efficiency
+from xpuplan.catalog.efficiency import MOE_POST_SYNC_OPS, Efficiency
 from xpuplan.perf.links import device_links
 from xpuplan.perf.roofline import LOW_PRECISION, OpCost, compute_peak, op_time
 
@@ -207,6 +208,18 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
     else:
         skipped["kernel_overhead_s"] = "no overhead measurements"
     overhead = values.get("kernel_overhead_s", base.kernel_overhead_s)
+
+    # 1b. MoE dispatcher sync: the measured round trip (a tiny reduction read by the host) plus the eager
+    # operations the host issues after it, each at the measured time of a tiny single operation (what the
+    # host spends to issue one; the per-planner-op figure above when none was timed)
+    syncs = by_kind.get("host_sync", [])
+    if syncs:
+        per_op = statistics.median(p.time_s for p in over) if over else overhead
+        values["host_sync_s"] = statistics.median(p.time_s for p in syncs) + MOE_POST_SYNC_OPS * per_op
+        fitted["host_sync_s"] = ParamFit(values["host_sync_s"], base.host_sync_s, len(syncs), None,
+                                         f"host-device round trip + {MOE_POST_SYNC_OPS} eager operations")
+    else:
+        skipped["host_sync_s"] = "no host_sync measurement (bench runs before 0.4.6)"
 
     # 2. memory bandwidth: STREAM kernels and decode attention (reading the KV cache) are the two
     # kinds of memory-bound work the planner times with memory_bw_fraction. Each family gives the
@@ -459,7 +472,7 @@ def _check(p: Point, device: Device, eff: Efficiency) -> dict[str, Any]:
 def point_from_measurement(m: Any) -> Point | None:
     """A fit point from a stored :class:`~xpuplan.store.models.Measurement` (None if not usable)."""
     params = dict(m.params or {})
-    if m.kind in ("gemm", "attention", "membw", "overhead", "dispatch"):
+    if m.kind in ("gemm", "attention", "membw", "overhead", "dispatch", "host_sync"):
         if not m.time_s:
             return None
         min_dim = math.inf

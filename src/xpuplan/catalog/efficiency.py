@@ -14,6 +14,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: Device idle per MoE layer forward while the dropless dispatcher brings the per-expert token counts to the
+#: host: a synchronising device-to-host round trip, ~6 µs (NVIDIA developer blog "Getting Started with CUDA
+#: Graphs", A. Gray, 2019-09: a 2.9 µs kernel costs 9.6 µs per launch with a stream sync after each, 3.8 µs
+#: without), plus ~4 eager PyTorch operations issued after it at ~10 µs of host time each (operator dispatch +
+#: cudaLaunchKernel): 50 µs, chosen from these figures, not fitted to any run. ``xpuplan calibrate`` replaces it
+#: with the measured round trip plus :data:`MOE_POST_SYNC_OPS` measured operations.
+DEFAULT_HOST_SYNC_S = 50e-6
+#: Eager operations the host issues between the dispatcher's sync and the next kernel (the split bookkeeping
+#: and the all-to-all launch), each costing one measured per-operation overhead in a calibration.
+MOE_POST_SYNC_OPS = 4
+
 #: Names of the tunable parameters, in the order of :class:`Efficiency`.
 EFFICIENCY_FIELDS = (
     "gemm_peak_fraction",
@@ -23,6 +34,7 @@ EFFICIENCY_FIELDS = (
     "attention_fa2_peak_fraction",
     "memory_bw_fraction",
     "kernel_overhead_s",
+    "host_sync_s",
     "scale_up_bw_fraction",
     "scale_out_bw_fraction",
     "scale_up_latency_s",
@@ -52,6 +64,13 @@ class Efficiency(BaseModel):
         description="FlashAttention-2-class kernels on this device vs dense peak (None: attention_peak_fraction)")
     memory_bw_fraction: float = Field(gt=0, le=1, description="achievable fraction of peak memory bandwidth")
     kernel_overhead_s: float = Field(ge=0, description="fixed launch/dispatch cost per kernel, seconds")
+    # A dropless MoE dispatcher copies the per-expert token counts to the host every layer forward and waits:
+    # the device idles for the synchronising round trip and the eager operations the host issues after it
+    # (train.compute.moe_host_sync_s). The default is chosen from public launch figures; `xpuplan calibrate`
+    # measures it (bench kind ``host_sync``).
+    host_sync_s: float = Field(default=DEFAULT_HOST_SYNC_S, ge=0,
+                               description="device idle per MoE layer forward while the dispatcher syncs with the "
+                                           "host (round trip + the eager operations issued after it), seconds")
     # Links: None means the link type's default (catalog/data/link_types.yaml, applied by perf.links);
     # a calibration profile sets them from this device's own collective measurements.
     scale_up_bw_fraction: float | None = Field(
@@ -110,6 +129,7 @@ class EfficiencyOverrides(BaseModel):
     attention_fa2_peak_fraction: float | None = Field(default=None, gt=0, le=1)
     memory_bw_fraction: float | None = Field(default=None, gt=0, le=1)
     kernel_overhead_s: float | None = Field(default=None, ge=0)
+    host_sync_s: float | None = Field(default=None, ge=0)
     scale_up_bw_fraction: float | None = Field(default=None, gt=0, le=1)
     scale_out_bw_fraction: float | None = Field(default=None, gt=0, le=1)
     scale_up_latency_s: float | None = Field(default=None, ge=0)

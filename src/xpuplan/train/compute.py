@@ -19,6 +19,7 @@ from typing import Final
 import numpy as np
 
 from xpuplan.catalog.device import Device
+from xpuplan.catalog.efficiency import DEFAULT_HOST_SYNC_S
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_attention_core_per_token, mean_causal_context, mean_local_context
@@ -89,8 +90,17 @@ MOE_PROBS_BYTES_PER_ELEMENT: Final = 4.0
 #: costs 9.6 µs per launch with a stream sync after each, 3.8 µs without), plus ~4 eager PyTorch operations issued
 #: after it at ~10 µs of host time each (PyTorch operator dispatch + cudaLaunchKernel). Chosen from
 #: these figures, not fitted to any run; conservative (the lost host run-ahead after the sync, which
-#: can leave the device starved for longer when the next kernels are short, is not counted).
-MOE_HOST_SYNC_S: Final = 50e-6
+#: can leave the device starved for longer when the next kernels are short, is not counted). The default of
+#: the efficiency parameter ``host_sync_s`` (catalog.efficiency.DEFAULT_HOST_SYNC_S), which a calibration
+#: replaces with the device's measured round trip plus MOE_POST_SYNC_OPS measured operations.
+MOE_HOST_SYNC_S: Final = DEFAULT_HOST_SYNC_S
+
+
+def moe_host_sync_s(eff: Efficiency) -> float:
+    """Device idle per MoE layer forward while the dispatcher syncs with the host: the device's
+    ``host_sync_s`` (default :data:`MOE_HOST_SYNC_S`; calibrated by ``xpuplan calibrate`` from the bench's
+    ``host_sync`` and ``overhead`` measurements)."""
+    return eff.host_sync_s
 
 #: MoE load imbalance: with auxiliary-loss balancing the busiest expert-parallel rank still gets
 #: ~10-20% more tokens than the mean, and every rank waits for it; expert GEMM time x this factor.
@@ -367,7 +377,7 @@ def layer_compute(
         kv_up = cost_gemm(tokens, heads_dev * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank,
                           name="mla kv up-projection")
         up = sum(_op_seconds(op, device, precision, eff) for op in (q_up, kv_up) if op is not None)
-    sync = MOE_HOST_SYNC_S if model.moe is not None and moe_host_sync else 0.0
+    sync = moe_host_sync_s(eff) if model.moe is not None and moe_host_sync else 0.0
     return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up, sync)
 
 
