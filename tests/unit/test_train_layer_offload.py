@@ -129,3 +129,15 @@ def test_emit_turns_on_megatron_cpu_offloading_with_the_count():
     with pytest.raises(UserInputError) as err:
         emit_launch(e.plan, m, cl, job, "deepspeed", training_stack("nemo"), offload_layers=n)
     assert err.value.field == "emit"
+
+
+def test_a_search_for_layer_offload_alone_says_why_it_cannot_run():
+    m = get_model("llama3-8b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 8)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=64 * 4096)
+    with pytest.raises(UserInputError) as e:
+        search_plans(m, c, job, space=SearchSpace(recompute=["layer_offload"]), stack=training_stack("torchtitan"))
+    assert e.value.field == "recompute"
+    with pytest.raises(UserInputError) as e:
+        search_plans(m, c, job, space=SearchSpace(recompute=["layer_offload"], pp=[2, 4]), stack=training_stack("nemo"))
+    assert e.value.field == "pp"
