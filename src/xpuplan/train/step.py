@@ -137,7 +137,7 @@ class StepModel:
             self.eff = self.eff.at_clock(self.clock_fraction)
         #: what one device's activation-offload copies get of its host link, per direction, all devices copying
         #: at once (perf.links.host_copy_bytes_per_s)
-        self.host_link_bytes_per_s = host_copy_bytes_per_s(device)
+        self.host_copy_bytes_per_s = host_copy_bytes_per_s(device)
         self._compute: dict[tuple[int, ...], LayerCompute] = {}
         self._params: dict[tuple[int, ...], tuple[float, float]] = {}
         self._acts: dict[tuple[int, ...], float] = {}
@@ -260,7 +260,7 @@ class StepModel:
         usable = dev.memory_bytes * (1.0 - job.memory_reserve)
         mem = self._memory(p, dense_p, expert_p, rb, m, p.rec, usable)
         if lay.offload.any() or lay.layer_off.any():
-            off_mb = offload_per_mb_s(lay, comp, self.offload_input_table(p), self.host_link_bytes_per_s,
+            off_mb = offload_per_mb_s(lay, comp, self.offload_input_table(p), self.host_copy_bytes_per_s,
                                       layer_bytes=self.activation_table(p, p.rec), offload_layers=mem["offload_layers"])
         else:
             off_mb = np.zeros_like(lay.tp)
