@@ -129,3 +129,10 @@ def test_nvidia_training_systems_name_their_compute_nics(device_id):
     d = load_catalog().get(device_id)
     f = d.figure("scale_out.nic_gbit_per_s_per_device")
     assert f.value >= 400 * GBIT and f.source.url.startswith("https://")
+
+
+def test_v100_servers_had_less_network_than_the_default_assumes():
+    """DGX-1 and DGX-2 gave each V100 50 Gb/s of EDR InfiniBand (Megatron-LM 2019 ran on DGX-2H): half the
+    100 Gb/s default a device without a NIC figure gets."""
+    f = load_catalog().get("nvidia-v100-sxm-32gb").figure("scale_out.nic_gbit_per_s_per_device")
+    assert f.value == 50 * GBIT and "1909.08053" in (f.source.url or "")
