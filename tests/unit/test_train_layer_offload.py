@@ -141,3 +141,12 @@ def test_a_search_for_layer_offload_alone_says_why_it_cannot_run():
     with pytest.raises(UserInputError) as e:
         search_plans(m, c, job, space=SearchSpace(recompute=["layer_offload"], pp=[2, 4]), stack=training_stack("nemo"))
     assert e.value.field == "pp"
+
+
+def test_memory_train_applies_the_same_layer_offload_rule():
+    from typer.testing import CliRunner
+
+    from xpuplan.cli.main import app
+
+    r = CliRunner().invoke(app, ["memory", "train", "--model", "llama3-8b", "--recompute", "layer_offload", "--pp", "2"])
+    assert r.exit_code == 2 and "--pp" in r.output and "pipeline parallelism" in r.output and "Traceback" not in r.output

@@ -111,15 +111,17 @@ class MemoryInferResult(Result):
 # =================================================================================================
 # memory train
 # =================================================================================================
-def _train_layout_issues(req: MemoryTrainRequest, model: Any) -> None:
-    """The training planner's structural rules for this layout (UserInputError naming the flag)."""
+def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> None:
+    """The training planner's structural rules for this layout and the training stack (UserInputError naming
+    the flag)."""
     from xpuplan.train import validity
 
     sp = req.tp > 1
     issues = validity.model_issues(model, tp=req.tp, pp=req.pp, vpp=req.vpp, ep=req.ep)
     issues += [i for i in (validity.rule_vpp_needs_pp(req.pp, req.vpp), validity.rule_cp_divides_seq(req.cp, req.seq),
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
-                           validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp)) if i is not None]
+                           validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
+                           validity.rule_layer_offload(req.recompute, req.pp, stack)) if i is not None]
     if issues:
         first = issues[0]
         field = {"seq_len": "--seq", "micro_batch": "--micro-batch", "zero_stage": "--zero"}.get(
@@ -135,16 +137,14 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
-    _train_layout_issues(req, m)
+    stack = ctx.assumptions().training_stack(None)  # the default stack: its conventions and capabilities
+    _train_layout_issues(req, m, stack)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
     gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (
         default_recipe_for(p), default_recipe_for(p, fp8_primary_weights=True))), "bf16")
-    lin_bytes = saved_linear_input_bytes(gemm_precision, ctx.assumptions().training_stack(None).fp8_saved_activations)
+    lin_bytes = saved_linear_input_bytes(gemm_precision, stack.fp8_saved_activations)
     dev = ctx.device(req.hw) if req.hw else None
     usable_bytes = dev.memory_bytes * (1 - req.reserve) if dev is not None else None
-    if req.recompute == "layer_offload" and req.pp > 1:
-        raise UserInputError(f"recompute layer_offload needs pp = 1 (got {req.pp}): Megatron-Core cannot offload "
-                             "activations with pipeline parallelism", field="--pp")
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
@@ -164,7 +164,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
             reasons=[f"{mem.total / 1e9:,.1f} GB per device > {res.usable_bytes / 1e9:,.1f} GB usable "  # type: ignore[operator]
                      f"({1 - req.reserve:.0%} of {dev.memory_bytes / 1e9:,.1f} GB)"],
             hint="`xpuplan train search` finds a layout that fits; more tp/pp/dp, ZeRO 3, full recompute or "
-                 "activation offload (--recompute offload) help",
+                 "activation offload (--recompute offload or layer_offload) help",
             result=res)
     return res
 

@@ -272,10 +272,8 @@ def search_plans(
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     if space.recompute is not None and set(space.recompute) == {"layer_offload"}:
         # only Megatron-Core's activation offloading asked for: say why nothing could be enumerated
-        validity.raise_first([i for i in (validity.rule_layer_offload("layer_offload", 1, sm.stack),) if i])
-        if space.pp is not None and 1 not in space.pp:
-            validity.raise_first([i for i in (validity.rule_layer_offload("layer_offload", min(space.pp), sm.stack),)
-                                  if i])
+        pp = 1 if space.pp is None or 1 in space.pp else min(space.pp)
+        validity.raise_first([i for i in (validity.rule_layer_offload("layer_offload", pp, sm.stack),) if i])
     t0 = time.perf_counter()
     evaluated = feasible = 0
     candidates: list[tuple[float, str, TrainEstimate]] = []
