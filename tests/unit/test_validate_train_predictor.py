@@ -121,7 +121,8 @@ def test_vpp_candidates_follow_the_stack_schedule():
     assert inferred_vpp_candidates(32, 1, core) == [1]  # no pipeline
     assert inferred_vpp_candidates(32, 4, legacy) == [1]  # plain 1F1B stack
     assert inferred_vpp_candidates(32, 4, core, known=False) == [1]  # unrecognised framework: no assumption
-    assert inferred_vpp_candidates(30, 4, core) == [1, 2, 3, 4, 5, 6, 7]  # uneven stages: a layer per virtual stage
+    # uneven stages: a layer per virtual stage, or the embedding's / the loss's slot (30 + 2 = 4 x 8)
+    assert inferred_vpp_candidates(30, 4, core) == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_blank_vpp_is_inferred_for_an_interleaving_stack_only():
@@ -228,3 +229,17 @@ def test_scale_out_column_is_checked_when_read(tmp_path):
     with pytest.raises(UserInputError) as exc:
         read_rows(f)
     assert exc.value.field == "scale_out_gbit_per_s" and exc.value.line == 2
+
+
+def test_torchtitan_rows_without_micro_batch_split_each_rank_batch_into_pp_micro_batches():
+    # torchtitan: pipeline_parallel_microbatches defaults to the pipeline degree (config_manager.py)
+    cols = dict(GPT, tp="1", pp="4", zero_stage="3", global_batch_tokens=str(64 * 2048))  # 32 seqs per replica
+    p = predict(row(**dict(cols, framework="torchtitan (FSDP2)")))
+    assert p.details["plan"].endswith("-mb8-ga4-bf16")
+    assert "pp micro-batches" in str(p.details["inferred"]["micro_batch"])
+    # a stack without that default keeps the fastest valid micro-batch
+    q = predict(row(**dict(cols, framework="Megatron-LM", source="Test 2024")))
+    assert isinstance(q.details["inferred"]["micro_batch"], int)
+    # a stated micro-batch wins
+    r = predict(row(**dict(cols, framework="torchtitan (FSDP2)", micro_batch="2")))
+    assert "-mb2-" in r.details["plan"] and "micro_batch" not in r.details["inferred"]

@@ -68,6 +68,11 @@ class TrainingStack(_Strict):
     moe_host_sync: bool = Field(default=True, description="the dropless MoE dispatcher copies the per-expert token "
                                                           "counts to the host every MoE layer forward (a device-host "
                                                           "sync); false for static-shape (XLA) stacks")
+    pipeline_microbatches_default_pp: bool = Field(
+        default=False, description="with pp > 1 and no micro-batch count set, the stack splits each data-parallel "
+                                   "rank's batch into pp micro-batches (torchtitan: pipeline_parallel_microbatches "
+                                   "defaults to the pipeline degree); a run that does not state its micro-batch is "
+                                   "inferred to use that split instead of the fastest valid one")
     note: str = ""
     sources: tuple[str, ...] = Field(min_length=1)
     cp_algorithm: CpAlgorithm = Field(

@@ -23,6 +23,7 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import expert_tensor_parallel
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan
+from xpuplan.train.validity import EDGE_PIPELINE_SLOTS
 from xpuplan.workload.training import TrainingJob
 
 FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
@@ -75,6 +76,14 @@ def _uneven(model: ModelArch, plan: ParallelPlan) -> tuple[int, int] | None:
     rest = L - mid * (pp - 2)
     first = rest // 2
     return first, rest - first
+
+
+def _edge_slots(model: ModelArch, plan: ParallelPlan) -> bool:
+    """The uneven split is Megatron-Core's embedding/loss accounting: L + 2 slots divide evenly over
+    pp·vpp virtual stages (the first holds the embedding in place of a layer, the last the loss), the
+    split :func:`_uneven` describes (validity.EDGE_PIPELINE_SLOTS)."""
+    k = plan.pp * plan.vpp
+    return plan.pp > 1 and model.n_layers % k != 0 and (model.n_layers + EDGE_PIPELINE_SLOTS) % k == 0
 
 
 def _train_iters(job: TrainingJob, plan: ParallelPlan) -> int:
@@ -161,7 +170,9 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
     if plan.vpp > 1:
         a += ["--num-virtual-stages-per-pipeline-rank", str(plan.vpp)]
     un = _uneven(model, plan)
-    if un:
+    if un and _edge_slots(model, plan):
+        a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    elif un:
         a += ["--decoder-first-pipeline-num-layers", str(un[0]), "--decoder-last-pipeline-num-layers", str(un[1])]
         if plan.vpp > 1:
             notes.append("uneven stages with virtual pipelining: check the layer split with --pipeline-model-parallel-layout")
@@ -272,7 +283,9 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
          "--seq_length", str(job.seq_len), "--max_steps", str(_train_iters(job, plan))]
     if plan.vpp > 1:
         a += ["--virtual_pipeline_model_parallel_size", str(plan.vpp)]
-    if _uneven(model, plan):
+    if _uneven(model, plan) and _edge_slots(model, plan):
+        over += ["model.account_for_embedding_in_pipeline_split=true", "model.account_for_loss_in_pipeline_split=true"]
+    elif _uneven(model, plan):
         first, last = _uneven(model, plan) or (0, 0)
         over += [f"model.num_layers_in_first_pipeline_stage={first}", f"model.num_layers_in_last_pipeline_stage={last}"]
     over += [f"model.sequence_parallel={str(plan.sp and plan.tp > 1).lower()}"]

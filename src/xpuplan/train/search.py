@@ -90,14 +90,15 @@ def _allowed(values: list[int], restrict: Sequence[int] | None) -> list[int]:
 def vpp_options(n_layers: int, pp: int, *, uneven: bool) -> list[int]:
     """Virtual pipeline stages per device worth trying: 1 without PP; the divisors of layers/pp up to
     :data:`MAX_VPP` when pp divides the layers; with uneven stages allowed and pp not dividing the
-    layers, any vpp up to :data:`MAX_VPP` that leaves every virtual stage a layer."""
+    layers, any vpp up to :data:`MAX_VPP` that leaves every virtual stage a layer, or the embedding or
+    the loss (:data:`~xpuplan.train.validity.EDGE_PIPELINE_SLOTS`)."""
     if pp <= 1:
         return [1]
     if n_layers % pp == 0:
         return [v for v in _divisors(n_layers // pp) if v <= MAX_VPP]
     if not uneven:
         return []
-    return [v for v in range(1, MAX_VPP + 1) if pp * v <= n_layers]
+    return [v for v in range(1, MAX_VPP + 1) if pp * v <= n_layers + validity.EDGE_PIPELINE_SLOTS]
 
 
 def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,

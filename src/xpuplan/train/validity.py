@@ -133,11 +133,21 @@ def rule_tp_divides_kv_heads(tp: int, model: ModelArch) -> PlanIssue | None:
     return None
 
 
+#: Pipeline slots the embedding and the loss may take in an uneven split: Megatron-Core's
+#: account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split count each as one layer,
+#: so L + 2 slots are divided over pp·vpp virtual stages and the first (last) virtual stage may hold the
+#: embedding (loss) alone (megatron/core/transformer/transformer_block.py get_num_layers_to_build;
+#: NVIDIA's Llama 3.1 405B recipes: 126 layers on PP 16 x VP 8 = 128 virtual stages).
+EDGE_PIPELINE_SLOTS = 2
+
+
 def rule_pp_layers(pp: int, vpp: int, model: ModelArch, *, uneven_pipeline: bool = False) -> PlanIssue | None:
-    """pp·vpp divides the layers; with ``uneven_pipeline`` it need only not exceed them."""
+    """pp·vpp divides the layers; with ``uneven_pipeline`` it need only not exceed them plus the
+    embedding's and the loss's slots (:data:`EDGE_PIPELINE_SLOTS`)."""
     if uneven_pipeline:
-        if pp * vpp > model.n_layers:
-            return PlanIssue("pp", f"pp·vpp ({pp}·{vpp}) exceeds n_layers ({model.n_layers})")
+        if pp * vpp > model.n_layers + EDGE_PIPELINE_SLOTS:
+            return PlanIssue("pp", f"pp·vpp ({pp}·{vpp}) exceeds n_layers ({model.n_layers}) plus the embedding's "
+                                   f"and the loss's pipeline slots ({EDGE_PIPELINE_SLOTS})")
         return None
     if model.n_layers % (pp * vpp):
         what = f"pp·vpp ({pp}·{vpp})" if vpp > 1 else f"pp ({pp})"

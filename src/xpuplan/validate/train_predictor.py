@@ -297,6 +297,9 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
     per_replica = job.global_batch_seqs // (dp or n // (tp * pp * cp))
     micros = [mb] if mb is not None else [d for d in range(1, min(per_replica, MAX_MICRO_BATCH) + 1)
                                           if per_replica % d == 0]
+    stack_split = mb is None and known and stack.pipeline_microbatches_default_pp and pp > 1 and per_replica % pp == 0
+    if stack_split:
+        micros = [per_replica // pp]  # the stack's default split: pp micro-batches per step
     best: TrainEstimate | None = None
     first_error: UserInputError | None = None
     for rec in recomputes:
@@ -315,7 +318,8 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
             raise first_error
         raise UserInputError("no micro-batch size gives a valid plan", field="micro_batch")
     if mb is None:
-        inferred["micro_batch"] = best.plan.micro_batch
+        inferred["micro_batch"] = (f"{best.plan.micro_batch} ({stack.id}'s default: pp micro-batches per step)"
+                                   if stack_split else best.plan.micro_batch)
     if recompute is None and "recompute" not in inferred:
         inferred["recompute"] = best.plan.recompute
     if len(vpps) > 1:
