@@ -57,3 +57,36 @@ def test_other_uneven_splits_keep_first_and_last_stage_sizes():
     first = int(a[a.index("--decoder-first-pipeline-num-layers") + 1])
     last = int(a[a.index("--decoder-last-pipeline-num-layers") + 1])
     assert first + last + 3 * 26 == 126
+
+
+def _titan_virtual_stages(argv: tuple[str, ...], n_layers: int) -> int:
+    """torchtitan's count (torchtitan/distributed/pipeline_parallel.py): ceil((L + first + last) / layers_per_stage),
+    first/last-stage-less-layers defaulting to 1."""
+    def opt(flag: str, default: int) -> int:
+        return int(argv[argv.index(flag) + 1]) if flag in argv else default
+    lps = opt("--parallelism.pipeline-parallel-layers-per-stage", 0)
+    first = opt("--parallelism.pipeline-parallel-first-stage-less-layers", 1)
+    last = opt("--parallelism.pipeline-parallel-last-stage-less-layers", 1)
+    return -(-(n_layers + first + last) // lps)
+
+
+def test_torchtitan_gets_exactly_the_plans_virtual_stages():
+    from xpuplan.models import get_model as gm
+    for model_id, pp, vpp in (("llama3.1-405b", 16, 8), ("llama3-70b", 4, 5), ("llama3-8b", 4, 2)):
+        m = gm(model_id)
+        plan = ParallelPlan(tp=8, pp=pp, vpp=vpp, dp=8, sp=True, zero_stage=1, recompute="selective", micro_batch=1,
+                            grad_accum=pp * 2, precision="bf16")
+        c = Cluster.from_catalog("H100", plan.n_devices, efficiency=default_efficiency())
+        argv = emit_launch(plan, m, c, TrainingJob(seq_len=8192), "torchtitan").commands[0].argv
+        assert _titan_virtual_stages(argv, m.n_layers) == pp * vpp, (model_id, argv)
+
+
+def test_torchtitan_even_one_f_one_b_split_is_even():
+    from xpuplan.models import get_model as gm
+    plan = ParallelPlan(tp=8, pp=4, vpp=1, dp=2, sp=True, zero_stage=1, recompute="selective", micro_batch=1,
+                        grad_accum=8, precision="bf16")
+    c = Cluster.from_catalog("H100", plan.n_devices, efficiency=default_efficiency())
+    argv = emit_launch(plan, gm("llama3-8b"), c, TrainingJob(seq_len=8192), "torchtitan").commands[0].argv
+    assert "--parallelism.pipeline-parallel-layers-per-stage" not in argv  # one stage per rank
+    i = argv.index("--parallelism.pipeline-parallel-first-stage-less-layers")
+    assert argv[i + 1] == "0"  # 32 layers as 8 + 8 + 8 + 8, as planned

@@ -373,8 +373,23 @@ def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
     if plan.pp > 1:
         a += ["--parallelism.pipeline-parallel-schedule", "Interleaved1F1B" if plan.vpp > 1 else "1F1B",
               "--parallelism.pipeline-parallel-microbatch-size", str(plan.micro_batch)]
-        if plan.vpp > 1 and model.n_layers % (plan.pp * plan.vpp) == 0:
-            a += ["--parallelism.pipeline-parallel-layers-per-stage", str(model.n_layers // (plan.pp * plan.vpp))]
+        # torchtitan makes ceil((L + first + last) / layers_per_stage) virtual stages, the embedding and the output
+        # weighing first/last-stage-less-layers (default 1 each; torchtitan/distributed/pipeline_parallel.py)
+        # (an even plan sets both to 0: with the defaults the first and last stages of 32 layers on 4 would hold 8 and 7,
+        # a middle one 9)
+        k = plan.pp * plan.vpp
+        if model.n_layers % k == 0:
+            a += (["--parallelism.pipeline-parallel-layers-per-stage", str(model.n_layers // k)] if plan.vpp > 1 else [])
+            a += ["--parallelism.pipeline-parallel-first-stage-less-layers", "0",
+                  "--parallelism.pipeline-parallel-last-stage-less-layers", "0"]
+        elif plan.vpp > 1 and _edge_slots(model, plan):
+            a += ["--parallelism.pipeline-parallel-layers-per-stage", str((model.n_layers + EDGE_PIPELINE_SLOTS) // k)]
+            notes.append("the embedding and the output each take one layer's slot (torchtitan's default "
+                         "first/last-stage-less-layers 1)")
+        elif plan.vpp > 1:
+            notes.append(f"{model.n_layers} layers do not split into exactly {k} virtual stages with torchtitan's "
+                         "layers-per-stage: it runs its default of 2 stages per rank unless you set "
+                         "pipeline-parallel-layers-per-stage and first/last-stage-less-layers")
         if _uneven(model, plan):
             notes.append(f"{model.n_layers} layers over {plan.pp} stages: torchtitan splits them unevenly itself "
                          "(pipeline-parallel-first/last-stage-less-layers tune the split)")
