@@ -209,7 +209,8 @@ def map_row(fields: Mapping[str, Any], model: ModelFacts, device: DeviceFacts, *
         return Skip(rid, f"metric {metric!r} is not a training throughput metric")
     precision = fields.get("precision") or "bf16"
     if precision not in PRECISIONS:
-        return Skip(rid, f"precision {precision!r}: neither tool models it for training")
+        return Skip(rid, f"precision {precision!r}: mlsysim 0.3.0 has no such training precision (xpuplan's own "
+                         "prediction is in `xpuplan validate`)")
     seq = _int(fields, "seq_len")
     if not seq:
         return Skip(rid, "seq_len blank")
