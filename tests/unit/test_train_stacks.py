@@ -460,3 +460,37 @@ def test_ep_overlap_cannot_hide_more_than_the_other_micro_batchs_compute():
     assert total > none.step.compute_s  # communication-bound
     assert hidden.step.ep_comm_s == pytest.approx(max(0.1 * total, total - none.step.compute_s), rel=0.02)
     assert hidden.step.ep_comm_s > 0.1 * total
+
+
+# ---------------------------------------------------------------------------------------
+# op-level selective activation checkpointing (torchtitan)
+# ---------------------------------------------------------------------------------------
+def test_op_sac_shares_follow_torchtitan_policy():
+    from xpuplan.train.compute import op_sac_linear_flops_share, op_sac_linear_shares
+
+    llama = get_model("llama3-8b")  # 32 q heads, 8 kv heads of 128; gated MLP
+    qkv, up = op_sac_linear_shares(llama, "bf16")
+    assert qkv == pytest.approx(1024 / (4096 + 1024 + 1024)) and up == 0.5  # wk and w3 run again
+    assert op_sac_linear_shares(llama, "fp8") == (1.0, 1.0)  # torch._scaled_mm is not saved
+    gpt = get_model("gpt3-175b")  # non-gated MLP: w2's output is not needed, w1 is saved
+    assert op_sac_linear_shares(gpt, "bf16")[1] == 0.0
+    assert 0.2 < op_sac_linear_flops_share(llama, "bf16") < op_sac_linear_flops_share(llama, "fp8") < 1.0
+    assert training_stack("torchtitan").selective_recompute == "op_sac"
+    assert training_stack("megatron-core").selective_recompute == "attention"
+
+
+def test_op_sac_recomputes_projections_and_sequence_parallel_all_gathers():
+    m = get_model("llama3-8b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 64)
+    job = TrainingJob(seq_len=8192, global_batch_tokens=96 * 8192)
+    plan = make_plan(n_devices=64, global_batch_seqs=96, tp=8, zero_stage=3, recompute="selective", micro_batch=12)
+    core = training_stack("megatron-core")
+    sac = core.model_copy(update={"selective_recompute": "op_sac"})
+    a, b = estimate(m, c, plan, job, stack=core), estimate(m, c, plan, job, stack=sac)
+    assert b.step.recompute_s > a.step.recompute_s > 0  # K and w3 projections + elementwise vs the attention core
+    assert b.step.tp_comm_s > a.step.tp_comm_s  # the two all-gathers run again
+    assert b.step.compute_s == pytest.approx(a.step.compute_s)  # forward and backward unchanged
+    assert b.hfu / b.mfu > a.hfu / a.mfu  # the recomputed projections count as hardware FLOPs (more than attention)
+    # without recomputation the two stacks agree
+    none = make_plan(n_devices=64, global_batch_seqs=96, tp=8, zero_stage=3, recompute="none", micro_batch=12)
+    assert estimate(m, c, none, job, stack=sac).step.step_s == pytest.approx(estimate(m, c, none, job, stack=core).step.step_s)

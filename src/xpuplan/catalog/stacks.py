@@ -68,6 +68,12 @@ class TrainingStack(_Strict):
     moe_host_sync: bool = Field(default=True, description="the dropless MoE dispatcher copies the per-expert token "
                                                           "counts to the host every MoE layer forward (a device-host "
                                                           "sync); false for static-shape (XLA) stacks")
+    selective_recompute: Literal["attention", "op_sac"] = Field(
+        default="attention", description="what recompute 'selective' re-runs in the backward: attention (the "
+                                         "attention core, Megatron-Core's selective recomputation) or op_sac (PyTorch's "
+                                         "op-level selective activation checkpointing as torchtitan applies it: "
+                                         "the projections whose outputs it does not save, every elementwise op and "
+                                         "the sequence-parallel all-gathers feeding them)")
     pipeline_microbatches_default_pp: bool = Field(
         default=False, description="with pp > 1 and no micro-batch count set, the stack splits each data-parallel "
                                    "rank's batch into pp micro-batches (torchtitan: pipeline_parallel_microbatches "

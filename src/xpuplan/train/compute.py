@@ -102,6 +102,56 @@ def moe_host_sync_s(eff: Efficiency) -> float:
     ``host_sync`` and ``overhead`` measurements)."""
     return eff.host_sync_s
 
+#: Precisions whose linear layers torchao runs as ``torch._scaled_mm`` (Float8Linear), an op the op-level
+#: selective checkpointing policy does not save (torchtitan's ``_save_list`` names ``aten.mm`` only).
+SCALED_MM_PRECISIONS: Final = ("fp8", "fp4")
+
+
+def op_sac_linear_shares(model: ModelArch, precision: str) -> tuple[float, float]:
+    """(share of the fused QKV projection, share of the MLP's up/gate projection) that PyTorch's op-level
+    selective activation checkpointing re-runs in the backward, as torchtitan applies it to each Transformer
+    block (``parallelize_llama.py``, ``selective_ac_option = "op"``, the 8B configs' choice @9dec370 and
+    @820504e): it saves the outputs of SDPA, of the sequence-parallel reduce-scatters and of every *second*
+    ``aten.mm`` of the block, and recomputes what else the backward needs. In a Llama block the matmuls run
+    wq, wk, wv, wo, w1, w3, w2: the even ones are wk, wo, w3, and of those the backward needs wk's output (K,
+    an input of SDPA's backward) and w3's (an input of the SwiGLU product's backward), not wo's or w2's (a
+    matmul's backward needs its input, not its output); so the K projection and half of the gated up
+    projection run again (none of a non-gated MLP: w1 is odd, w2's output is not needed). FP8 linear layers
+    (torchao Float8Linear) run ``torch._scaled_mm``, which the policy does not save: every projection whose
+    output the backward needs runs again, Q, K, V and the whole up/gate projection. MLA models: the K share
+    is not defined (0). An MoE layer's expert up/gate GEMMs are taken like a dense MLP's."""
+    low = precision in SCALED_MM_PRECISIONS
+    if low:
+        qkv = 1.0
+    elif model.mla is not None:
+        qkv = 0.0
+    else:
+        q = model.n_heads * model.qk_head_dim
+        k = model.kv_heads * model.qk_head_dim
+        v = model.kv_heads * model.v_head_dim
+        qkv = k / (q + k + v)
+    gated = model.mlp == "gated"
+    up = 1.0 if low else (0.5 if gated else 0.0)
+    return qkv, up
+
+
+def op_sac_linear_flops_share(model: ModelArch, precision: str) -> float:
+    """Share of a block's forward linear FLOPs that op-level selective checkpointing re-runs
+    (:func:`op_sac_linear_shares` weighted by the projections' sizes; the MLP width of an MoE block is its
+    active experts' width). Hardware-FLOP accounting (HFU) only: the step time uses the timed ops."""
+    qkv_share, up_share = op_sac_linear_shares(model, precision)
+    d = model.d_model
+    qkv = d * (model.n_heads * model.qk_head_dim + model.kv_heads * (model.qk_head_dim + model.v_head_dim))
+    o = model.n_heads * model.v_head_dim * d
+    if model.moe is not None:
+        width = model.moe.top_k * model.moe.expert_ffn_dim + model.moe.n_shared_experts * model.moe.shared_ffn
+    else:
+        width = model.ffn_dim
+    n_in = 2 if model.mlp == "gated" else 1
+    up, down = d * n_in * width, width * d
+    return (qkv_share * qkv + up_share * up) / (qkv + o + up + down)
+
+
 #: MoE load imbalance: with auxiliary-loss balancing the busiest expert-parallel rank still gets
 #: ~10-20% more tokens than the mean, and every rank waits for it; expert GEMM time x this factor.
 MOE_IMBALANCE_FACTOR: Final = 1.15
@@ -136,7 +186,10 @@ class LayerCompute:
     ``dequant_*``: QLoRA NF4 -> bf16 dequantisation per pass; ``mla_up_gemm``: MLA's query and
     key/value up-projections (latent -> heads), which selective recomputation re-runs for MLA models;
     ``moe_sync``: the device idle time of an MoE layer's forward while the dispatcher brings the token
-    counts to the host (:data:`MOE_HOST_SYNC_S`; not in the backward, which reuses the split sizes).
+    counts to the host (:data:`MOE_HOST_SYNC_S`; not in the backward, which reuses the split sizes);
+    ``sac_dense`` / ``sac_moe``: what PyTorch's op-level selective activation checkpointing re-runs of a layer's
+    forward (:func:`op_sac_linear_shares`: the matmuls whose outputs it does not save but the backward needs,
+    and every elementwise op), for stacks whose ``selective_recompute`` is ``op_sac``.
     """
 
     dense_gemm: float
@@ -151,6 +204,8 @@ class LayerCompute:
     dequant_moe: float
     mla_up_gemm: float = 0.0
     moe_sync: float = 0.0
+    sac_dense: float = 0.0
+    sac_moe: float = 0.0
 
 
 def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> float:
@@ -269,6 +324,7 @@ def layer_compute(
     model: ModelArch, device: Device, eff: Efficiency, *, micro_batch: int, seq_len: int, tp: int, cp: int,
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
     lora: bool = False, fp8_attention: bool = False, moe_host_sync: bool = True, etp: int | None = None,
+    op_sac: bool = False,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
@@ -281,6 +337,8 @@ def layer_compute(
     (:func:`~xpuplan.perf.memory.expert_tensor_parallel`; None: ``tp``). With etp = tp the experts
     are split like a dense MLP over every token of the TP group; with etp = 1 (MoE parallel folding)
     each rank runs whole experts over its 1/tp sequence shard: the same FLOPs, wider GEMMs.
+    ``op_sac``: also time what op-level selective checkpointing re-runs (``sac_dense``, ``sac_moe``:
+    :func:`op_sac_linear_shares` of the projections, plus the layer's forward elementwise ops).
     """
     s_loc = max(1, seq_len // cp)
     etp = tp if etp is None else etp
@@ -314,6 +372,18 @@ def layer_compute(
     if lora:
         extra.append(_lora_adapter_op(model, tokens, tp))
     dg, de = classify(dense_ops + extra)
+    qkv_share, up_share = op_sac_linear_shares(model, precision) if op_sac else (0.0, 0.0)
+
+    def sac_gemm(ops: list[OpCost]) -> float:
+        """GEMM seconds of the shares of the projections op-level checkpointing re-runs."""
+        share = {"qkv projection": qkv_share, "mlp up/gate": up_share, "mlp up": up_share,
+                 "experts up/gate": up_share, "shared experts up/gate": up_share}
+        part = [OpCost(op.name, op.op_class, op.flops * share[op.name], op.bytes * share[op.name], op.min_dim)
+                for op in ops if op.op_class == "gemm" and share.get(op.name, 0.0) > 0.0]
+        return classify(part)[0] if part else 0.0
+
+    sac_dense = sac_gemm(dense_ops) + de if op_sac else 0.0
+    sac_moe = 0.0
     mg = me = 0.0
     if model.moe is not None:
         base = without_attention(layer_ops(model, batch=micro_batch, q_len=s_loc, kv_len=s_loc, tp=tp,
@@ -343,7 +413,9 @@ def layer_compute(
             moe_extra.append(_eager_extra_op(model, tokens, tp, moe=True))
         if lora:
             moe_extra.append(_lora_adapter_op(model, tokens, tp))
-        mg, me = classify([op for op in base if not op.name.startswith("experts")] + experts + moe_extra)
+        moe_ops = [op for op in base if not op.name.startswith("experts")] + experts + moe_extra
+        mg, me = classify(moe_ops)
+        sac_moe = sac_gemm(moe_ops) + me if op_sac else 0.0
         # per-expert GEMM launch/tail: a grouped GEMM over the local experts is one launch per
         # expert (Transformer Engine's GroupedLinear: one cuBLAS GEMM per expert over several
         # streams; a single-kernel grouped GEMM pays a partly filled last tile per expert instead),
@@ -378,7 +450,7 @@ def layer_compute(
                           name="mla kv up-projection")
         up = sum(_op_seconds(op, device, precision, eff) for op in (q_up, kv_up) if op is not None)
     sync = moe_host_sync_s(eff) if model.moe is not None and moe_host_sync else 0.0
-    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up, sync)
+    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up, sync, sac_dense, sac_moe)
 
 
 @dataclass(frozen=True)
@@ -398,8 +470,11 @@ class StageCompute:
     gemm_fwd: np.ndarray
 
 
-def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, frozen: bool) -> StageCompute:
-    """Compute phase of many plans from their :class:`LayerCompute` table ``c`` (one array per field)."""
+def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, frozen: bool,
+                  selective: str = "attention") -> StageCompute:
+    """Compute phase of many plans from their :class:`LayerCompute` table ``c`` (one array per field).
+    ``selective``: what selective recomputation re-runs (``TrainingStack.selective_recompute``): ``attention``,
+    the attention core (Megatron); ``op_sac``, PyTorch's op-level checkpointing (``sac_dense``, ``sac_moe``)."""
     L = model.n_layers
     n_moe = model.n_moe_layers
     n_dense = L - n_moe
@@ -413,8 +488,10 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
         return gbf * c[f"{kind}_gemm"] + c["attn_bwd"] + ELEMENTWISE_BACKWARD_FACTOR * c[f"{kind}_elem"]
 
     def recomp(kind: str) -> np.ndarray:
-        # selective: the attention core (and, for MLA, the up-projections from the latents)
-        return np.where(lay.full_rec, fwd(kind), np.where(lay.sel_rec, c["attn_fwd"] + c["mla_up_gemm"], 0.0))
+        # selective: the attention core (and, for MLA, the up-projections from the latents); op-level
+        # checkpointing: its unsaved projections and the elementwise ops
+        sel = c[f"sac_{kind}"] if selective == "op_sac" else c["attn_fwd"] + c["mla_up_gemm"]
+        return np.where(lay.full_rec, fwd(kind), np.where(lay.sel_rec, sel, 0.0))
 
     def passes_dequant(kind: str) -> np.ndarray:
         return c[f"dequant_{kind}"] * (2.0 + lay.full_rec)

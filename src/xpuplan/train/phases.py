@@ -110,7 +110,8 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
                      comp: StageCompute, stack: TrainingStack) -> np.ndarray:
     """Exposed TP all-reduces (or SP all-gather + reduce-scatter, same volume) of one micro-batch:
     one or two per layer (parallel attention/MLP blocks: one), per forward, backward and
-    recomputed forward.
+    recomputed forward, plus the all-gathers that op-level selective checkpointing re-runs
+    (``TrainingStack.selective_recompute`` op_sac, with SP: half a pass).
 
     Where the stack overlaps TP communication (and SP is on, which Transformer Engine's overlap
     needs; a stack with ``tp_overlap_needs_sp`` False, such as XLA's collective matmul in MaxText,
@@ -123,16 +124,20 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     tp_bytes = lay.mb * (lay.s / lay.cp) * lay.h * ACTIVATION_BYTES
     t_tp_coll = group_time_s("all_reduce", tp_bytes, cluster, p.tp, np.ones_like(lay.tp))
     comm_layer = colls_per_layer * t_tp_coll
+    # op-level selective checkpointing re-runs the sequence-parallel all-gathers (half of a pass's traffic:
+    # all-gathers, not reduce-scatters) that feed the projections it recomputes
+    sac_pass = np.where((stack.selective_recompute == "op_sac") & lay.sel_rec & lay.sp & (lay.tp > 1), 0.5, 0.0)
+    passes = lay.passes + sac_pass
     if job.tp_overlap is not None:
-        return lay.layers_stage * lay.passes * comm_layer * (1.0 - job.tp_overlap)
+        return lay.layers_stage * passes * comm_layer * (1.0 - job.tp_overlap)
     if not stack.tp_comm_overlap:
-        return lay.layers_stage * lay.passes * comm_layer
+        return lay.layers_stage * passes * comm_layer
     tail = 1.0 / np.maximum(lay.tp, 1.0)
     fwd = exposed_after_overlap_s(comm_layer, comp.gemm_fwd, tail)
     bwd = exposed_after_overlap_s(comm_layer, GEMM_BACKWARD_FACTOR * comp.gemm_fwd, tail)
-    overlapped = fwd * (1.0 + lay.full_rec) + bwd
+    overlapped = fwd * (1.0 + lay.full_rec + sac_pass) + bwd
     can_overlap = lay.sp if stack.tp_overlap_needs_sp else np.ones_like(lay.sp, dtype=bool)
-    return lay.layers_stage * np.where(can_overlap, overlapped, lay.passes * comm_layer)
+    return lay.layers_stage * np.where(can_overlap, overlapped, passes * comm_layer)
 
 
 def offload_per_mb_s(lay: Layout, comp: StageCompute, input_bytes: np.ndarray, host_bw: float,

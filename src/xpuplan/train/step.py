@@ -77,6 +77,7 @@ from xpuplan.train.compute import (
     LayerCompute,
     attention_core_ops,
     layer_compute,
+    op_sac_linear_flops_share,
     stage_compute,
 )
 from xpuplan.train.layout import Layout
@@ -174,7 +175,7 @@ class StepModel:
                     sp=bool(sp), precision=PRECISIONS[prec], flash=self.job.flash_attention,
                     qlora=self.job.method == "qlora", eager=self.job.kernels == "eager",
                     lora=self.job.method != "full", fp8_attention=self.stack.fp8_attention,
-                    moe_host_sync=self.stack.moe_host_sync)
+                    moe_host_sync=self.stack.moe_host_sync, op_sac=self.stack.selective_recompute == "op_sac")
             vals.append(self._compute[k])
         return {n: np.asarray([getattr(v, n) for v in vals], dtype=float)[inv] for n in LayerCompute.__dataclass_fields__}
 
@@ -250,7 +251,7 @@ class StepModel:
         frozen = job.method != "full"
         lay = Layout.of(p, model, job.seq_len)
         m = lay.m
-        comp = stage_compute(self.compute_table(p), lay, model, frozen=frozen)
+        comp = stage_compute(self.compute_table(p), lay, model, frozen=frozen, selective=self.stack.selective_recompute)
         st = self.stack
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
@@ -275,7 +276,7 @@ class StepModel:
         # ---- throughput, MFU, power -----------------------------------------------------------
         n_dev = float(cluster.n_devices)
         tps = m * lay.mb * lay.dp * lay.s / step  # tokens per optimizer step (all replicas) / step time
-        f_model, f_hw = self._flops_per_token(p.rec, frozen)
+        f_model, f_hw = self._flops_per_token(p.rec, frozen, p.prec)
         peak = np.asarray([compute_peak(dev, PRECISIONS[i]) for i in range(len(PRECISIONS))])[p.prec]
         busy = np.clip((compute_total + m * comp.recompute + optimizer) / step, 0.0, 1.0)
         return StepArrays(
@@ -316,9 +317,11 @@ class StepModel:
             p_wait, p_compute = min(p_wait, self.job.power_cap_w), min(p_compute, self.job.power_cap_w)
         return p_wait + compute_fraction * (p_compute - p_wait)  # linear in the compute-bound share
 
-    def _flops_per_token(self, rec: np.ndarray, frozen: bool) -> tuple[float, np.ndarray]:
+    def _flops_per_token(self, rec: np.ndarray, frozen: bool, prec: np.ndarray) -> tuple[float, np.ndarray]:
         """(model FLOP per token, hardware FLOP per token per plan), PaLM/Megatron convention
-        (attention over the full sequence). Frozen bases skip weight gradients."""
+        (attention over the full sequence). Frozen bases skip weight gradients. Selective recomputation adds the
+        attention core, or under the stack's op-level checkpointing (``selective_recompute`` op_sac) its share
+        of the forward linear FLOPs (:func:`op_sac_linear_flops_share`)."""
         base = self._flops["none"]
         lin, attn = base.forward_linear, base.forward_attention
         if frozen:
@@ -326,7 +329,12 @@ class StepModel:
         else:
             model_f = base.model
         full = (rec == _REC_INDEX["full"]) | (rec == _REC_INDEX["offload"])
-        extra = np.where(full, base.forward, np.where(rec == _REC_INDEX["selective"], attn, 0.0))
+        if self.stack.selective_recompute == "op_sac":
+            shares = np.asarray([op_sac_linear_flops_share(self.model, pr) for pr in PRECISIONS])[prec]
+            sel = lin * shares
+        else:
+            sel = np.full(rec.shape, attn)
+        extra = np.where(full, base.forward, np.where(rec == _REC_INDEX["selective"], sel, 0.0))
         return model_f, model_f + extra
 
     def _frozen_base_bytes_per_param(self) -> float:
