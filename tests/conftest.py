@@ -26,6 +26,14 @@ for _var in ("XPUPLAN_DB_URL", "XPUPLAN_ASSUMPTIONS_PATH", "XPUPLAN_HARDWARE_PAT
 
 
 @pytest.fixture
+def no_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planner tests that must see the built-in efficiencies only, whatever a profile in the store says
+    (``XPUPLAN_USE_CALIBRATION=0``); the modules that need it mark themselves with
+    ``pytestmark = pytest.mark.usefixtures("no_calibration")``."""
+    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+
+
+@pytest.fixture
 def validation_dir() -> Path:
     """The public validation files shipped in the package; a test that cannot find them fails."""
     from xpuplan.validate.data_files import data_dir

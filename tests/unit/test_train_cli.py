@@ -13,9 +13,7 @@ from xpuplan.cli.main import app
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _no_calibration(monkeypatch):
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+pytestmark = pytest.mark.usefixtures("no_calibration")
 
 
 def invoke(*args: str):

@@ -26,10 +26,7 @@ from xpuplan.train.compute import (
 from xpuplan.train.phases import MOE_COUNT_BYTES_PER_EXPERT
 from xpuplan.workload.training import TrainingJob
 
-
-@pytest.fixture(autouse=True)
-def _no_calibration(monkeypatch):
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+pytestmark = pytest.mark.usefixtures("no_calibration")
 
 
 H100 = "nvidia-h100-sxm-80gb"

@@ -24,10 +24,7 @@ from xpuplan.perf.memory import (
 from xpuplan.train import Cluster, StepModel, estimate, make_plan
 from xpuplan.workload.training import TrainingJob
 
-
-@pytest.fixture(autouse=True)
-def _no_calibration(monkeypatch):
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+pytestmark = pytest.mark.usefixtures("no_calibration")
 
 
 def _small_vocab() -> ModelArch:

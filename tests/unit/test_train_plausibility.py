@@ -10,10 +10,7 @@ from xpuplan.models import get_model
 from xpuplan.train import Cluster, estimate, make_plan
 from xpuplan.workload.training import TrainingJob
 
-
-@pytest.fixture(autouse=True)
-def _no_calibration(monkeypatch):
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+pytestmark = pytest.mark.usefixtures("no_calibration")
 
 
 def _a100(n: int) -> Cluster:

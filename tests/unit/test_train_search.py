@@ -10,10 +10,7 @@ from xpuplan.train import Cluster, SearchSpace, enumerate_plans, plan_issues
 from xpuplan.train import search_plans as search
 from xpuplan.workload.training import TrainingJob
 
-
-@pytest.fixture(autouse=True)
-def _no_calibration(monkeypatch):
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+pytestmark = pytest.mark.usefixtures("no_calibration")
 
 
 JOB = TrainingJob(seq_len=4096, global_batch_tokens=256 * 4096)

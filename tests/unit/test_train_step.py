@@ -28,10 +28,7 @@ from xpuplan.train.cluster import DEFAULT_SCALE_OUT_BYTES_PER_S, PCIE_SERVER_DEV
 from xpuplan.train.search import SearchSpace, search_plans
 from xpuplan.workload.training import TrainingJob
 
-
-@pytest.fixture(autouse=True)
-def _no_calibration(monkeypatch):
-    monkeypatch.setenv("XPUPLAN_USE_CALIBRATION", "0")
+pytestmark = pytest.mark.usefixtures("no_calibration")
 
 
 def _cluster(hw: str, n: int, **kw) -> Cluster:
