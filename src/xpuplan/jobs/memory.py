@@ -153,10 +153,9 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch}
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
-    if dev is not None:
-        usable = dev.memory_bytes * (1 - req.reserve)
-        out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable,
-                   fits=mem.total <= usable, headroom_bytes=usable - mem.total)
+    if dev is not None and usable_bytes is not None:
+        out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable_bytes,
+                   fits=mem.total <= usable_bytes, headroom_bytes=usable_bytes - mem.total)
     res = MemoryTrainResult(**out, used=used(None, [dev] if dev else [], MEMORY_FIGURES, precisions=()))
     if dev is not None and not res.fits:
         raise InfeasibleError(
