@@ -32,8 +32,8 @@ LAYERS: dict[str, float] = {
 #: Packages beside the stack: what they may import, and who may import them.
 BESIDE_MAY_IMPORT: dict[str, set[str]] = {
     "store": {"units", "errors", "datafile", "registry", "catalog"},
-    "bench": {"units", "errors", "datafile", "registry", "i18n", "catalog", "models", "workload", "perf", "store",
-              "calibrate", "validate"},
+    "bench": {"units", "errors", "datafile", "registry", "i18n", "catalog", "models", "workload", "perf", "train",
+              "store", "calibrate", "validate"},
 }
 BESIDE_IMPORTED_BY: dict[str, set[str]] = {
     "store": {"calibrate", "jobs", "bench"},

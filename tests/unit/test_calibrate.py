@@ -52,6 +52,7 @@ def synthetic_points(device_id: str = H100, dtype: str = "bf16") -> list[Point]:
     """Measurements as perf's roofline with known parameters would time them."""
     dev, eff = _truth(device_id)
     pts: list[Point] = [Point("overhead", f"tiny {i}", "fp32", eff.kernel_overhead_s) for i in range(3)]
+    pts.append(Point("dispatch_graph", "tiny model replayed as a graph", "fp32", eff.kernel_overhead_s))
     shapes = [(s, s, s) for s in (128, 256, 512, 1024, 4096, 8192)] + [(16, 6144, 4096), (4096, 28672, 4096), (1, 4096, 4096)]
     for m, n, k in shapes:
         c = cost_gemm(m, n, k, dtype)
@@ -104,6 +105,25 @@ def test_fit_recovers_known_parameters() -> None:
     assert "low_precision_factor" in fit.skipped and "scale_out_bw_fraction" in fit.skipped
     assert max(abs(c["error"]) for c in fit.checks) < 0.02
     assert not fit.warnings
+
+
+def test_kernel_overhead_on_a_gpu_is_the_graph_replayed_figure_not_the_eager_dispatch() -> None:
+    """On a GPU the eager tiny-model step is the host's issue time per operation (~16 µs on an H200 host), the
+    graph-replayed one what each kernel costs the device (~2.8 µs): only the latter is the planners'
+    kernel_overhead_s. Without a graph measurement the family value stays, with the reason; on a CPU the
+    eager figure is the per-operation cost."""
+    dev, _truth_eff = _truth()
+    base = efficiency_for(dev).kernel_overhead_s
+    eager = [Point("dispatch", "tiny model eager", "fp32", 16e-6)]
+    graph = [Point("dispatch_graph", "tiny model graph", "fp32", 2.8e-6)]
+    fit = fit_efficiency(dev, eager + graph, main_dtype="bf16")
+    assert fit.efficiency.kernel_overhead_s == pytest.approx(2.8e-6)
+    assert "16.0 µs" in fit.params["kernel_overhead_s"].basis
+    only_eager = fit_efficiency(dev, eager, main_dtype="bf16")
+    assert only_eager.efficiency.kernel_overhead_s == base
+    assert "host's issue time" in only_eager.skipped["kernel_overhead_s"]
+    cpu = load_catalog().get("generic-cpu")
+    assert fit_efficiency(cpu, eager, main_dtype="fp32").efficiency.kernel_overhead_s == pytest.approx(16e-6)
 
 
 def test_host_sync_is_fitted_from_the_round_trip_and_the_eager_operations_after_it() -> None:

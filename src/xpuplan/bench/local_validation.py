@@ -5,9 +5,13 @@ and the device's efficiency parameters (the stored calibration profile when ther
 the given assumptions, else those assumptions' values) - the same math the planners use:
 
 - decode step = one forward pass at q_len 1 over ``decode_context + 1`` keys
-  (``layer_ops`` per layer + ``head_ops``);
-- training step = forward + backward (2 x forward: the two GEMMs per weight of the backward
-  pass) + optimizer (``cost_adam_step`` over every parameter).
+  (``layer_ops`` per layer + ``head_ops``), or the host's eager issue time of those operations (the
+  run's tiny-model dispatch figure) when that is longer;
+- training step = the training planner's compute of one device and one micro-batch
+  (:func:`xpuplan.train.compute.layer_compute` per layer and for the head and loss, with its backward
+  factors: 2 x the GEMMs, 2.5 x the fused attention, 2 x the elementwise ops) + what the bench model's
+  eager mixed-precision code moves besides (:func:`bench_code_extra_bytes`) + optimizer
+  (``cost_adam_step`` over all parameters).
 
 For imported runs with validation rows (CSV, serving benchmarks, training logs) the stored rows go through the registered predictors, exactly as
 ``xpuplan validate FILE.csv`` does. The result is a :class:`~xpuplan.validate.ValidationReport`
@@ -17,7 +21,7 @@ with the same ``rows`` as the CSV validation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from xpuplan import units
 from xpuplan.bench.model import GRAD_BYTES, SmallTransformerConfig
@@ -29,16 +33,62 @@ from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.errors import UserInputError
 from xpuplan.perf.ops import head_ops, layer_ops
 from xpuplan.perf.params import params_total
-from xpuplan.perf.roofline import cost_adam_step, op_time
+from xpuplan.perf.roofline import OpCost, cost_adam_step, op_time
 from xpuplan.store.engine import Store
 from xpuplan.store.models import VALIDATION_ROW_KINDS, Measurement, Run
 from xpuplan.store.records import resolve_run, run_measurements
+from xpuplan.train.compute import (
+    EAGER_SWIGLU_EXTRA_BYTES,
+    ELEMENTWISE_BACKWARD_FACTOR,
+    GEMM_BACKWARD_FACTOR,
+    layer_compute,
+)
 from xpuplan.validate.core import RowResult, ValidationReport, ValidationRow, validate_rows
 
-#: Backward pass time relative to the forward pass: each weight GEMM has two backward GEMMs
-#: (input gradient and weight gradient) of the forward's size; attention's backward is counted
-#: the same way (a convention shared with the FLOP model's 3x forward).
-BACKWARD_TO_FORWARD = 2.0
+#: Bytes per element of a dtype conversion (read one, write the other) between fp32 and a 16-bit type.
+CAST_FP32_16_BYTES: Final = 4.0 + 2.0
+#: Bytes per element a strided (layout) copy moves in 16 bits: read 2, write 2.
+LAYOUT_COPY_BYTES: Final = 2.0 + 2.0
+
+
+def bench_code_extra_bytes(cfg: SmallTransformerConfig, dtype: str) -> dict[str, float]:
+    """Bytes one training step of the bench model moves beyond what the planner's fused-kernel layer counts,
+    from the way :func:`xpuplan.bench.model.build_model` and its step are written (eager PyTorch; on
+    accelerators fp32 parameters under ``torch.autocast``, as plain PyTorch AMP training runs):
+
+    - ``autocast weight casts``: autocast casts every linear weight to 16 bits once per forward and the
+      backward casts its 16-bit gradient back to fp32 (:data:`CAST_FP32_16_BYTES` each way). Training
+      stacks that keep 16-bit working weights (Megatron, torchtitan, FSDP mixed precision) pay neither.
+    - ``fp32 residual stream``: the fp32 embedding makes the residual stream fp32, and autocast runs the
+      norms in fp32, so the three GEMMs fed by a norm (QKV, gate/up, head) cast their input (and the
+      backward its gradient), and each norm and residual add moves 4 B instead of 2 per element it reads
+      and writes.
+    - ``logits upcast``: ``logits.float()`` before the loss (and the gradient's cast back).
+    - ``layout copies``: eager layouts the fused stacks avoid: the attention output's transpose to
+      (b, s, d) (forward and backward), the backward of ``unbind`` over the permuted Q/K/V (the three
+      gradients stacked, then copied back to the projection's layout) and of ``chunk`` over gate/up (the
+      two gradients concatenated), :data:`LAYOUT_COPY_BYTES` per element each; and SiLU·up as two kernels
+      (:data:`xpuplan.train.compute.EAGER_SWIGLU_EXTRA_BYTES`, forward and backward).
+
+    The profile of one H200 step (``benchmarks/bench_step_profile.py``) puts these kernels at 24% of the
+    step; they run below the STREAM rate the roofline charges (docs/measurement.md)."""
+    tokens = cfg.train_batch * cfg.train_seq
+    d, f, v, L = cfg.d_model, cfg.ffn, cfg.vocab, cfg.layers
+    passes = 1.0 + ELEMENTWISE_BACKWARD_FACTOR  # forward + backward
+    out = {"layout copies": L * tokens * (
+        (d + d) * LAYOUT_COPY_BYTES  # attention output transpose, forward and backward
+        + 2 * 3 * d * LAYOUT_COPY_BYTES  # Q/K/V gradients: stacked, then copied to the projection's layout
+        + 2 * f * LAYOUT_COPY_BYTES  # gate/up gradients concatenated
+        + f * EAGER_SWIGLU_EXTRA_BYTES * passes)}
+    if dtype in ("bf16", "fp16"):
+        linear_params = L * (4 * d * d + 3 * d * f) + v * d
+        out["autocast weight casts"] = 2 * linear_params * CAST_FP32_16_BYTES
+        # per layer: two norms and two residual adds at 4 B instead of 2 (read and write: +4 B each), QKV's
+        # and gate/up's input casts; the head: its norm and input cast
+        per_token_fwd = L * d * (4 * 4.0 + 2 * CAST_FP32_16_BYTES) + d * (4.0 + CAST_FP32_16_BYTES)
+        out["fp32 residual stream"] = tokens * per_token_fwd * passes
+        out["logits upcast"] = 2 * tokens * v * CAST_FP32_16_BYTES
+    return out
 
 
 @dataclass(frozen=True)
@@ -47,27 +97,47 @@ class StepPrediction:
     breakdown: dict[str, float]
 
 
-def predict_decode_step(cfg: SmallTransformerConfig, device: Device, dtype: str, eff: Efficiency) -> StepPrediction:
+def predict_decode_step(cfg: SmallTransformerConfig, device: Device, dtype: str, eff: Efficiency,
+                        host_issue_s: float | None = None) -> StepPrediction:
+    """The bench model's eager decode step: the device's time (``layer_ops`` per layer + ``head_ops``, each with
+    the device's per-kernel overhead), or the host's time to issue the same operations eagerly when that is
+    longer (``host_issue_s`` per planner operation: the run's eager tiny-model step; the host queues kernels
+    ahead of the device, so the slower of the two sets the pace)."""
     arch = cfg.to_arch()
     kv_len = cfg.decode_context + 1
     ops = layer_ops(arch, batch=cfg.decode_batch, q_len=1, kv_len=kv_len, dtype=dtype, kv_dtype=dtype)
     layer = sum(op_time(o, device, dtype, eff).time_s for o in ops)
-    head = sum(op_time(o, device, dtype, eff).time_s for o in head_ops(arch, rows=cfg.decode_batch, dtype=dtype,
-                                                                          weight_dtype=dtype))
-    total = cfg.layers * layer + head
-    return StepPrediction(total, {"layers_s": cfg.layers * layer, "head_s": head})
+    hops = head_ops(arch, rows=cfg.decode_batch, dtype=dtype, weight_dtype=dtype)
+    head = sum(op_time(o, device, dtype, eff).time_s for o in hops)
+    device_s = cfg.layers * layer + head
+    breakdown = {"layers_s": cfg.layers * layer, "head_s": head}
+    if host_issue_s is None:
+        return StepPrediction(device_s, breakdown)
+    host_s = (cfg.layers * len(ops) + len(hops)) * host_issue_s
+    breakdown["host_issue_s"] = host_s
+    return StepPrediction(max(device_s, host_s), breakdown)
 
 
 def predict_train_step(cfg: SmallTransformerConfig, device: Device, dtype: str, eff: Efficiency) -> StepPrediction:
+    """The bench model's training step on one device: the training planner's layer and head compute
+    (:func:`~xpuplan.train.compute.layer_compute`, forward and backward as the planner's stage model sums
+    them for a plan without recomputation), the bench code's extra traffic (:func:`bench_code_extra_bytes`)
+    and the AdamW step."""
     arch = cfg.to_arch()
-    s = cfg.train_seq
-    ops = layer_ops(arch, batch=cfg.train_batch, q_len=s, kv_len=s, dtype=dtype)
-    layer = sum(op_time(o, device, dtype, eff).time_s for o in ops)
-    head = sum(op_time(o, device, dtype, eff).time_s for o in head_ops(arch, rows=cfg.train_batch * s, dtype=dtype))
-    forward = cfg.layers * layer + head
-    backward = BACKWARD_TO_FORWARD * forward
+    c = layer_compute(arch, device, eff, micro_batch=cfg.train_batch, seq_len=cfg.train_seq, tp=1, cp=1, ep=1,
+                      sp=False, precision=dtype)
+    layer_fwd = c.dense_gemm + c.attn_fwd + c.dense_elem
+    layer_bwd = GEMM_BACKWARD_FACTOR * c.dense_gemm + c.attn_bwd + ELEMENTWISE_BACKWARD_FACTOR * c.dense_elem
+    head_fwd = c.head_gemm + c.head_elem
+    head_bwd = GEMM_BACKWARD_FACTOR * c.head_gemm + ELEMENTWISE_BACKWARD_FACTOR * c.head_elem
+    extra = {name: op_time(OpCost(name, "elementwise", 0.0, b), device, "bf16", eff).time_s
+             for name, b in bench_code_extra_bytes(cfg, dtype).items()}
     optimizer = op_time(cost_adam_step(params_total(arch), GRAD_BYTES), device, dtype, eff).time_s
-    return StepPrediction(forward + backward + optimizer, {"forward_s": forward, "backward_s": backward, "optimizer_s": optimizer})
+    forward = cfg.layers * layer_fwd + head_fwd
+    backward = cfg.layers * layer_bwd + head_bwd
+    breakdown = {"forward_s": forward, "backward_s": backward, "optimizer_s": optimizer,
+                 **{f"{name.replace(' ', '_')}_s": t for name, t in extra.items()}}
+    return StepPrediction(forward + backward + optimizer + sum(extra.values()), breakdown)
 
 
 def efficiency_for_run(device: Device, db_url: str | None, assumptions: Assumptions | None = None) -> Efficiency:
@@ -88,13 +158,15 @@ def _bench_rows(run: Run, meas: list[Measurement], db_url: str | None, eff: Effi
     device = load_catalog().get(run.device_id)
     eff = eff or efficiency_for_run(device, db_url, assumptions)
     source = f"xpuplan bench run {run.id} ({run.device_name}, {run.started_at:%Y-%m-%d})"
+    eager = [m.time_s for m in meas if m.kind == "dispatch" and m.time_s]
+    host_issue_s = eager[0] if eager else None
     out = []
     for m in steps:
         cfg = SmallTransformerConfig.from_dict(m.params["model"])
         dtype = m.dtype or "fp32"
         phase = m.params.get("phase")
         if phase == "decode":
-            pred = predict_decode_step(cfg, device, dtype, eff)
+            pred = predict_decode_step(cfg, device, dtype, eff, host_issue_s)
             metric, measured, predicted = "tpot_ms", m.value / units.MS, pred.time_s / units.MS
             kind = "infer"
         else:

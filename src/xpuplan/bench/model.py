@@ -289,6 +289,53 @@ def dispatch_case(backend: Backend, plan: TimingPlan) -> BenchCase:
     return BenchCase("dispatch", name, run)
 
 
+def graph_dispatch_case(backend: Backend, plan: TimingPlan) -> BenchCase:
+    """The tiny-model decode step of :func:`dispatch_case` captured once as a CUDA (or HIP) graph and replayed:
+    the host issues one launch for the whole step, so the time per planner operation is what each kernel costs
+    on the device itself (launch latency, prologue, tail) -- the per-kernel overhead of graph-captured serving
+    engines and of kernels the host queues ahead of the device. The eager figure of :func:`dispatch_case` is the
+    host's issue time per operation instead. Record kind ``dispatch_graph``; skipped where graphs do not exist
+    (CPU, NPU and MLU backends)."""
+    cfg = TINY_MODEL
+    name = "dispatch tiny-model decode step (graph replay)"
+
+    def run() -> Record | None:
+        import torch
+
+        if backend.kind not in ("cuda", "rocm") or not hasattr(torch.cuda, "CUDAGraph"):
+            return None
+        dev = backend.torch_device
+        model = build_model(cfg, dev, torch.float32).eval()
+        shape = (1, cfg.heads, cfg.decode_context + 1, cfg.head_dim)
+        caches = [(torch.randn(shape, device=dev), torch.randn(shape, device=dev)) for _ in range(cfg.layers)]
+        token = torch.randint(0, cfg.vocab, (1, 1), device=dev)
+
+        def step() -> None:
+            with torch.no_grad():
+                model(token, caches, cfg.decode_context)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up off the capture stream, as graph capture requires
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                step()
+        except RuntimeError:  # a build or driver that cannot capture: nothing measured
+            return None
+        t = time_fn(graph.replay, backend.synchronize, plan)
+        n_ops = planner_op_count(cfg, 1, 1, cfg.decode_context + 1)
+        return Record(kind="dispatch_graph", name=name, dtype="fp32", metric="time_per_op_us",
+                      value=t.best_s / n_ops / units.US, unit="µs", time_s=t.best_s / n_ops,
+                      params={"model": cfg.to_dict(), "planner_ops": n_ops, "step_time_s": t.best_s, **t.to_dict()})
+
+    return BenchCase("dispatch", name, run)
+
+
 def model_cases(backend: Backend, cfg: SmallTransformerConfig, dtype: str, plan: TimingPlan) -> list[BenchCase]:
-    return [dispatch_case(backend, plan), decode_step_case(backend, cfg, dtype, plan),
+    graphs = [graph_dispatch_case(backend, plan)] if backend.kind in ("cuda", "rocm") else []
+    return [dispatch_case(backend, plan), *graphs, decode_step_case(backend, cfg, dtype, plan),
             train_step_case(backend, cfg, dtype, plan)]

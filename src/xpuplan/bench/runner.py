@@ -137,6 +137,9 @@ def headline(measurements: list[Any]) -> dict[str, Any]:
     disp = [m.value for m in measurements if m.kind == "dispatch"]
     if disp:
         out["dispatch_us_per_op"] = disp[0]
+    graph = [m.value for m in measurements if m.kind == "dispatch_graph"]
+    if graph:
+        out["graph_dispatch_us_per_op"] = graph[0]
     for m in measurements:
         if m.kind == "model_step":
             out[f"model_{m.params.get('phase')}_step_s"] = m.value

@@ -8,8 +8,14 @@ The fitted model is perf's roofline (``perf.roofline.op_time``)::
 
 Parameters are fitted one family at a time, each from the measurements that isolate it:
 
-1. ``kernel_overhead_s``: decode step of a tiny model (all dispatch, no work) per operation of
-   the planner's op list (else the median time of tiny single operations); ``host_sync_s`` (the MoE
+1. ``kernel_overhead_s``: what one kernel costs the device beyond its work. On GPUs: the decode step of a
+   tiny model (no work) replayed as a CUDA/HIP graph, per operation of the planner's op list. Its eager
+   decode step measures the host's issue time per operation instead (PyTorch dispatch + launch, ~15 µs on
+   an H200 host where the graph gives a few µs): what serving engines with graphs and kernels queued ahead
+   of the device do not pay, so on an accelerator it is not fitted as ``kernel_overhead_s`` (a run without
+   the graph measurement keeps the family value). On a CPU, where execution is synchronous, the eager
+   figure is the per-operation cost (else the median time of tiny single operations). The eager figure
+   stays the overhead of the fits below, whose points were timed eagerly. ``host_sync_s`` (the MoE
    dispatcher's per-layer sync): the measured host-device round trip plus ``MOE_POST_SYNC_OPS`` tiny operations;
 2. ``memory_bw_fraction``: geometric mean of the median STREAM bandwidth (copy/scale/add/triad at
    the largest size) and the median decode-attention bandwidth (KV-cache reads);
@@ -42,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from xpuplan import units
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
 from xpuplan.catalog.efficiency import MOE_POST_SYNC_OPS, Efficiency
@@ -192,22 +199,30 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
         if p.time_s > 0 and math.isfinite(p.time_s):
             by_kind.setdefault(p.kind, []).append(p)
 
-    # 1. dispatch overhead: per planner operation, from the decode step of a tiny model whose
-    # work is negligible (what the planner's per-op overhead stands for: every kernel, view and
-    # Python call a framework spends per operation of its op list); else tiny single operations.
+    # 1. per-operation overhead. ``eager``: the host's issue time per planner operation (the tiny model's eager
+    # decode step, else tiny single operations), the overhead of every eagerly timed point below; on a CPU
+    # (synchronous) also the planners' per-kernel cost. ``graph``: the same step replayed as a device graph,
+    # what each kernel costs the device itself: the planners' ``kernel_overhead_s`` on accelerators.
     dispatch = by_kind.get("dispatch", [])
     over = by_kind.get("overhead", [])
-    if dispatch:
-        values["kernel_overhead_s"] = statistics.median(p.time_s for p in dispatch)
-        fitted["kernel_overhead_s"] = ParamFit(values["kernel_overhead_s"], base.kernel_overhead_s, len(dispatch), None,
-                                               "tiny-model decode step per planner operation")
-    elif over:
-        values["kernel_overhead_s"] = statistics.median(p.time_s for p in over)
-        fitted["kernel_overhead_s"] = ParamFit(values["kernel_overhead_s"], base.kernel_overhead_s, len(over), None,
-                                               "median time of tiny operations")
+    graph = by_kind.get("dispatch_graph", [])
+    eager = statistics.median(p.time_s for p in (dispatch or over)) if (dispatch or over) else None
+    eager_basis = "tiny-model decode step per planner operation" if dispatch else "median time of tiny operations"
+    if graph:
+        values["kernel_overhead_s"] = statistics.median(p.time_s for p in graph)
+        fitted["kernel_overhead_s"] = ParamFit(
+            values["kernel_overhead_s"], base.kernel_overhead_s, len(graph), None,
+            "tiny-model decode step replayed as a device graph, per planner operation"
+            + (f" (eager: {eager / units.US:.1f} µs, the host's issue time)" if eager is not None else ""))
+    elif eager is not None and device.kind.upper() != "CPU":
+        skipped["kernel_overhead_s"] = (f"the eager {eager_basis} ({eager / units.US:.1f} µs) is the host's issue time, "
+                                        "not the device's per-kernel overhead; no graph-replay measurement in these runs")
+    elif eager is not None:
+        values["kernel_overhead_s"] = eager
+        fitted["kernel_overhead_s"] = ParamFit(eager, base.kernel_overhead_s, len(dispatch or over), None, eager_basis)
     else:
         skipped["kernel_overhead_s"] = "no overhead measurements"
-    overhead = values.get("kernel_overhead_s", base.kernel_overhead_s)
+    overhead = eager if eager is not None else values.get("kernel_overhead_s", base.kernel_overhead_s)
 
     # 1b. MoE dispatcher sync: the measured round trip (a tiny reduction read by the host) plus the eager
     # operations the host issues after it, each at the measured time of a tiny single operation (what the
@@ -472,7 +487,7 @@ def _check(p: Point, device: Device, eff: Efficiency) -> dict[str, Any]:
 def point_from_measurement(m: Any) -> Point | None:
     """A fit point from a stored :class:`~xpuplan.store.models.Measurement` (None if not usable)."""
     params = dict(m.params or {})
-    if m.kind in ("gemm", "attention", "membw", "overhead", "dispatch", "host_sync"):
+    if m.kind in ("gemm", "attention", "membw", "overhead", "dispatch", "dispatch_graph", "host_sync"):
         if not m.time_s:
             return None
         min_dim = math.inf
