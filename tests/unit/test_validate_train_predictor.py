@@ -243,3 +243,29 @@ def test_torchtitan_rows_without_micro_batch_split_each_rank_batch_into_pp_micro
     # a stated micro-batch wins
     r = predict(row(**dict(cols, framework="torchtitan (FSDP2)", micro_batch="2")))
     assert "-mb2-" in r.details["plan"] and "micro_batch" not in r.details["inferred"]
+
+
+MOE = dict(GPT, gated_mlp="1", moe_experts="64", moe_top_k="8", moe_ffn="1024", n_devices="16", ep="16",
+           hardware="nvidia-h100-sxm-80gb", framework="Megatron-LM", source="Test 2025")
+
+
+def test_stack_options_column_sets_what_the_run_s_recipe_sets():
+    """A row's ``stack_options`` (key=value;...) changes the stack profile for that row only: the recipe's 1F1B
+    all-to-all overlap hides the MoE exchange (less its SMs' share), so the run is predicted faster."""
+    plain = predict(row(**MOE))
+    overlapped = predict(row(**dict(MOE, stack_options="ep_overlap=1; fp8_attention=true")))
+    assert overlapped.value > plain.value
+    assert overlapped.details["inferred"]["stack_options"] == "ep_overlap=1; fp8_attention=true"
+    assert "stack_options" not in plain.details["inferred"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("bogus=1", "'bogus' is not a training-stack property"),
+    ("ep_overlap=2", "ep_overlap"),
+    ("ep_overlap", "key=value"),
+    ("name=mine", "'name' is not a training-stack property"),
+    ("moe_host_sync=perhaps", "moe_host_sync"),
+])
+def test_bad_stack_options_name_the_column(text: str, message: str):
+    p = predict_row(row(**dict(MOE, stack_options=text)))
+    assert p.value is None and "stack_options" in (p.reason or "") and message in (p.reason or "")

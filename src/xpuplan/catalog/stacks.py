@@ -24,6 +24,13 @@ from xpuplan.errors import UserInputError
 
 DATA_DIR: Final = Path(__file__).parent / "data"
 
+#: Share of the streaming multiprocessors the MoE all-to-all kernels hold while a schedule overlaps them with
+#: another micro-batch's compute (DualPipe, Megatron-Core's 1F1B A2A overlap): DeepSeek-V3's dispatch and combine
+#: kernels use 20 of the H800's 132 SMs (DeepSeek-AI, DeepSeek-V3 Technical Report, arXiv 2412.19437, sec.
+#: 3.2.2), and DeepEP's kernels default to the same order (a configurable SM count). The compute the
+#: exchange hides under runs on the remaining SMs for as long as the exchange lasts.
+EP_OVERLAP_SM_SHARE: Final = 20.0 / 132.0
+
 Zero3Granularity = Literal["parameter", "unit", "bucket"]
 InterAlgorithm = Literal["ring", "tree", "halving_doubling"]
 CpAlgorithm = Literal["ring", "all_gather", "all_gather_async", "all_to_all"]
@@ -55,7 +62,14 @@ class TrainingStack(_Strict):
     zero3_hybrid: bool = Field(default=False, description="ZeRO-3 shards inside a scale-up domain only; the gradient "
                                                           "shard is all-reduced across domains once per step "
                                                           "(MaxText multislice: FSDP over ICI, DP over DCN)")
+    tp_quantized_all_gather: bool = Field(
+        default=False, description="in FP8/FP4 training the sequence-parallel all-gathers move the quantized GEMM "
+                                   "input (Transformer Engine), the reduce-scatters stay 16-bit")
     ep_overlap: float = Field(default=0.0, ge=0, le=1, description="fraction of MoE all-to-all hidden")
+    ep_overlap_sm_share: float = Field(
+        default=EP_OVERLAP_SM_SHARE, ge=0, lt=1,
+        description="share of the device's compute units the all-to-all kernels occupy while they run under "
+                    "another micro-batch's compute: the hidden part costs that compute this share of its time")
     moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
                                                             "(then scale-up forwarding), e.g. DeepEP")
     moe_fp8_dispatch: bool = Field(default=False, description="FP8 dispatch payload in FP8 training (combine stays bf16)")

@@ -41,6 +41,17 @@ FP8_DISPATCH_BYTES: Final = 1.0
 _FP8 = TRAIN_PRECISIONS.index("fp8")
 _FP4 = TRAIN_PRECISIONS.index("fp4")
 
+#: Bytes per element of a quantized GEMM input that Transformer Engine all-gathers under sequence parallelism in
+#: FP8/FP4 training (``TrainingStack.tp_quantized_all_gather``): the norm output and the gradient are quantized
+#: before the gather (``gather_along_first_dim(..., quantizer=...)``; ``_all_gather_fp8``, ``_all_gather_mxfp8``,
+#: ``_all_gather_nvfp4`` in transformer_engine/pytorch/distributed.py), the reduce-scatters stay 16-bit. FP8: 1 B
+#: (MXFP8's E8M0 scale per 32 elements adds 1/32); NVFP4: 0.5 B plus an FP8 scale per 16 elements.
+QUANTIZED_GATHER_BYTES: Final = {_FP8: 1.0 + 1.0 / 32.0, _FP4: 0.5 + 1.0 / 16.0}
+#: Vendors whose devices run Transformer Engine (NVIDIA's, and AMD's ROCm port of it): a stack's
+#: ``tp_quantized_all_gather`` holds there; elsewhere (Gaudi, NPUs, TPUs) the same framework name runs other FP8
+#: code and gathers 16-bit.
+TRANSFORMER_ENGINE_VENDORS: Final = ("NVIDIA", "AMD")
+
 #: Bytes per expert of the token counts the MoE dispatcher exchanges over the EP group before each
 #: all-to-all (int64 per expert; Megatron-Core gathers every rank's counts).
 MOE_COUNT_BYTES_PER_EXPERT: Final = 8.0
@@ -111,7 +122,9 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     """Exposed TP all-reduces (or SP all-gather + reduce-scatter, same volume) of one micro-batch:
     one or two per layer (parallel attention/MLP blocks: one), per forward, backward and
     recomputed forward, plus the all-gathers that op-level selective checkpointing re-runs
-    (``TrainingStack.selective_recompute`` op_sac, with SP: half a pass).
+    (``TrainingStack.selective_recompute`` op_sac, with SP: half a pass). On stacks that all-gather the
+    quantized GEMM input in FP8/FP4 training (``tp_quantized_all_gather``: Transformer Engine), the
+    all-gather half moves :data:`QUANTIZED_GATHER_BYTES` per element instead of 2.
 
     Where the stack overlaps TP communication (and SP is on, which Transformer Engine's overlap
     needs; a stack with ``tp_overlap_needs_sp`` False, such as XLA's collective matmul in MaxText,
@@ -122,6 +135,12 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     fraction overrides the stack."""
     colls_per_layer = 1.0 if model.parallel_attn_mlp else 2.0
     tp_bytes = lay.mb * (lay.s / lay.cp) * lay.h * ACTIVATION_BYTES
+    if stack.tp_quantized_all_gather and cluster.device.vendor in TRANSFORMER_ENGINE_VENDORS:
+        # the all-gather half of the (all-gather + reduce-scatter = all-reduce) volume moves quantized inputs
+        gather = np.full_like(lay.tp, ACTIVATION_BYTES)
+        for code, q_bytes in QUANTIZED_GATHER_BYTES.items():
+            gather = np.where(p.prec == code, q_bytes, gather)
+        tp_bytes = tp_bytes * (gather + ACTIVATION_BYTES) / (2.0 * ACTIVATION_BYTES)
     t_tp_coll = group_time_s("all_reduce", tp_bytes, cluster, p.tp, np.ones_like(lay.tp))
     comm_layer = colls_per_layer * t_tp_coll
     # op-level selective checkpointing re-runs the sequence-parallel all-gathers (half of a pass's traffic:
@@ -225,7 +244,9 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     hide (the stack's ``ep_overlap``, or the job's when given). A schedule hides one micro-batch's
     all-to-alls under another micro-batch's compute (DualPipe, Megatron-Core's 1F1B A2A overlap), so it
     cannot hide more than that compute (``comp.per_mb``, the stage's forward and backward of one
-    micro-batch): exposed = max(comm - compute, (1 - ep_overlap)·comm).
+    micro-batch): exposed = max(comm - compute, (1 - ep_overlap)·comm). The hidden rest costs the compute
+    under it the share of SMs the exchange kernels hold (``stack.ep_overlap_sm_share``,
+    :data:`~xpuplan.catalog.stacks.EP_OVERLAP_SM_SHARE`): exposed + hidden·share.
 
     Tokens per rank: the micro-batch's sequence chunk, split by TP under SP. Each sends top_k
     copies of its hidden state (bf16; dispatch in FP8 where the stack does it in FP8 training).
@@ -258,7 +279,8 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     exposed = total * (1.0 - hidden)
     if comp is not None and hidden > 0:
         exposed = np.maximum(exposed, total - comp.per_mb)
-    return exposed
+    # the hidden part is not free: its kernels hold a share of the SMs the hiding compute would use
+    return exposed + (total - exposed) * stack.ep_overlap_sm_share
 
 
 def moe_dispatch_fixed_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays,

@@ -15,7 +15,10 @@ inference is listed in the prediction's ``details``:
 * kernels: eager for PyTorch-FSDP stacks unless the row says the run was compiled (torch.compile), fused for
   Megatron-style frameworks; a `power_cap_w` column (W) sets the board power limit (perf.power DVFS); a
   `scale_out_gbit_per_s` column the network bandwidth per device where the run's cluster differs from the
-  catalog's (a cloud's NICs);
+  catalog's (a cloud's NICs); a `stack_options` column (``key=value`` pairs separated by ``;``, keys being
+  training-stack properties of ``training_stacks.yaml``) what the run's own recipe sets differently from its
+  stack's profile (e.g. ``ep_overlap=1;fp8_attention=true`` for a recipe that turns on Megatron-Core's 1F1B
+  all-to-all overlap and FP8 attention);
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
   the device count (so every dp divides it);
 * attention kernels: unfused (softmax materialised) when the source predates 2023, when
@@ -41,6 +44,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from typing import Any, Final, Literal
+
+from pydantic import ValidationError
 
 from xpuplan.catalog.assumptions import Assumptions
 from xpuplan.catalog.stacks import TrainingStack, default_training_stack, stack_for_framework
@@ -135,6 +140,37 @@ def row_stack(row: ValidationRow, assumptions: Assumptions | None = None) -> tup
     return chosen, known
 
 
+def stack_options(row: ValidationRow, stack: TrainingStack) -> TrainingStack:
+    """``stack`` with the row's ``stack_options`` applied (``key=value;...``: what the run's recipe sets
+    differently from the stack's profile); unknown keys and bad values are errors naming the column."""
+    text = row.get("stack_options")
+    if not text:
+        return stack
+    update: dict[str, str] = {}
+    for part in str(text).split(";"):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise UserInputError(f"expected key=value pairs separated by ';', got {part.strip()!r}",
+                                 field="stack_options")
+        if key not in TrainingStack.model_fields or key in STACK_IDENTITY_FIELDS:
+            known = sorted(k for k in TrainingStack.model_fields if k not in STACK_IDENTITY_FIELDS)
+            raise UserInputError(f"{key!r} is not a training-stack property", field="stack_options",
+                                 hint=f"one of: {', '.join(known)}")
+        update[key] = value.strip()
+    try:
+        return TrainingStack.model_validate(stack.model_dump() | update)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UserInputError(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}", field="stack_options") from None
+
+
+#: TrainingStack fields that say what a profile is, not how it runs: a row's ``stack_options`` cannot set them.
+STACK_IDENTITY_FIELDS: Final = frozenset({"id", "name", "note", "sources"})
+
+
 def check_row(row: ValidationRow) -> None:
     """What the row must give before anything is built, in the order a reader would check it
     (the first missing piece is the reason reported)."""
@@ -223,6 +259,9 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
         inferred["scale_out"] = f"{nic:g} Gbit/s per device (the row's network, not the catalog's)"
     stack, known = row_stack(row, assumptions)
     inferred["stack"] = stack.id if known else f"{stack.id} (default)"
+    if row.get("stack_options"):
+        stack = stack_options(row, stack)
+        inferred["stack_options"] = str(row.get("stack_options"))
     sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     zero = row.get("zero_stage")
     if zero is None:
