@@ -56,6 +56,26 @@ def test_every_builtin_stack_keeps_attention_in_bf16():
     assert not any(s.fp8_attention for s in load_stacks().stacks.values())
 
 
+def test_the_output_head_runs_in_16_bits_under_fp8_and_fp4_unless_the_stack_says_so():
+    """Megatron-Core's LM head is a plain ColumnParallelLinear (not a TE module) and torchtitan's float8 conversion
+    skips ``output``: in FP8/FP4 training the head's GEMM runs at the bf16 rate; ``fp8_output_head`` (Megatron's
+    fp8_output_proj with MXFP8) runs it at the plan's precision."""
+    from xpuplan.train.compute import head_precision
+
+    assert head_precision("fp8", False) == "bf16" and head_precision("fp4", False) == "bf16"
+    assert head_precision("fp8", True) == "fp8" and head_precision("bf16", False) == "bf16"
+    assert not any(s.fp8_output_head for s in load_stacks().stacks.values())
+    m = get_model("llama3.1-8b")
+    dev, eff = _device_eff()
+    kw = dict(micro_batch=1, seq_len=8192, tp=1, cp=1, ep=1, sp=False)
+    bf = layer_compute(m, dev, eff, precision="bf16", **kw)
+    f8 = layer_compute(m, dev, eff, precision="fp8", **kw)
+    f8_head = layer_compute(m, dev, eff, precision="fp8", fp8_output_head=True, **kw)
+    assert f8.dense_gemm < 0.8 * bf.dense_gemm  # the layers' GEMMs run in FP8
+    assert f8.head_gemm == pytest.approx(bf.head_gemm, rel=0.05)  # the head's does not
+    assert f8_head.head_gemm < 0.8 * f8.head_gemm
+
+
 def test_a_stack_with_fp8_attention_trains_long_sequences_faster():
     m = get_model("llama3.1-8b")
     c = Cluster.from_catalog(H100, 8)

@@ -101,6 +101,9 @@ class TrainingStack(_Strict):
                                    "attention), all_to_all (Ulysses: q, k, v and o re-sharded over heads)")
     fp8_attention: bool = Field(default=False, description="FP8 training runs the attention core in FP8 too "
                                                            "(Transformer Engine fp8_dpa); false: attention in BF16")
+    fp8_output_head: bool = Field(default=False, description="FP8/FP4 training runs the output head (LM head) GEMM "
+                                                             "in FP8 too; false: in 16 bits (Megatron-Core's "
+                                                             "ColumnParallelLinear head, torchtitan's float8 filter)")
     fp8_saved_activations: bool = Field(default=False, description="FP8/FP4 training keeps the quantised (1-byte) "
                                                                    "copy of each linear layer's input for its weight "
                                                                    "gradient (Transformer Engine, DeepSeek-V3); "

@@ -214,6 +214,16 @@ def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> 
     return op_time(op, device, dtype, eff).time_s
 
 
+def head_precision(precision: str, fp8_output_head: bool) -> str:
+    """Precision of the output head's GEMM (hidden -> vocabulary). FP8 and FP4 recipes keep it in 16 bits:
+    Megatron-Core builds the head as ``tensor_parallel.ColumnParallelLinear``, not a Transformer Engine module,
+    unless ``fp8_output_proj`` with MXFP8 selects ``TELMHeadColumnParallelLinear``
+    (megatron/core/models/gpt/gpt_model.py); torchtitan's float8 conversion filters out ``output``
+    (torchtitan/float8.py @9dec370: ``module_filter_fn=lambda mod, fqn: fqn != "output"``). So the head runs at
+    the plan's precision only for FP8/FP4 plans on a stack with ``fp8_output_head``."""
+    return precision if precision not in ("fp8", "fp4") or fp8_output_head else "bf16"
+
+
 def attention_precision(precision: str, fp8_attention: bool) -> str:
     """Precision the attention core (QK^T, softmax, P·V) runs in. FP8 training recipes quantise the
     linear layers only: Transformer Engine runs fused attention in BF16 unless the recipe sets
@@ -324,7 +334,7 @@ def layer_compute(
     model: ModelArch, device: Device, eff: Efficiency, *, micro_batch: int, seq_len: int, tp: int, cp: int,
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
     lora: bool = False, fp8_attention: bool = False, moe_host_sync: bool = True, etp: int | None = None,
-    op_sac: bool = False,
+    op_sac: bool = False, fp8_output_head: bool = False,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
@@ -339,16 +349,18 @@ def layer_compute(
     each rank runs whole experts over its 1/tp sequence shard: the same FLOPs, wider GEMMs.
     ``op_sac``: also time what op-level selective checkpointing re-runs (``sac_dense``, ``sac_moe``:
     :func:`op_sac_linear_shares` of the projections, plus the layer's forward elementwise ops).
+    ``fp8_output_head``: an FP8/FP4 plan runs the output head's GEMM at its precision too; else at 16 bits
+    (:func:`head_precision`).
     """
     s_loc = max(1, seq_len // cp)
     etp = tp if etp is None else etp
 
-    def classify(ops: list[OpCost]) -> tuple[float, float]:
+    def classify(ops: list[OpCost], gemm_precision: str = precision) -> tuple[float, float]:
         g = e = 0.0
         for op in ops:
-            t = _op_seconds(op, device, precision, eff)
+            t = _op_seconds(op, device, gemm_precision, eff)
             if op.op_class == "gemm":
-                if precision == "fp4":  # the recipe's BF16 layers run their GEMMs at the bf16 rate
+                if gemm_precision == "fp4":  # the recipe's BF16 layers run their GEMMs at the bf16 rate
                     t = ((1.0 - FP4_BF16_LAYER_FRACTION) * t
                          + FP4_BF16_LAYER_FRACTION * _op_seconds(op, device, "bf16", eff))
                 g += t
@@ -428,10 +440,11 @@ def layer_compute(
                                               tp=tp, cp=cp, flash=flash)
     attn_dtype = attention_precision(precision, fp8_attention)
     af = sum(op_time(op, device, attn_dtype if op.op_class != "elementwise" else "bf16", eff).time_s for op in attn_ops)
-    hops = head_ops(model, rows=tokens, tp=tp, dtype=precision)
+    head_prec = head_precision(precision, fp8_output_head)
+    hops = head_ops(model, rows=tokens, tp=tp, dtype=head_prec)
     loss = OpCost("loss", "elementwise", 5.0 * tokens * model.vocab_size / tp,
                   tokens * model.vocab_size / tp * LOSS_BYTES_PER_LOGIT)
-    hg, he = classify(hops + ([loss] if hops else []))
+    hg, he = classify(hops + ([loss] if hops else []), head_prec)
     dq_d = dq_m = 0.0
     if qlora:
         bw = device.memory_bandwidth * eff.memory_bw_fraction
