@@ -505,13 +505,15 @@ def test_op_sac_recomputes_projections_and_sequence_parallel_all_gathers():
 
 
 def test_te_stacks_all_gather_the_quantized_input_in_fp8_and_fp4():
-    """Transformer Engine quantizes before the sequence-parallel all-gather (FP8 ~1 B, NVFP4 ~0.56 B per element);
+    """Transformer Engine (and torchao's float8 TP) quantizes before the sequence-parallel all-gather (FP8 ~1 B, NVFP4 ~0.56 B per element);
     the reduce-scatter stays 16-bit: without overlap the TP traffic is (q + 2) / 4 of the bf16 volume. Devices that
     do not run TE (Gaudi) gather 16-bit whatever the stack says."""
     m = get_model("llama3-70b")
     job = TrainingJob(seq_len=8192, global_batch_tokens=64 * 8192, tp_overlap=0.0)
     nemo = training_stack("nemo")
     assert nemo.tp_quantized_all_gather and training_stack("megatron-core").tp_quantized_all_gather
+    assert training_stack("torchtitan").tp_quantized_all_gather  # torchao's PrepareFloat8ModuleInput
+    assert not training_stack("mindspeed-mcore").tp_quantized_all_gather
     plain = nemo.model_copy(update={"tp_quantized_all_gather": False})
     for precision in ("fp8", "fp4"):
         c = Cluster.from_catalog("nvidia-b200-180gb", 8)

@@ -47,10 +47,10 @@ _FP4 = TRAIN_PRECISIONS.index("fp4")
 #: ``_all_gather_nvfp4`` in transformer_engine/pytorch/distributed.py), the reduce-scatters stay 16-bit. FP8: 1 B
 #: (MXFP8's E8M0 scale per 32 elements adds 1/32); NVFP4: 0.5 B plus an FP8 scale per 16 elements.
 QUANTIZED_GATHER_BYTES: Final = {_FP8: 1.0 + 1.0 / 32.0, _FP4: 0.5 + 1.0 / 16.0}
-#: Vendors whose devices run Transformer Engine (NVIDIA's, and AMD's ROCm port of it): a stack's
-#: ``tp_quantized_all_gather`` holds there; elsewhere (Gaudi, NPUs, TPUs) the same framework name runs other FP8
-#: code and gathers 16-bit.
-TRANSFORMER_ENGINE_VENDORS: Final = ("NVIDIA", "AMD")
+#: Vendors whose devices run the FP8 code that gathers quantized tensors (Transformer Engine, NVIDIA's and AMD's
+#: ROCm port; torchao's float8 on CUDA and ROCm): a stack's ``tp_quantized_all_gather`` holds there; elsewhere
+#: (Gaudi, NPUs, TPUs) the same framework name runs other FP8 code and gathers 16-bit.
+QUANTIZED_GATHER_VENDORS: Final = ("NVIDIA", "AMD")
 
 #: Bytes per expert of the token counts the MoE dispatcher exchanges over the EP group before each
 #: all-to-all (int64 per expert; Megatron-Core gathers every rank's counts).
@@ -123,8 +123,8 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     one or two per layer (parallel attention/MLP blocks: one), per forward, backward and
     recomputed forward, plus the all-gathers that op-level selective checkpointing re-runs
     (``TrainingStack.selective_recompute`` op_sac, with SP: half a pass). On stacks that all-gather the
-    quantized GEMM input in FP8/FP4 training (``tp_quantized_all_gather``: Transformer Engine), the
-    all-gather half moves :data:`QUANTIZED_GATHER_BYTES` per element instead of 2.
+    quantized GEMM input in FP8/FP4 training (``tp_quantized_all_gather``: Transformer Engine, torchao's float8
+    tensor parallelism), the all-gather half moves :data:`QUANTIZED_GATHER_BYTES` per element instead of 2.
 
     Where the stack overlaps TP communication (and SP is on, which Transformer Engine's overlap
     needs; a stack with ``tp_overlap_needs_sp`` False, such as XLA's collective matmul in MaxText,
@@ -135,7 +135,7 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     fraction overrides the stack."""
     colls_per_layer = 1.0 if model.parallel_attn_mlp else 2.0
     tp_bytes = lay.mb * (lay.s / lay.cp) * lay.h * ACTIVATION_BYTES
-    if stack.tp_quantized_all_gather and cluster.device.vendor in TRANSFORMER_ENGINE_VENDORS:
+    if stack.tp_quantized_all_gather and cluster.device.vendor in QUANTIZED_GATHER_VENDORS:
         # the all-gather half of the (all-gather + reduce-scatter = all-reduce) volume moves quantized inputs
         gather = np.full_like(lay.tp, ACTIVATION_BYTES)
         for code, q_bytes in QUANTIZED_GATHER_BYTES.items():
