@@ -46,28 +46,16 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-    import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
-    from xpuplan.bench.model import ACCEL_MODEL, ACCEL_MODEL_QUICK, build_model
+    from xpuplan.bench.detect import detect_backend
+    from xpuplan.bench.model import ACCEL_MODEL, ACCEL_MODEL_QUICK, build_train_step
 
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     cfg = ACCEL_MODEL_QUICK if args.quick else ACCEL_MODEL
-    dev = "cuda"
-    model = build_model(cfg, dev, torch.float32)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    tokens = torch.randint(0, cfg.vocab, (cfg.train_batch, cfg.train_seq), device=dev)
-    targets = torch.randint(0, cfg.vocab, (cfg.train_batch * cfg.train_seq,), device=dev)
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(tokens)
-        loss = F.cross_entropy(logits.view(-1, cfg.vocab).float(), targets)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step, _ = build_train_step(detect_backend("cuda"), cfg, "bf16")  # the step `xpuplan bench run` times
 
     for _ in range(3):
         step()

@@ -29,6 +29,13 @@ def _device_eff():
     return c.device, c.efficiency
 
 
+def _llama8b_layer(precision: str, seq_len: int, **flags: bool):
+    """One Llama 3.1 8B layer's compute on one H100 (micro-batch 1, no parallelism)."""
+    dev, eff = _device_eff()
+    return layer_compute(get_model("llama3.1-8b"), dev, eff, micro_batch=1, seq_len=seq_len, tp=1, cp=1, ep=1,
+                         sp=False, precision=precision, **flags)
+
+
 # ---------------------------------------------------------------------------------------
 # precision
 # ---------------------------------------------------------------------------------------
@@ -40,12 +47,8 @@ def test_attention_runs_in_bf16_under_fp8_unless_the_stack_enables_fp8_attention
 
 
 def test_fp8_speeds_up_the_gemms_not_the_attention_core():
-    m = get_model("llama3.1-8b")
-    dev, eff = _device_eff()
-    kw = dict(micro_batch=1, seq_len=32768, tp=1, cp=1, ep=1, sp=False)
-    bf = layer_compute(m, dev, eff, precision="bf16", **kw)
-    f8 = layer_compute(m, dev, eff, precision="fp8", **kw)
-    f8_dpa = layer_compute(m, dev, eff, precision="fp8", fp8_attention=True, **kw)
+    bf, f8 = _llama8b_layer("bf16", 32768), _llama8b_layer("fp8", 32768)
+    f8_dpa = _llama8b_layer("fp8", 32768, fp8_attention=True)
     assert f8.dense_gemm < 0.8 * bf.dense_gemm
     assert f8.attn_fwd == pytest.approx(bf.attn_fwd)
     assert f8_dpa.attn_fwd < 0.8 * bf.attn_fwd
@@ -65,12 +68,8 @@ def test_the_output_head_runs_in_16_bits_under_fp8_and_fp4_unless_the_stack_says
     assert head_precision("fp8", False) == "bf16" and head_precision("fp4", False) == "bf16"
     assert head_precision("fp8", True) == "fp8" and head_precision("bf16", False) == "bf16"
     assert not any(s.fp8_output_head for s in load_stacks().stacks.values())
-    m = get_model("llama3.1-8b")
-    dev, eff = _device_eff()
-    kw = dict(micro_batch=1, seq_len=8192, tp=1, cp=1, ep=1, sp=False)
-    bf = layer_compute(m, dev, eff, precision="bf16", **kw)
-    f8 = layer_compute(m, dev, eff, precision="fp8", **kw)
-    f8_head = layer_compute(m, dev, eff, precision="fp8", fp8_output_head=True, **kw)
+    bf, f8 = _llama8b_layer("bf16", 8192), _llama8b_layer("fp8", 8192)
+    f8_head = _llama8b_layer("fp8", 8192, fp8_output_head=True)
     assert f8.dense_gemm < 0.8 * bf.dense_gemm  # the layers' GEMMs run in FP8
     assert f8.head_gemm == pytest.approx(bf.head_gemm, rel=0.05)  # the head's does not
     assert f8_head.head_gemm < 0.8 * f8.head_gemm

@@ -18,6 +18,7 @@ prediction for the step uses the model that was measured.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -187,27 +188,35 @@ def _make_optimizer(torch: Any, params: Any) -> tuple[Any, str]:
     return torch.optim.AdamW(params, lr=ADAM_LR, weight_decay=ADAM_WEIGHT_DECAY), "for-loop"
 
 
+def build_train_step(backend: Backend, cfg: SmallTransformerConfig, dtype: str) -> tuple[Callable[[], None], str]:
+    """The training step the bench times (and ``benchmarks/bench_step_profile.py`` profiles): forward under the
+    precision's autocast over fp32 parameters, cross-entropy, backward, AdamW (fused where the build offers it).
+    Returns the step and the optimizer kind."""
+    import torch
+    import torch.nn.functional as F
+
+    dev = backend.torch_device
+    model = build_model(cfg, dev, torch.float32)
+    opt, opt_kind = _make_optimizer(torch, model.parameters())
+    tokens = torch.randint(0, cfg.vocab, (cfg.train_batch, cfg.train_seq), device=dev)
+    targets = torch.randint(0, cfg.vocab, (cfg.train_batch * cfg.train_seq,), device=dev)
+
+    def step() -> None:
+        with _autocast(torch, backend, dtype):
+            logits = model(tokens)
+        loss = F.cross_entropy(logits.view(-1, cfg.vocab).float(), targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step, opt_kind
+
+
 def train_step_case(backend: Backend, cfg: SmallTransformerConfig, dtype: str, plan: TimingPlan) -> BenchCase:
     name = f"model train step {dtype} {cfg.layers}x{cfg.d_model} b{cfg.train_batch} s{cfg.train_seq}"
 
     def run() -> Record | None:
-        import torch
-        import torch.nn.functional as F
-
-        dev = backend.torch_device
-        model = build_model(cfg, dev, torch.float32)
-        opt, opt_kind = _make_optimizer(torch, model.parameters())
-        tokens = torch.randint(0, cfg.vocab, (cfg.train_batch, cfg.train_seq), device=dev)
-        targets = torch.randint(0, cfg.vocab, (cfg.train_batch * cfg.train_seq,), device=dev)
-
-        def step() -> None:
-            with _autocast(torch, backend, dtype):
-                logits = model(tokens)
-            loss = F.cross_entropy(logits.view(-1, cfg.vocab).float(), targets)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-
+        step, opt_kind = build_train_step(backend, cfg, dtype)
         t = time_fn(step, backend.synchronize, plan)
         tokens_per_step = cfg.train_batch * cfg.train_seq
         return Record(kind="model_step", name=name, dtype=dtype, metric="step_time_s", value=t.best_s, unit="s",
@@ -263,28 +272,39 @@ def planner_op_count(cfg: SmallTransformerConfig, batch: int, q_len: int, kv_len
     return cfg.layers * len(layer_ops(arch, batch=batch, q_len=q_len, kv_len=kv_len)) + len(head_ops(arch, rows=batch))
 
 
-def dispatch_case(backend: Backend, plan: TimingPlan) -> BenchCase:
+def _tiny_decode(backend: Backend) -> Callable[[], None]:
+    """One decode step of :data:`TINY_MODEL` under ``torch.inference_mode``: the work the dispatch cases time."""
+    import torch
+
     cfg = TINY_MODEL
+    dev = backend.torch_device
+    model = build_model(cfg, dev, torch.float32).eval()
+    shape = (1, cfg.heads, cfg.decode_context + 1, cfg.head_dim)
+    caches = [(torch.randn(shape, device=dev), torch.randn(shape, device=dev)) for _ in range(cfg.layers)]
+    token = torch.randint(0, cfg.vocab, (1, 1), device=dev)
+
+    @torch.inference_mode()
+    def step() -> None:
+        model(token, caches, cfg.decode_context)
+
+    return step
+
+
+def _dispatch_record(kind: str, name: str, step_s: float, timing: Any) -> Record:
+    """A dispatch measurement: the tiny step's time per operation of the planner's op list."""
+    cfg = TINY_MODEL
+    n_ops = planner_op_count(cfg, 1, 1, cfg.decode_context + 1)
+    return Record(kind=kind, name=name, dtype="fp32", metric="time_per_op_us", value=step_s / n_ops / units.US,
+                  unit="µs", time_s=step_s / n_ops, params={"model": cfg.to_dict(), "planner_ops": n_ops,
+                                                             "step_time_s": step_s, **timing.to_dict()})
+
+
+def dispatch_case(backend: Backend, plan: TimingPlan) -> BenchCase:
     name = "dispatch tiny-model decode step"
 
     def run() -> Record | None:
-        import torch
-
-        dev = backend.torch_device
-        model = build_model(cfg, dev, torch.float32).eval()
-        shape = (1, cfg.heads, cfg.decode_context + 1, cfg.head_dim)
-        caches = [(torch.randn(shape, device=dev), torch.randn(shape, device=dev)) for _ in range(cfg.layers)]
-        token = torch.randint(0, cfg.vocab, (1, 1), device=dev)
-
-        @torch.inference_mode()
-        def step() -> None:
-            model(token, caches, cfg.decode_context)
-
-        t = time_fn(step, backend.synchronize, plan)
-        n_ops = planner_op_count(cfg, 1, 1, cfg.decode_context + 1)
-        return Record(kind="dispatch", name=name, dtype="fp32", metric="time_per_op_us", value=t.best_s / n_ops / units.US,
-                      unit="µs", time_s=t.best_s / n_ops, params={"model": cfg.to_dict(), "planner_ops": n_ops,
-                                                                   "step_time_s": t.best_s, **t.to_dict()})
+        t = time_fn(_tiny_decode(backend), backend.synchronize, plan)
+        return _dispatch_record("dispatch", name, t.best_s, t)
 
     return BenchCase("dispatch", name, run)
 
@@ -296,7 +316,6 @@ def graph_dispatch_case(backend: Backend, plan: TimingPlan) -> BenchCase:
     engines and of kernels the host queues ahead of the device. The eager figure of :func:`dispatch_case` is the
     host's issue time per operation instead. Record kind ``dispatch_graph``; skipped where graphs do not exist
     (CPU, NPU and MLU backends)."""
-    cfg = TINY_MODEL
     name = "dispatch tiny-model decode step (graph replay)"
 
     def run() -> Record | None:
@@ -304,16 +323,7 @@ def graph_dispatch_case(backend: Backend, plan: TimingPlan) -> BenchCase:
 
         if backend.kind not in ("cuda", "rocm") or not hasattr(torch.cuda, "CUDAGraph"):
             return None
-        dev = backend.torch_device
-        model = build_model(cfg, dev, torch.float32).eval()
-        shape = (1, cfg.heads, cfg.decode_context + 1, cfg.head_dim)
-        caches = [(torch.randn(shape, device=dev), torch.randn(shape, device=dev)) for _ in range(cfg.layers)]
-        token = torch.randint(0, cfg.vocab, (1, 1), device=dev)
-
-        def step() -> None:
-            with torch.no_grad():
-                model(token, caches, cfg.decode_context)
-
+        step = _tiny_decode(backend)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm up off the capture stream, as graph capture requires
@@ -327,10 +337,7 @@ def graph_dispatch_case(backend: Backend, plan: TimingPlan) -> BenchCase:
         except RuntimeError:  # a build or driver that cannot capture: nothing measured
             return None
         t = time_fn(graph.replay, backend.synchronize, plan)
-        n_ops = planner_op_count(cfg, 1, 1, cfg.decode_context + 1)
-        return Record(kind="dispatch_graph", name=name, dtype="fp32", metric="time_per_op_us",
-                      value=t.best_s / n_ops / units.US, unit="µs", time_s=t.best_s / n_ops,
-                      params={"model": cfg.to_dict(), "planner_ops": n_ops, "step_time_s": t.best_s, **t.to_dict()})
+        return _dispatch_record("dispatch_graph", name, t.best_s, t)
 
     return BenchCase("dispatch", name, run)
 

@@ -140,6 +140,10 @@ def row_stack(row: ValidationRow, assumptions: Assumptions | None = None) -> tup
     return chosen, known
 
 
+#: TrainingStack fields that say what a profile is, not how it runs: a row's ``stack_options`` cannot set them.
+STACK_IDENTITY_FIELDS: Final = frozenset({"id", "name", "note", "sources"})
+
+
 def stack_options(row: ValidationRow, stack: TrainingStack) -> TrainingStack:
     """``stack`` with the row's ``stack_options`` applied (``key=value;...``: what the run's recipe sets
     differently from the stack's profile); unknown keys and bad values are errors naming the column."""
@@ -166,9 +170,6 @@ def stack_options(row: ValidationRow, stack: TrainingStack) -> TrainingStack:
         err = exc.errors()[0]
         raise UserInputError(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}", field="stack_options") from None
 
-
-#: TrainingStack fields that say what a profile is, not how it runs: a row's ``stack_options`` cannot set them.
-STACK_IDENTITY_FIELDS: Final = frozenset({"id", "name", "note", "sources"})
 
 
 def check_row(row: ValidationRow) -> None:
