@@ -183,7 +183,9 @@ def test_stack_ep_overlap_and_job_override():
     c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 64)
     plan = make_plan(n_devices=64, global_batch_seqs=256, tp=2, ep=8, zero_stage=1)
     job = TrainingJob(seq_len=4096, global_batch_tokens=256 * 4096)
-    a = estimate(m, c, plan, job, stack=training_stack("megatron-core")).step.ep_comm_s
+    # the same dispatch (DualPipe's stack de-duplicates per node), without overlap
+    plain = training_stack("megatron-core").model_copy(update={"moe_node_dedup": True})
+    a = estimate(m, c, plan, job, stack=plain).step.ep_comm_s
     b = estimate(m, c, plan, job, stack=training_stack("deepseek-dualpipe")).step.ep_comm_s
     # the hidden part costs the compute under it the SMs the exchange kernels hold
     share = training_stack("deepseek-dualpipe").ep_overlap_sm_share
@@ -530,3 +532,32 @@ def test_te_stacks_all_gather_the_quantized_input_in_fp8_and_fp4():
     fp8 = make_plan(n_devices=8, global_batch_seqs=64, tp=8, precision="fp8", zero_stage=1)
     assert estimate(m, gaudi, fp8, job, stack=nemo).step.tp_comm_s == estimate(m, gaudi, fp8, job,
                                                                                 stack=plain).step.tp_comm_s
+
+
+def test_expected_nodes_hit_is_the_hypergeometric_mean():
+    from math import comb
+
+    from xpuplan.train.phases import expected_nodes_hit
+
+    # 8 of 128 experts over 4 nodes of 32: each node is missed with probability C(96, 8) / C(128, 8)
+    want = 4 * (1 - comb(96, 8) / comb(128, 8))
+    assert float(expected_nodes_hit(128, 8, np.asarray([4.0]))[0]) == pytest.approx(want)
+    assert 3.5 < want < 3.7
+    # one node is always hit; many nodes: at most top_k of them
+    assert float(expected_nodes_hit(128, 8, np.asarray([1.0]))[0]) == pytest.approx(1.0)
+    assert float(expected_nodes_hit(256, 8, np.asarray([32.0]))[0]) < 8.0
+    # as many nodes as experts: every expert on its own node, exactly top_k of them hit
+    assert float(expected_nodes_hit(16, 4, np.asarray([16.0]))[0]) == pytest.approx(4.0)
+
+
+def test_node_dedup_sends_fewer_copies_when_experts_cluster_on_few_nodes():
+    from xpuplan.train.phases import moe_dispatch_dedup_s
+
+    m = get_model("qwen3-235b-a22b")  # 128 experts, top-8, no node limit
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 256)
+    nbytes = np.asarray([2048 * 8 * 4096 * 2.0])
+    t = float(moe_dispatch_dedup_s(nbytes, m, c, np.asarray([32]), np.asarray([1]))[0])  # 4 nodes of 8
+    hit = 4 * (1 - __import__("math").comb(96, 8) / __import__("math").comb(128, 8))
+    net = nbytes[0] / 8 * hit * 3 / 4 / c.scale_out.bus_bw
+    assert t >= net
+    assert t < nbytes[0] / 8 * 4 * 3 / 4 / c.scale_out.bus_bw  # below the one-copy-per-node bound

@@ -251,8 +251,8 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     Tokens per rank: the micro-batch's sequence chunk, split by TP under SP. Each sends top_k
     copies of its hidden state (bf16; dispatch in FP8 where the stack does it in FP8 training).
     Stacks that de-duplicate per node (DeepEP) send a token across the network once per destination
-    node — min(top_k, the model's node limit, EP nodes spanned) copies, of which (nodes-1)/nodes leave
-    the node — and forward it over the scale-up links (:func:`moe_dispatch_dedup_s`)."""
+    node — min(the model's node limit, the EP nodes its top_k experts fall on) copies, of which
+    (nodes-1)/nodes leave the node — and forward it over the scale-up links (:func:`moe_dispatch_dedup_s`)."""
     if model.moe is None:
         return np.zeros_like(lay.tp)
     ep_tokens = lay.mb * (lay.s / lay.cp) / np.where(lay.sp, lay.tp, 1.0)
@@ -296,11 +296,26 @@ def moe_dispatch_fixed_s(lay: Layout, model: ModelArch, cluster: Cluster, p: Pla
     return (1.0 + lay.full_rec) * t_counts
 
 
+def expected_nodes_hit(n_experts: int, top_k: int, nodes: np.ndarray) -> np.ndarray:
+    """Expected number of the ``nodes`` an EP group spans that one token's ``top_k`` distinct experts fall on,
+    with the experts spread evenly (n_experts/nodes per node) and chosen uniformly, as a balanced router does:
+    nodes·(1 - P(a node gets none)), P = C(E - E/N, k) / C(E, k) (hypergeometric). At most min(top_k, nodes):
+    8 of 128 experts over 4 nodes hit 3.62 of them, not 4; over 2 nodes, 1.99."""
+    n = np.maximum(np.asarray(nodes, dtype=float), 1.0)
+    e = float(n_experts)
+    per_node = e / n
+    miss = np.ones_like(n)
+    for i in range(int(top_k)):
+        miss = miss * np.clip((e - per_node - i) / max(e - i, 1.0), 0.0, 1.0)
+    return np.minimum(n * (1.0 - miss), np.minimum(float(top_k), n))
+
+
 def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster, ep: np.ndarray,
                          stride: np.ndarray) -> np.ndarray:
     """One node-de-duplicated MoE all-to-all (DeepEP-style) of ``n_bytes`` per rank (= tokens x top_k
     x hidden x bytes): across the network each token goes once per destination node,
-    min(top_k, node_limit, nodes) copies of which (nodes-1)/nodes leave the node; inside the node
+    min(node_limit, the nodes its experts fall on: :func:`expected_nodes_hit`) copies of which
+    (nodes-1)/nodes leave the node; inside the node
     the top_k copies are forwarded over the scale-up links. Both run at once (max), plus the
     latency steps of a hierarchical all-to-all. A group inside one domain is a plain all-to-all."""
     assert model.moe is not None
@@ -309,7 +324,8 @@ def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster
     nodes_f = np.asarray(nodes, dtype=float)
     top_k = float(model.moe.top_k)
     limit = float(model.moe.node_limit or model.moe.top_k)
-    copies = np.minimum(np.minimum(top_k, limit), nodes_f)
+    hit = expected_nodes_hit(model.moe.n_routed_experts, model.moe.top_k, nodes_f)
+    copies = np.minimum(limit, hit)
     per_copy = n_bytes / top_k
     t_inter = per_copy * copies * (nodes_f - 1.0) / np.maximum(nodes_f, 1.0) / cluster.scale_out.bus_bw
     t_intra = n_bytes * (local_f - 1.0) / np.maximum(local_f, 1.0) / cluster.scale_up.bus_bw
