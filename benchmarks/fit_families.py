@@ -169,8 +169,9 @@ FAMILIES: tuple[Family, ...] = (
         why="Gaudi 2 serving rows (FP8 throughput and TTFT); the training rows print no layout (the validator "
             "predicts a conventional layout, TP over a server) and are reported, not fitted. Every row is FP8, so "
             "FP8 and bf16 share one fraction (low_precision_factor held at 1.0: FP8 runs on the same MME data "
-            "path, at twice the bf16 rate on Gaudi 2 and the same rate on Gaudi 3, as the catalog peaks say). Gaudi 3 has no public row and takes Gaudi 2's fractions as its prior (same MME "
-            "design and software stack).",
+            "path, at twice the bf16 rate on Gaudi 2 and the same rate on Gaudi 3, as the catalog peaks say). Gaudi 3 has "
+            "no public row: it takes Gaudi 2's fractions except the GEMM fraction, which its device entry scales by "
+            "the two chips' measured matmul ratio (efficiency.yaml devices: intel-gaudi3).",
     ),
     Family(
         "amd-cdna3", {"vendor": "AMD", "kind": "GPU", "architecture": "CDNA 3"},

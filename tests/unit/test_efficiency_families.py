@@ -31,7 +31,25 @@ def test_gaudi_is_its_own_family_not_a_chinese_npu():
         assert "npu-cn" not in a.efficiency_families(dev)
         assert a.efficiency_family(dev) == "intel-gaudi"
         prov = a.efficiency_provenance(dev)
-        assert prov["gemm_peak_fraction"] == "family:intel-gaudi"
+        assert prov["memory_bw_fraction"] == "family:intel-gaudi"
+    assert a.efficiency_provenance(cat.get("intel-gaudi2"))["gemm_peak_fraction"] == "family:intel-gaudi"
+    assert a.efficiency_provenance(cat.get("intel-gaudi3"))["gemm_peak_fraction"] == "device:intel-gaudi3"
+
+
+def test_gaudi3_gemm_fraction_is_the_family_fit_scaled_by_the_measured_matmul_ratio():
+    """The family is fitted on Gaudi 2 (FP8) rows; Gaudi 3's entry scales its GEMM fraction by the two chips' maximum
+    achievable matmul FLOPS in the same sweep (FP8: Gaudi 3 1289.5 of 1835, Gaudi 2 826.5 of 865 TFLOP/s;
+    stas00/ml-engineering, 2025-09). A refit of the family must carry over to the device entry."""
+    a = default_assumptions()
+    cat = load_catalog()
+    family = a.efficiency_layers.families["intel-gaudi"].gemm_peak_fraction
+    assert family is not None
+    ratio = (1289.5 / 1835.0) / (826.5 / 865.0)
+    g3 = a.efficiency(cat.get("intel-gaudi3"))
+    assert g3.gemm_peak_fraction == pytest.approx(family * ratio, abs=0.001)
+    assert g3.gemm_peak_fraction < a.efficiency(cat.get("intel-gaudi2")).gemm_peak_fraction
+    # the rest of Gaudi 3's parameters are the family's
+    assert g3.memory_bw_fraction == a.efficiency(cat.get("intel-gaudi2")).memory_bw_fraction
 
 
 def test_blackwell_has_its_own_entry_not_ampere_defaults():
