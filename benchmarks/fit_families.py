@@ -136,7 +136,11 @@ FAMILIES: tuple[Family, ...] = (
             "(gemm_half_dim) already models. Not A100's values: those are the defaults and are fitted on Ampere. "
             "The attention prior agrees with Blackwell's own figure: FlashAttention-4 reaches 1,605 TFLOP/s forward on "
             "B200 BF16 (71% of 2,250) and up to 1.3x cuDNN 9.13 (Together AI blog 'FlashAttention-4', 2026-03), so "
-            "cuDNN's fused attention, which Transformer Engine uses, sustains ~0.55 of the dense peak at long sequences.",
+            "cuDNN's fused attention, which Transformer Engine uses, sustains ~0.55 of the dense peak at long sequences. "
+            "The GEMM prior stays Hopper's: the maximum achievable matmul sweep (stas00/ml-engineering MAMF table) puts "
+            "B200 and B300 within 3% of the H100's share of peak in bf16 (77.6% and 78.6% vs 80.3%) and 5-8% above it in "
+            "FP8 (76.3% and 74.5% vs 70.9%), GB200 9% below in bf16 (72.9%): within what such sweeps vary between software "
+            "versions, unlike Gaudi 3's 30% (its device entry).",
     ),
     Family(
         "google-tpu-v5e", {"vendor": "Google", "kind": "TPU", "architecture": "TPU v5e"},

@@ -103,3 +103,20 @@ def test_user_override_of_a_family_keeps_its_match():
     cat = load_catalog()
     assert a.efficiency(cat.get("google-tpu-v6e")).gemm_peak_fraction == 0.3
     assert a.efficiency(cat.get("google-tpu-v5e")).gemm_peak_fraction != 0.3
+
+
+def test_amd_parts_with_a_measured_matmul_sweep_use_it():
+    """MI325X and CDNA 4 (MI355X/MI350X) take their measured maximum achievable bf16 matmul share of peak; the
+    MI300X keeps the AMD prior its family is built on, and CDNA 2 keeps the prior."""
+    a = default_assumptions()
+    cat = load_catalog()
+    mi300x, mi325x = cat.get("amd-mi300x-192gb"), cat.get("amd-mi325x-256gb")
+    assert a.efficiency(mi325x).gemm_peak_fraction == pytest.approx(784.9 / 1307.4, abs=0.005)
+    assert a.efficiency_provenance(mi325x)["gemm_peak_fraction"] == "device:amd-mi325x-256gb"
+    # the rest of the MI325X is its family's (the FP8 factor fitted on MI300X rows)
+    assert a.efficiency(mi325x).low_precision_factor == a.efficiency(mi300x).low_precision_factor
+    for dev_id in ("amd-mi355x-288gb", "amd-mi350x-288gb"):
+        dev = cat.get(dev_id)
+        assert a.efficiency_family(dev) == "amd-cdna4"
+        assert a.efficiency(dev).gemm_peak_fraction == pytest.approx(1565.0 / 2516.6, abs=0.005)
+    assert a.efficiency(cat.get("amd-mi250x")).gemm_peak_fraction == a.efficiency(mi300x).gemm_peak_fraction == 0.50
