@@ -417,8 +417,38 @@ def test_expert_tensor_parallel_rule_shared_by_memory_compute_and_launchers():
     # the Megatron-LM and Megatron-Bridge launch lines carry the same expert-TP
     from xpuplan.train.emit import _etp
     from xpuplan.train.plan import ParallelPlan
-    assert _etp(ParallelPlan(tp=8, pp=4, cp=2, dp=1, ep=1, sp=True)) == 8
-    assert _etp(ParallelPlan(tp=2, pp=8, dp=16, ep=32, sp=True)) == 1
+    core = training_stack("megatron-core")
+    assert _etp(ParallelPlan(tp=8, pp=4, cp=2, dp=1, ep=1, sp=True), core) == 8
+    assert _etp(ParallelPlan(tp=2, pp=8, dp=16, ep=32, sp=True), core) == 1
+    # Megatron-Bridge's MoE recipes set expert-TP 1 whatever the layout (expert_tp_one)
+    assert _etp(ParallelPlan(tp=2, pp=1, dp=128, ep=8, sp=True), core) == 2
+    assert _etp(ParallelPlan(tp=2, pp=1, dp=128, ep=8, sp=True), training_stack("nemo")) == 1
+
+
+def test_whole_experts_fold_tp_into_ep_memory_and_dispatch():
+    """A stack that runs its expert layers at expert-TP 1 (Megatron-Bridge's recipes, the Megatron-Core MoE team's
+    scripts) keeps whole experts on every EP rank (TP x the expert weights of the TP-split layout, sharded over an
+    expert-DP group TP x larger) and takes the EP group from adjacent ranks: EP 8 stays inside an 8-GPU node where
+    the TP-split layout strides it over two."""
+    from xpuplan.perf.memory import expert_dp_size, expert_tensor_parallel, training_memory
+
+    assert expert_tensor_parallel(2, 128, 8) == 2 and expert_tensor_parallel(2, 128, 8, True) == 1
+    assert expert_tensor_parallel(8, 1, 1, True) == 8  # no EP: the experts stay split like a dense MLP
+    assert list(expert_tensor_parallel(np.asarray([2, 4]), np.asarray([128, 8]), np.asarray([8, 8]), True)) == [1, 1]
+    assert float(expert_dp_size(np.asarray([2]), np.asarray([128]), np.asarray([8]), True)[0]) == 32
+    assert float(expert_dp_size(np.asarray([2]), np.asarray([128]), np.asarray([8]))[0]) == 16
+    m = get_model("qwen3-235b-a22b")
+    kw = dict(seq_len=4096, micro_batch=1, tp=2, pp=2, dp=64, ep=8, zero_stage=0, recompute="none")
+    split, whole = training_memory(m, **kw), training_memory(m, **kw, whole_experts=True)
+    assert whole.params_on_device > split.params_on_device
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 256)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=2048 * 4096)
+    plan = make_plan(n_devices=256, global_batch_seqs=2048, tp=2, pp=2, ep=8, zero_stage=1, recompute="none")
+    core = training_stack("megatron-core").model_copy(update={"moe_node_dedup": False})
+    folded = core.model_copy(update={"expert_tp_one": True})
+    e_split = estimate(m, c, plan, job, stack=core).step.ep_comm_s
+    e_folded = estimate(m, c, plan, job, stack=folded).step.ep_comm_s
+    assert e_folded < 0.5 * e_split  # NVLink inside the node instead of the network across two
 
 
 # ---------------------------------------------------------------------------------------
@@ -561,3 +591,19 @@ def test_node_dedup_sends_fewer_copies_when_experts_cluster_on_few_nodes():
     net = nbytes[0] / 8 * hit * 3 / 4 / c.scale_out.bus_bw
     assert t >= net
     assert t < nbytes[0] / 8 * 4 * 3 / 4 / c.scale_out.bus_bw  # below the one-copy-per-node bound
+
+
+def test_megatron_fsdp_does_not_gather_again_for_the_recomputed_forward():
+    """Megatron-FSDP keeps a unit's weights gathered from the pre-backward gather through the recomputed forward and
+    the backward (resharded post-backward); DeepSpeed-style ZeRO-3 gathers them once more for the re-run forward."""
+    m = get_model("llama3-70b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 256)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=512 * 4096)
+    base = training_stack("megatron-core").model_copy(update={"zero3_prefetch": False})
+    assert base.zero3_regather_on_recompute is False and training_stack("deepspeed").zero3_regather_on_recompute
+    again = base.model_copy(update={"zero3_regather_on_recompute": True})
+    full = make_plan(n_devices=256, global_batch_seqs=512, tp=1, pp=1, zero_stage=3, recompute="full")
+    none = make_plan(n_devices=256, global_batch_seqs=512, tp=1, pp=1, zero_stage=3, recompute="none")
+    assert estimate(m, c, full, job, stack=again).step.zero3_comm_s > estimate(m, c, full, job, stack=base).step.zero3_comm_s
+    assert estimate(m, c, none, job, stack=again).step.zero3_comm_s == pytest.approx(
+        estimate(m, c, none, job, stack=base).step.zero3_comm_s)

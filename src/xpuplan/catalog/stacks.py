@@ -59,6 +59,10 @@ class TrainingStack(_Strict):
     grad_reduce_overlap: bool = Field(default=True, description="DP gradient buckets reduce under the backward")
     zero3_granularity: Zero3Granularity = Field(description="what one ZeRO-3/FSDP collective covers")
     zero3_prefetch: bool = Field(default=True, description="next gather issued under the current unit's compute")
+    zero3_regather_on_recompute: bool = Field(
+        default=True, description="with full recomputation the re-run forward gathers the ZeRO-3 weights once more; "
+                                   "false: the backward's gather serves the recomputed forward and the backward alike "
+                                   "(Megatron-FSDP reshards after the backward when recomputing)")
     zero3_hybrid: bool = Field(default=False, description="ZeRO-3 shards inside a scale-up domain only; the gradient "
                                                           "shard is all-reduced across domains once per step "
                                                           "(MaxText multislice: FSDP over ICI, DP over DCN)")
@@ -73,6 +77,11 @@ class TrainingStack(_Strict):
     moe_node_dedup: bool = Field(default=False, description="a token crosses the network once per destination node "
                                                             "(then scale-up forwarding), e.g. DeepEP")
     moe_fp8_dispatch: bool = Field(default=False, description="FP8 dispatch payload in FP8 training (combine stays bf16)")
+    expert_tp_one: bool = Field(
+        default=False, description="with expert parallelism the expert layers run at expert-tensor-parallel size 1: "
+                                   "every EP rank holds whole experts and routes its own sequence shard, the EP group "
+                                   "takes adjacent ranks (MoE parallel folding); false: experts split over TP like a "
+                                   "dense MLP wherever EP fits in dp·cp (Megatron-Core's default)")
     tp_sharded_activations: bool = Field(default=False, description="every activation a layer keeps is sharded over "
                                                                      "the tensor-parallel ranks whether or not the "
                                                                      "stack runs Megatron-style SP (XLA: the logical "

@@ -148,7 +148,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
-                          usable_bytes=usable_bytes)
+                          usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one)
     plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch}
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,

@@ -273,29 +273,32 @@ def interleave_activation_factor(pp: np.ndarray, n_microbatches: np.ndarray, vpp
     return np.where((pp_f > 1) & (v > 1), np.maximum(inter / plain, 1.0), 1.0)
 
 
-def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray) -> np.ndarray:
+def expert_dp_size(tp: np.ndarray, dpcp: np.ndarray, ep: np.ndarray, whole_experts: bool = False) -> np.ndarray:
     """Ranks sharing one expert's weights (the expert-data-parallel group): tp·dp·cp / (ep·etp) with
     :func:`expert_tensor_parallel` -- dp·cp/ep when EP is carved out of dp·cp (experts split over TP),
     tp·dp·cp/ep when the expert layers fold TP ranks into EP (MoE parallel folding, expert-TP 1:
     arXiv 2504.14960)."""
     tp_i, dpcp_i, ep_i = (np.asarray(x).astype(np.int64) for x in (tp, dpcp, ep))
-    etp = expert_tensor_parallel(tp_i, dpcp_i, ep_i)
+    etp = expert_tensor_parallel(tp_i, dpcp_i, ep_i, whole_experts)
     return np.maximum(tp_i * dpcp_i // (ep_i * etp), 1).astype(float)
 
 
-def expert_tensor_parallel(tp: Any, dpcp: Any, ep: Any) -> Any:
+def expert_tensor_parallel(tp: Any, dpcp: Any, ep: Any, whole_experts: bool = False) -> Any:
     """Expert tensor-parallel size (ETP) of a plan: how many ranks split one routed expert's weights.
 
     TP when EP is carved out of the data-parallel ranks (``ep`` divides dp·cp, every ep = 1 plan
     included): the experts are split over the tensor-parallel group like a dense MLP, Megatron-Core's
     default (``expert_tensor_parallel_size`` unset = TP) and what MindSpeed and DeepSpeed-Megatron do.
     1 when the expert layers fold TP ranks into EP (MoE parallel folding, arXiv 2504.14960): every
-    rank of the EP group then holds whole experts. The one rule the memory model, the compute model
-    and the launch configurations share. Numbers or arrays."""
+    rank of the EP group then holds whole experts; always 1 with EP for a stack whose recipes set
+    expert-TP 1 (``whole_experts``: ``TrainingStack.expert_tp_one``, Megatron-Bridge's MoE recipes). The one
+    rule the memory model, the compute model and the launch configurations share. Numbers or arrays."""
     if any(isinstance(x, np.ndarray) for x in (tp, dpcp, ep)):
         tp_i, dpcp_i, ep_i = (np.asarray(x).astype(np.int64) for x in (tp, dpcp, ep))
-        return np.where(dpcp_i % ep_i == 0, tp_i, 1)
-    return int(tp) if int(dpcp) % int(ep) == 0 else 1
+        folded = (dpcp_i % ep_i != 0) | (whole_experts & (ep_i > 1))
+        return np.where(folded, 1, tp_i)
+    folded = int(dpcp) % int(ep) != 0 or (whole_experts and int(ep) > 1)
+    return 1 if folded else int(tp)
 
 
 def gradients_sharded(zero: np.ndarray, pp: np.ndarray) -> np.ndarray:
@@ -427,8 +430,11 @@ def training_memory(
     lora_rank: int = 16,
     lora_targets: tuple[str, ...] = LORA_DEFAULT_TARGETS,
     usable_bytes: float | None = None,
+    whole_experts: bool = False,
 ) -> TrainingMemory:
     """Peak memory per device of a training or fine-tuning step (bytes).
+
+    ``whole_experts``: the training stack runs its expert layers at expert-TP 1 (``TrainingStack.expert_tp_one``).
 
     ``recompute="layer_offload"`` moves the activations of as many layers to host memory as the step needs to
     fit in ``usable_bytes`` (:func:`layer_offload_count`); without ``usable_bytes``, all layers but one.
@@ -445,7 +451,7 @@ def training_memory(
         raise UserInputError(f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp})", field="ep")
     sp = tp > 1 if sp is None else sp
     r = state_recipe(recipe)
-    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=expert_tensor_parallel(tp, dp * cp, ep))
+    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=expert_tensor_parallel(tp, dp * cp, ep, whole_experts))
     per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
                                            flash_attention=flash_attention, dropout=dropout,
                                            linear_input_bytes=linear_input_bytes)
@@ -471,7 +477,7 @@ def training_memory(
         act_rebuilt_layer=one(rebuilt), act_output=one(activation_bytes_output(model, seq_len, micro_batch, tp=tp, cp=cp)),
         frozen_base_bytes_per_param=frozen_bpp, lora_params_total=adapters, act_host_layer=one(host_layer),
         layer_offload=one(recompute == "layer_offload").astype(bool),
-        usable=one(usable_bytes if usable_bytes is not None else 0.0),
+        usable=one(usable_bytes if usable_bytes is not None else 0.0), whole_experts=whole_experts,
     )
     return TrainingMemory(
         weights=float(parts["weights"][0]),
@@ -520,6 +526,7 @@ def training_memory_arrays(
     act_host_layer: np.ndarray | None = None,
     layer_offload: np.ndarray | None = None,
     usable: np.ndarray | None = None,
+    whole_experts: bool = False,
 ) -> dict[str, np.ndarray]:
     """Peak bytes per device of many training plans at once: THE training-memory model (the scalar
     :func:`training_memory` and the step model's search both call it).
@@ -546,7 +553,7 @@ def training_memory_arrays(
     (:func:`layer_offload_count`; 0 for other plans), whose activations are then in ``host``, not ``acts``.
     """
     dpcp = dp * cp
-    edp = expert_dp_size(tp, dpcp, ep)
+    edp = expert_dp_size(tp, dpcp, ep, whole_experts)
     total_dev = dense + expert
 
     def shard(per_param: np.ndarray, sharded: np.ndarray) -> np.ndarray:

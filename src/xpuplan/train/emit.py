@@ -40,9 +40,9 @@ OFFLOAD_NOTE_MEGATRON: Final = ("recompute 'offload' runs here as full recomputa
                                 "input per layer and micro-batch in flight more than the estimate)")
 
 
-def _etp(plan: ParallelPlan) -> int:
+def _etp(plan: ParallelPlan, stack: TrainingStack) -> int:
     """The expert tensor-parallel size the plan was costed with (``perf.memory.expert_tensor_parallel``)."""
-    return int(expert_tensor_parallel(plan.tp, plan.dp * plan.cp, plan.ep))
+    return int(expert_tensor_parallel(plan.tp, plan.dp * plan.cp, plan.ep, stack.expert_tp_one))
 
 
 def hf_id(model: ModelArch) -> str | None:
@@ -177,7 +177,7 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         if plan.vpp > 1:
             notes.append("uneven stages with virtual pipelining: check the layer split with --pipeline-model-parallel-layout")
     if model.moe is not None:
-        a += ["--expert-model-parallel-size", str(plan.ep), "--expert-tensor-parallel-size", str(_etp(plan))]
+        a += ["--expert-model-parallel-size", str(plan.ep), "--expert-tensor-parallel-size", str(_etp(plan, stack))]
     if plan.sp and plan.tp > 1:
         a += ["--sequence-parallel"]
     if plan.zero_stage == 1:
@@ -278,7 +278,7 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
     a = ["--recipe", recipe, "--mode", mode, "--dataset", dataset,
          "--tensor_model_parallel_size", str(plan.tp), "--pipeline_model_parallel_size", str(plan.pp),
          "--context_parallel_size", str(plan.cp), "--expert_model_parallel_size", str(plan.ep),
-         "--expert_tensor_parallel_size", str(_etp(plan)),
+         "--expert_tensor_parallel_size", str(_etp(plan, stack)),
          "--global_batch_size", str(plan.global_batch_seqs), "--micro_batch_size", str(plan.micro_batch),
          "--seq_length", str(job.seq_len), "--max_steps", str(_train_iters(job, plan))]
     if plan.vpp > 1:

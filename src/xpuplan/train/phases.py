@@ -260,7 +260,7 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     # EP carved out of dp·cp (experts split over TP) strides over TP·CP ranks; folded EP (MoE parallel
     # folding, expert-TP 1) takes adjacent ranks, keeping as much of the exchange inside a scale-up domain
     # as it can (perf.memory.expert_tensor_parallel: the one rule)
-    stride = np.where(expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep) == p.tp, p.tp * p.cp, 1)
+    stride = np.where(expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, stack.expert_tp_one) == p.tp, p.tp * p.cp, 1)
 
     def a2a(n_bytes: np.ndarray) -> np.ndarray:
         if stack.moe_node_dedup:
@@ -413,10 +413,12 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     network (:func:`cross_domain_all_reduce_s`), overlapping the backward like data-parallel buckets
     (the last bucket waits)."""
     dpcp = p.dp * p.cp
-    edp = expert_dp_size(p.tp, dpcp, p.ep)
+    edp = expert_dp_size(p.tp, dpcp, p.ep, stack.expert_tp_one)
     g_dense = tr.dense * GRAD_REDUCE_BYTES * job.dp_compression
     g_expert = tr.expert * GRAD_REDUCE_BYTES * job.dp_compression
-    e_stride = np.where(dpcp % p.ep == 0, p.tp * p.ep, p.ep)
+    # the ranks holding the same experts: every tp·ep-th rank when the experts are split over TP, every ep-th
+    # when whole experts fold TP into EP
+    e_stride = np.where(expert_tensor_parallel(p.tp, dpcp, p.ep, stack.expert_tp_one) == p.tp, p.tp * p.ep, p.ep)
 
     def over_dp(kind: coll.CollectiveKind, dense_bytes: np.ndarray, expert_bytes: np.ndarray,
                 n_coll: np.ndarray | float = 1.0) -> np.ndarray:
@@ -458,7 +460,8 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
         ag_all = over_dp("all_gather", w_dense, w_expert, n_coll)
         rs_all = over_dp("reduce_scatter", g_dense, g_expert, n_rs)
         cross_exposed = np.zeros_like(dp_comm)
-    z3_mb = (2.0 + lay.full_rec) * ag_all + rs_all
+    regather = lay.full_rec if stack.zero3_regather_on_recompute else np.zeros_like(lay.full_rec)
+    z3_mb = (2.0 + regather) * ag_all + rs_all
     if stack.zero3_prefetch:
         z3 = lay.m * exposed_after_overlap_s(z3_mb, comp.per_mb + comp.recompute, 1.0 / n_coll)
     else:
@@ -478,12 +481,13 @@ def cross_domain_all_reduce_s(n_bytes: np.ndarray, cluster: Cluster, nodes: np.n
 # Optimizer step
 # ---------------------------------------------------------------------------------------
 def optimizer_s(cluster: Cluster, p: PlanArrays, device: Device, eff: Efficiency, tr: Trainable,
-                grad_bytes_per_param: np.ndarray) -> np.ndarray:
+                grad_bytes_per_param: np.ndarray, whole_experts: bool = False) -> np.ndarray:
     """Memory-bound Adam over the local shard of the trainable parameters, plus gradient-norm
-    clipping (read the local gradients, one scalar all-reduce over every device)."""
+    clipping (read the local gradients, one scalar all-reduce over every device). ``whole_experts``: the
+    stack's expert layers run at expert-TP 1 (``TrainingStack.expert_tp_one``)."""
     zero = p.zero
     dpcp = p.dp * p.cp
-    edp = expert_dp_size(p.tp, dpcp, p.ep)
+    edp = expert_dp_size(p.tp, dpcp, p.ep, whole_experts)
     shard_dense = np.where(zero >= 1, dpcp, 1).astype(float)
     shard_exp = np.where(zero >= 1, edp, 1).astype(float)
     opt_params = tr.dense / shard_dense + tr.expert / shard_exp

@@ -163,7 +163,7 @@ class StepModel:
 
     def compute_table(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Per plan, the :class:`LayerCompute` fields (seconds) for its (mb, tp, cp, ep, sp, precision) and expert-TP."""
-        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep)
+        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one)
         rows, inv = self._distinct([p.mb, p.tp, p.cp, p.ep, p.sp, p.prec, etp])
         vals = []
         for k in rows:
@@ -182,7 +182,7 @@ class StepModel:
 
     def params_table(self, p: PlanArrays) -> tuple[np.ndarray, np.ndarray]:
         """Per plan, (dense, expert) parameters on its busiest device (``perf.memory.params_per_device``)."""
-        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep)
+        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one)
         rows, inv = self._distinct([p.tp, p.pp, p.ep, etp])
         vals = []
         for k in rows:
@@ -269,7 +269,7 @@ class StepModel:
         bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st)
         tr = self._trainable(lay, dense_p, expert_p, frozen, p)
         dp_comm, zero3_comm = dp_comm_s(lay, model, job, cluster, p, comp, dense_p, expert_p, tr, st)
-        optimizer = optimizer_s(cluster, p, dev, self.eff, tr, rb["grads"])
+        optimizer = optimizer_s(cluster, p, dev, self.eff, tr, rb["grads"], whole_experts=st.expert_tp_one)
         overhead = np.full_like(lay.tp, STEP_OVERHEAD_S)
         compute_total = m * comp.per_mb
         step = (compute_total + m * comp.recompute + m * tp_mb + m * cp_mb + m * ep_mb + bubble + pp_comm + dp_comm
@@ -364,7 +364,8 @@ class StepModel:
             frozen_base_bytes_per_param=self._frozen_base_bytes_per_param(),
             lora_params_total=float(self.lora_params_total),
             act_host_layer=np.where(offload, self.offload_input_table(p), 0.0) if offload.any() else None,
-            layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable))
+            layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable),
+            whole_experts=self.stack.expert_tp_one)
 
     def memory(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Memory per device of every plan in ``p`` without timing them (what ``evaluate`` reports)."""
