@@ -84,3 +84,20 @@ def test_encoder_attention_is_bidirectional():
     ops = layer_ops(BERT_BASE, batch=1, q_len=128, kv_len=128)
     attn = next(o for o in ops if o.op_class == "attention")
     assert attn.flops == pytest.approx(2 * 12 * 128 * 128 * (64 + 64))
+
+
+def test_block_scaled_fp4_gemms_reach_a_smaller_share_than_fp8():
+    """NVFP4/MXFP4 GEMMs: the FP8 fraction times fp4_factor (cuBLAS on a B200: 58.2% of the FP4 peak where FP8
+    reaches 76.3% of its own); FP8 and bf16 are untouched, and the factor is data a user can override."""
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.catalog.efficiency import DEFAULT_FP4_FACTOR
+    from xpuplan.catalog.loader import get_device
+
+    eff = EFF.merged({"low_precision_factor": 0.9}, "test")
+    assert eff.fp4_factor == DEFAULT_FP4_FACTOR == pytest.approx(58.2 / 76.3, abs=0.002)
+    assert gemm_efficiency(eff, 4096, "fp8") == pytest.approx(0.8 * 0.9)
+    assert gemm_efficiency(eff, 4096, "fp4") == pytest.approx(0.8 * 0.9 * DEFAULT_FP4_FACTOR)
+    assert gemm_efficiency(eff, 4096, "bf16") == pytest.approx(0.8)
+    assert gemm_efficiency(eff.merged({"fp4_factor": 1.0}, "user"), 4096, "fp4") == pytest.approx(0.8 * 0.9)
+    b200 = default_assumptions().efficiency(get_device("nvidia-b200-180gb"))
+    assert b200.fp4_factor == DEFAULT_FP4_FACTOR

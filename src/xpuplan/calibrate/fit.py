@@ -331,6 +331,7 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
                                 f"{low_dtype}'s; the factor is fitted on {low_dtype} only")
     else:
         skipped["low_precision_factor"] = "no fp8/int8 GEMM measurements"
+    skipped["fp4_factor"] = "the bench times no FP4 GEMM: the family value stays"
 
     # 5. attention (causal prefill: the compute-bound case), one fraction per fused-attention kernel
     prefill = [p for p in by_kind.get("attention", []) if p.params.get("phase") == "prefill"]

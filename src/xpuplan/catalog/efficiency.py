@@ -25,11 +25,19 @@ DEFAULT_HOST_SYNC_S = 50e-6
 #: and the all-to-all launch), each costing one measured per-operation overhead in a calibration.
 MOE_POST_SYNC_OPS = 4
 
+#: Block-scaled FP4 GEMMs (NVFP4, MXFP4) reach this share of the fraction FP8 GEMMs reach of their own peak: on a
+#: B200 cuBLAS 13.3 runs an 8192^3 FP4 x FP4 GEMM at 5,239 TFLOP/s, 58.2% of the 9,000 dense FP4 peak (DeepGEMM's
+#: own kernel 5,702, 63.4%; deepseek-ai/DeepGEMM PR #348, 2026-06), while the best FP8 matmul of the same kind of
+#: sweep reaches 76.3% of 4,500 (stas00/ml-engineering MAMF table): 58.2 / 76.3 = 0.763. The scale factors the
+#: tensor cores read with every block and the larger tiles FP4 needs to fill them keep FP4 further from its peak.
+DEFAULT_FP4_FACTOR = 0.763
+
 #: Names of the tunable parameters, in the order of :class:`Efficiency`.
 EFFICIENCY_FIELDS = (
     "gemm_peak_fraction",
     "gemm_half_dim",
     "low_precision_factor",
+    "fp4_factor",
     "attention_peak_fraction",
     "attention_fa2_peak_fraction",
     "memory_bw_fraction",
@@ -52,6 +60,9 @@ class Efficiency(BaseModel):
     low_precision_factor: float = Field(
         gt=0, le=1, description="fp8/int8/fp4 GEMMs reach this fraction of the bf16 fraction (of their own peak)"
     )
+    fp4_factor: float = Field(
+        default=DEFAULT_FP4_FACTOR, gt=0, le=1,
+        description="block-scaled FP4 GEMMs reach this share of the FP8 fraction (of their own peak)")
     attention_peak_fraction: float = Field(
         gt=0, le=1, description="the device's native fused attention kernels (cuDNN / FlashAttention-3 on Hopper, "
                                 "FlashAttention-2 on Ampere, the vendor's kernels elsewhere) vs dense peak")
@@ -125,6 +136,7 @@ class EfficiencyOverrides(BaseModel):
     gemm_peak_fraction: float | None = Field(default=None, gt=0, le=1)
     gemm_half_dim: float | None = Field(default=None, ge=0)
     low_precision_factor: float | None = Field(default=None, gt=0, le=1)
+    fp4_factor: float | None = Field(default=None, gt=0, le=1)
     attention_peak_fraction: float | None = Field(default=None, gt=0, le=1)
     attention_fa2_peak_fraction: float | None = Field(default=None, gt=0, le=1)
     memory_bw_fraction: float | None = Field(default=None, gt=0, le=1)

@@ -128,11 +128,14 @@ class OpTime:
 
 
 def gemm_efficiency(eff: Efficiency, min_dim: float, dtype: str) -> float:
-    """Fraction of dense peak a GEMM whose smallest dimension is ``min_dim`` reaches."""
+    """Fraction of dense peak a GEMM whose smallest dimension is ``min_dim`` reaches: the bf16 fraction, times
+    ``low_precision_factor`` for FP8/INT8/FP4, times ``fp4_factor`` more for block-scaled FP4."""
     floor = np.maximum(min_dim, 1e-9) if isinstance(min_dim, np.ndarray) else max(min_dim, 1e-9)
     frac = eff.gemm_peak_fraction / (1.0 + eff.gemm_half_dim / floor)
     if dtype in LOW_PRECISION:
         frac *= eff.low_precision_factor
+    if dtype == "fp4":
+        frac *= eff.fp4_factor
     return frac
 
 

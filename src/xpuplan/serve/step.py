@@ -53,6 +53,7 @@ class EfficiencyArrays:
     memory_bw_fraction: np.ndarray
     kernel_overhead_s: np.ndarray
     low_precision_factor: np.ndarray
+    fp4_factor: np.ndarray
 
     @classmethod
     def of(cls, samples: list[Efficiency] | Efficiency) -> EfficiencyArrays:
