@@ -257,10 +257,7 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
         return np.zeros_like(lay.tp)
     ep_tokens = lay.mb * (lay.s / lay.cp) / np.where(lay.sp, lay.tp, 1.0)
     combine_bytes = ep_tokens * model.moe.top_k * lay.h * ACTIVATION_BYTES
-    # EP carved out of dp·cp (experts split over TP) strides over TP·CP ranks; folded EP (MoE parallel
-    # folding, expert-TP 1) takes adjacent ranks, keeping as much of the exchange inside a scale-up domain
-    # as it can (perf.memory.expert_tensor_parallel: the one rule)
-    stride = np.where(expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, stack.expert_tp_one) == p.tp, p.tp * p.cp, 1)
+    stride = expert_group_strides(p, stack)[0]
 
     def a2a(n_bytes: np.ndarray) -> np.ndarray:
         if stack.moe_node_dedup:
@@ -294,6 +291,16 @@ def moe_dispatch_fixed_s(lay: Layout, model: ModelArch, cluster: Cluster, p: Pla
     counts = np.full_like(lay.tp, model.moe.n_routed_experts * MOE_COUNT_BYTES_PER_EXPERT, dtype=float)
     t_counts = group_time_s("all_gather", counts * p.ep, cluster, p.ep, stride)
     return (1.0 + lay.full_rec) * t_counts
+
+
+def expert_group_strides(p: PlanArrays, stack: TrainingStack) -> tuple[np.ndarray, np.ndarray]:
+    """(rank stride of the EP group, rank stride of the expert-data-parallel group) of each plan, from the one
+    expert-TP rule (:func:`~xpuplan.perf.memory.expert_tensor_parallel`). Experts split over TP (EP carved out of
+    dp·cp): the EP group strides over TP·CP ranks and the ranks holding the same experts sit every tp·ep-th rank.
+    Whole experts (MoE parallel folding, or a stack with ``expert_tp_one``): the EP group takes adjacent ranks,
+    keeping as much of the exchange inside a scale-up domain as it can, and the expert-DP group every ep-th."""
+    split = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, stack.expert_tp_one) == p.tp
+    return np.where(split, p.tp * p.cp, 1), np.where(split, p.tp * p.ep, p.ep)
 
 
 def expected_nodes_hit(n_experts: int, top_k: int, nodes: np.ndarray) -> np.ndarray:
@@ -416,9 +423,7 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     edp = expert_dp_size(p.tp, dpcp, p.ep, stack.expert_tp_one)
     g_dense = tr.dense * GRAD_REDUCE_BYTES * job.dp_compression
     g_expert = tr.expert * GRAD_REDUCE_BYTES * job.dp_compression
-    # the ranks holding the same experts: every tp·ep-th rank when the experts are split over TP, every ep-th
-    # when whole experts fold TP into EP
-    e_stride = np.where(expert_tensor_parallel(p.tp, dpcp, p.ep, stack.expert_tp_one) == p.tp, p.tp * p.ep, p.ep)
+    e_stride = expert_group_strides(p, stack)[1]
 
     def over_dp(kind: coll.CollectiveKind, dense_bytes: np.ndarray, expert_bytes: np.ndarray,
                 n_coll: np.ndarray | float = 1.0) -> np.ndarray:

@@ -171,7 +171,6 @@ def stack_options(row: ValidationRow, stack: TrainingStack) -> TrainingStack:
         raise UserInputError(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}", field="stack_options") from None
 
 
-
 def check_row(row: ValidationRow) -> None:
     """What the row must give before anything is built, in the order a reader would check it
     (the first missing piece is the reason reported)."""
