@@ -216,3 +216,18 @@ def test_offloaded_plans_run_as_full_recomputation_and_say_what_is_not_offloaded
     cfg = json.loads(dict(_launch(plan, "deepspeed", model, job).files)["ds_config.json"])
     assert cfg["activation_checkpointing"]["cpu_checkpointing"] is True
     assert cfg["activation_checkpointing"]["partition_activations"] is True
+
+
+def test_megatron_ep_overlap_notes_what_megatron_core_refuses():
+    moe = get_model("mixtral-8x7b")
+    job = TrainingJob(seq_len=4096, ep_overlap=1.0)
+    plain = ParallelPlan(tp=1, pp=2, dp=32, ep=8, zero_stage=1, recompute="full", micro_batch=1, grad_accum=4,
+                         precision="bf16")
+    text = _launch(plain, "megatron", moe, job).to_text()
+    assert "--overlap-moe-expert-parallel-comm" in text
+    assert "needs a virtual pipeline" in text and "refuses full recomputation" in text
+    ok = ParallelPlan(tp=1, pp=2, vpp=2, dp=32, ep=8, zero_stage=1, recompute="selective", micro_batch=1,
+                      grad_accum=4, precision="bf16")
+    text = _launch(ok, "megatron", moe, job).to_text()
+    assert "--overlap-moe-expert-parallel-comm" in text and "needs a virtual pipeline" not in text
+    assert "refuses full recomputation" not in text

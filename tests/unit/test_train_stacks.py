@@ -502,6 +502,42 @@ def test_ep_overlap_cannot_hide_more_than_the_other_micro_batchs_compute():
     assert hidden.step.ep_comm_s > 0.1 * total
 
 
+
+def test_combined_1f1b_pairs_all_but_the_warm_up_and_cool_down_passes():
+    from xpuplan.train.phases import ep_overlap_paired_fraction
+
+    def paired(m: int, pp: int, vpp: int) -> float:
+        return float(ep_overlap_paired_fraction(np.array([float(m)]), np.array([float(pp)]), np.array([float(vpp)]))[0])
+
+    # no pipeline: the first forward and the last backward run alone
+    assert paired(5, 1, 1) == pytest.approx(4 / 5)
+    assert paired(128, 1, 1) == pytest.approx(127 / 128)
+    # interleaved: 2(pp-1-rank) + (vpp-1)·pp + 1 warm-up forwards, (pp-1) + (vpp-1)·pp + 1 on average
+    assert paired(64, 4, 12) == pytest.approx(1 - (3 + 11 * 4 + 1) / (64 * 12))
+    # more warm-up than passes: nothing pairs
+    assert paired(2, 8, 4) == 0.0
+    # more micro-batches hide more
+    assert paired(8, 1, 1) < paired(16, 1, 1) < paired(64, 1, 1)
+
+
+def test_megatron_ep_overlap_leaves_the_unpaired_passes_exposed():
+    # nemo's batch-level overlap (combined 1F1B) against the same overlap applied to every pass
+    m = get_model("qwen3-30b-a3b")
+    c = Cluster.from_catalog("nvidia-gb200-186gb", 8)
+    plan = make_plan(n_devices=8, global_batch_seqs=40, tp=1, ep=8, micro_batch=1, precision="fp8")
+    job = TrainingJob(seq_len=4096, global_batch_tokens=40 * 4096, ep_overlap=1.0)
+    nemo = training_stack("nemo")
+    assert nemo.ep_overlap_schedule == "combined_1f1b"
+    assert training_stack("deepseek-dualpipe").ep_overlap_schedule == "steady"
+    none = estimate(m, c, plan, job.model_copy(update={"ep_overlap": 0.0}), stack=nemo).step.ep_comm_s
+    combined = estimate(m, c, plan, job, stack=nemo).step.ep_comm_s
+    steady = estimate(m, c, plan, job, stack=nemo.model_copy(update={"ep_overlap_schedule": "steady"})).step.ep_comm_s
+    share = nemo.ep_overlap_sm_share
+    # 5 micro-batches per replica: 1 of 5 forwards and backwards alone
+    assert steady == pytest.approx(share * none)
+    assert combined == pytest.approx(none / 5 + share * none * 4 / 5)
+
+
 # ---------------------------------------------------------------------------------------
 # op-level selective activation checkpointing (torchtitan)
 # ---------------------------------------------------------------------------------------

@@ -70,6 +70,12 @@ class TrainingStack(_Strict):
         default=False, description="in FP8/FP4 training the sequence-parallel all-gathers move the quantized GEMM "
                                    "input (Transformer Engine), the reduce-scatters stay 16-bit")
     ep_overlap: float = Field(default=0.0, ge=0, le=1, description="fraction of MoE all-to-all hidden")
+    ep_overlap_schedule: Literal["steady", "combined_1f1b"] = Field(
+        default="steady", description="which micro-batch passes the EP overlap reaches: steady (every pass; "
+                                      "ep_overlap already counts the schedule's warm-up, as DualPipe's does) or "
+                                      "combined_1f1b (Megatron-Core's batch-level overlap merges the forward of one "
+                                      "micro-batch with the backward of another: the warm-up forwards and cool-down "
+                                      "backwards, the first forward and last backward without pipelining, run alone)")
     ep_overlap_sm_share: float = Field(
         default=EP_OVERLAP_SM_SHARE, ge=0, lt=1,
         description="share of the device's compute units the all-to-all kernels occupy while they run under "

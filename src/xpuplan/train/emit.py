@@ -195,6 +195,12 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         notes.append("--tp-comm-overlap needs sequence parallelism; the estimate's TP overlap is not reachable without it")
     if ep_on and plan.ep > 1:
         a += ["--overlap-moe-expert-parallel-comm"]
+        if plan.pp > 1 and plan.vpp == 1:
+            notes.append("--overlap-moe-expert-parallel-comm needs a virtual pipeline when pp > 1 (Megatron-Core "
+                         "asserts it): choose vpp > 1 or drop the overlap")
+        if plan.recompute in ("full", "offload"):
+            notes.append("--overlap-moe-expert-parallel-comm refuses full recomputation (Megatron-Core asserts it): "
+                         "use selective recomputation or drop the overlap")
     a += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(plan.global_batch_seqs)]
     if plan.recompute == "selective":
         a += ["--recompute-granularity", "selective"]

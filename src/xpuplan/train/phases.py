@@ -238,13 +238,31 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
     return lay.layers_stage * (fwd * fwd_passes + bwd)
 
 
+def ep_overlap_paired_fraction(m: np.ndarray, pp: np.ndarray, vpp: np.ndarray) -> np.ndarray:
+    """Share of a rank's micro-batch passes (forwards, and as many backwards) that Megatron-Core's batch-level
+    EP overlap pairs with another micro-batch's pass (``ep_overlap_schedule`` ``combined_1f1b``): the rest run
+    alone, their all-to-alls exposed.
+
+    Without pipelining the first forward and the last backward run alone: 1 of m. With the interleaved
+    schedule a rank runs 2·(pp-1-rank) + (vpp-1)·pp + 1 warm-up forwards before its first merged step (the
+    ``+ 1``: one extra forward so that every merged forward and backward are independent) and as many
+    cool-down backwards after the last, out of m·vpp passes of each kind; averaged over the ranks,
+    (pp-1) + (vpp-1)·pp + 1. (Megatron-Core requires a virtual pipeline for the overlap when pp > 1; a
+    plain 1F1B pipeline would run pp-1-rank warm-up forwards, (pp-1)/2 + 1 on average.)"""
+    chunks = m * vpp
+    warm = np.where(pp > 1, np.where(vpp > 1, (pp - 1.0) + (vpp - 1.0) * pp, (pp - 1.0) / 2.0) + 1.0, 1.0)
+    return np.clip(1.0 - warm / chunks, 0.0, 1.0)
+
+
 def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,
                      stack: TrainingStack, comp: StageCompute | None = None) -> np.ndarray:
     """Exposed MoE all-to-alls (dispatch and combine) of one micro-batch: what the schedule does not
     hide (the stack's ``ep_overlap``, or the job's when given). A schedule hides one micro-batch's
     all-to-alls under another micro-batch's compute (DualPipe, Megatron-Core's 1F1B A2A overlap), so it
     cannot hide more than that compute (``comp.per_mb``, the stage's forward and backward of one
-    micro-batch): exposed = max(comm - compute, (1 - ep_overlap)·comm). The hidden rest costs the compute
+    micro-batch): exposed = max(comm - compute, (1 - ep_overlap·paired)·comm), where paired is 1 for a
+    ``steady`` overlap and the share of passes the schedule pairs for Megatron-Core's ``combined_1f1b``
+    (:func:`ep_overlap_paired_fraction`: the warm-up forwards and cool-down backwards run alone). The hidden rest costs the compute
     under it the share of SMs the exchange kernels hold (``stack.ep_overlap_sm_share``,
     :data:`~xpuplan.catalog.stacks.EP_OVERLAP_SM_SHARE`): exposed + hidden·share.
 
@@ -272,9 +290,11 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
         t_a2a = 2.0 * a2a(combine_bytes)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
     hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
+    if hidden > 0 and stack.ep_overlap_schedule == "combined_1f1b":
+        hidden = hidden * ep_overlap_paired_fraction(lay.m, lay.pp, lay.vpp)
     total = moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride))
     exposed = total * (1.0 - hidden)
-    if comp is not None and hidden > 0:
+    if comp is not None and np.any(hidden > 0):
         exposed = np.maximum(exposed, total - comp.per_mb)
     # the hidden part is not free: its kernels hold a share of the SMs the hiding compute would use
     return exposed + (total - exposed) * stack.ep_overlap_sm_share
