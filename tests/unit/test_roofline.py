@@ -101,3 +101,40 @@ def test_block_scaled_fp4_gemms_reach_a_smaller_share_than_fp8():
     assert gemm_efficiency(eff.merged({"fp4_factor": 1.0}, "user"), 4096, "fp4") == pytest.approx(0.8 * 0.9)
     b200 = default_assumptions().efficiency(get_device("nvidia-b200-180gb"))
     assert b200.fp4_factor == DEFAULT_FP4_FACTOR
+
+
+# ---------------------------------------------------------------------------------------
+# head dimension: the softmax exponentials' share of fused attention
+# ---------------------------------------------------------------------------------------
+def test_attention_head_dim_factor_reproduces_flashattention3_on_h100():
+    from xpuplan.perf.roofline import ATTENTION_EXP_HEAD_DIM, attention_head_dim_factor
+
+    def law(d: float, k: float) -> float:  # rate / (matmul-only rate), uncapped
+        return 1.0 / (1.0 + k / d)
+
+    # FA3, H100 SXM5, forward at 16K tokens (arXiv 2407.08608 Fig. 5): BF16 497 / 648 / 756 TFLOP/s at d 64 / 128 / 256
+    k = ATTENTION_EXP_HEAD_DIM
+    assert law(64, k) / law(128, k) == pytest.approx(497 / 648, rel=0.01)
+    assert law(256, k) / law(128, k) == pytest.approx(756 / 648, rel=0.02)
+    # FP8 doubles the matmul rate, not the exponentials': FA3 FP8 613 / 1,171 at d 64 / 256
+    assert law(64, 2 * k) / law(256, 2 * k) == pytest.approx(613 / 1171, rel=0.01)
+    # the factor is relative to the calibration head dimension (128) and never above 1
+    assert attention_head_dim_factor(128) == 1.0 and attention_head_dim_factor(256) == 1.0
+    assert attention_head_dim_factor(64) == pytest.approx(497 / 648, rel=0.01)
+    assert attention_head_dim_factor(64, "fp8") < attention_head_dim_factor(64) < 1.0
+    # the backward (10·d matmul FLOP per exponential) loses less: FA3 backward 422 / 501 at 2K tokens, d 64 / 128
+    assert attention_head_dim_factor(64, backward=True) == pytest.approx(422 / 501, rel=0.05)
+    assert attention_head_dim_factor(64) < attention_head_dim_factor(64, backward=True)
+
+
+def test_attention_op_time_slows_with_narrow_heads_only():
+    from xpuplan.catalog.loader import get_device
+    from xpuplan.perf.roofline import cost_attention
+
+    d = get_device("nvidia-h100-sxm-80gb")
+    # the same FLOPs at head dimension 64 and 128 (twice the heads at 64): compute-bound prefill
+    narrow = op_time(cost_attention(1, 64, 8192, 8192, 64), d)
+    wide = op_time(cost_attention(1, 32, 8192, 8192, 128), d)
+    assert narrow.compute_s / wide.compute_s == pytest.approx(1 / 0.7667, rel=0.01)
+    widest = op_time(cost_attention(1, 16, 8192, 8192, 256), d)
+    assert widest.compute_s == pytest.approx(wide.compute_s, rel=1e-9)

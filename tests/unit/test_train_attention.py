@@ -279,3 +279,18 @@ def test_all_to_all_context_parallelism_needs_heads_divisible_by_cp():
     res = search_plans(model, cluster, job, space=SearchSpace(tp=[8]), top=50, stack=training_stack("deepspeed"),
                        require_feasible=False)
     assert res.best is not None and all((32 // p.plan.tp) % p.plan.cp == 0 for p in res.top)
+
+
+def test_narrow_heads_slow_the_attention_forward_more_than_its_backward():
+    from xpuplan.perf.roofline import attention_head_dim_factor
+
+    dev, eff = _device_eff()
+    m = get_model("gpt-oss-120b")  # 64 query heads of dimension 64
+    assert m.qk_head_dim == 64
+    lc = layer_compute(m, dev, eff, micro_batch=1, seq_len=4096, tp=1, cp=1, ep=8, sp=False, precision="bf16")
+    ratio = attention_head_dim_factor(64) / attention_head_dim_factor(64, backward=True)
+    assert lc.attn_bwd / lc.attn_fwd == pytest.approx(ATTENTION_BACKWARD_FACTOR * ratio)
+    assert ratio < 1.0
+    wide = layer_compute(get_model("llama3-8b"), dev, eff, micro_batch=1, seq_len=4096, tp=1, cp=1, ep=1, sp=False,
+                         precision="bf16")
+    assert wide.attn_bwd / wide.attn_fwd == pytest.approx(ATTENTION_BACKWARD_FACTOR)

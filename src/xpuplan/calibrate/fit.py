@@ -53,7 +53,7 @@ from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
 from xpuplan.catalog.efficiency import MOE_POST_SYNC_OPS, Efficiency
 from xpuplan.perf.links import device_links
-from xpuplan.perf.roofline import LOW_PRECISION, OpCost, compute_peak, op_time
+from xpuplan.perf.roofline import LOW_PRECISION, OpCost, attention_head_dim_factor, compute_peak, op_time
 
 #: Prefill attention measurements per fitted fraction: (parameter, the ``kernel`` tags of the records it is
 #: fitted on, what they are). ``sdpa``: a record of SDPA's own kernel choice (runs before kernels were pinned,
@@ -344,7 +344,8 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
         F = np.array([p.flops for p in attn])
         B = np.array([p.bytes for p in attn])
         T = np.array([p.time_s for p in attn])
-        P = np.array([compute_peak(device, p.dtype) * (lpf if p.dtype in LOW_PRECISION else 1.0) for p in attn])
+        P = np.array([compute_peak(device, p.dtype) * (lpf if p.dtype in LOW_PRECISION else 1.0)
+                      * attention_head_dim_factor(float(p.params.get("head_dim", 128)), p.dtype) for p in attn])
 
         def attn_loss(a: np.ndarray, F: np.ndarray = F, B: np.ndarray = B, P: np.ndarray = P,
                       T: np.ndarray = T) -> np.ndarray:
@@ -481,7 +482,8 @@ def _check(p: Point, device: Device, eff: Efficiency) -> dict[str, Any]:
     flops = p.flops if p.kind != "membw" else 0.0
     if p.kind == "attention" and p.params.get("kernel") == "fa2":
         eff = eff.for_attention_kernel("fa2")  # FlashAttention-2's code: its own fraction where the device sets one
-    t = op_time(OpCost(p.name, op_class, flops, p.bytes, p.min_dim), device, p.dtype, eff)  # type: ignore[arg-type]
+    t = op_time(OpCost(p.name, op_class, flops, p.bytes, p.min_dim, float(p.params.get("head_dim", 128))),  # type: ignore[arg-type]
+                device, p.dtype, eff)
     return {"name": p.name, "measured_s": p.time_s, "predicted_s": t.time_s, "error": t.time_s / p.time_s - 1.0}
 
 

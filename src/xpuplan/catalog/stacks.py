@@ -69,6 +69,10 @@ class TrainingStack(_Strict):
     tp_quantized_all_gather: bool = Field(
         default=False, description="in FP8/FP4 training the sequence-parallel all-gathers move the quantized GEMM "
                                    "input (Transformer Engine), the reduce-scatters stay 16-bit")
+    grad_reduce_bytes: float = Field(
+        default=4.0, ge=2, le=4, description="bytes per gradient element the data-parallel (and ZeRO-3) gradient "
+                                             "reductions move: 4 = fp32 main gradients (Megatron's and FSDP2's "
+                                             "default), 2 = reduced in bf16")
     ep_overlap: float = Field(default=0.0, ge=0, le=1, description="fraction of MoE all-to-all hidden")
     ep_overlap_schedule: Literal["steady", "combined_1f1b"] = Field(
         default="steady", description="which micro-batch passes the EP overlap reaches: steady (every pass; "

@@ -162,7 +162,8 @@ def _attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int
         return absorbed
     one = np.asarray(q_len) == 1
     return OpCost("attention", "attention", np.where(one, absorbed.flops, full.flops),  # type: ignore[arg-type]
-                  np.where(one, absorbed.bytes, full.bytes), np.where(one, absorbed.min_dim, full.min_dim))  # type: ignore[arg-type]
+                  np.where(one, absorbed.bytes, full.bytes), np.where(one, absorbed.min_dim, full.min_dim),  # type: ignore[arg-type]
+                  min(absorbed.head_dim, full.head_dim))
 
 
 def _layer_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int, kvh: int, dtype: str,
@@ -176,7 +177,7 @@ def _layer_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, head
     glob = _attention(model, batch, q_len, kv_len, heads, kvh, dtype)
     f = model.n_local_layers / model.n_layers
     return OpCost("attention", "attention", (1 - f) * glob.flops + f * loc.flops, (1 - f) * glob.bytes + f * loc.bytes,
-                  glob.min_dim)
+                  glob.min_dim, glob.head_dim)
 
 
 def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, heads: int, kvh: int,
@@ -205,13 +206,13 @@ def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, head
         exact = 2.0 * batch * heads * q_len * mean_keys * (model.qk_head_dim + model.v_head_dim)
         flops = np.where(own, exact, windowed.flops)
         windowed = OpCost("attention", "attention", float(flops) if np.ndim(flops) == 0 else flops,  # type: ignore[arg-type]
-                          windowed.bytes, windowed.min_dim)
+                          windowed.bytes, windowed.min_dim, windowed.head_dim)
     if not (isinstance(q_len, np.ndarray) or isinstance(kv_len, np.ndarray)):
         return windowed
     short = _attention(model, batch, np.minimum(q_len, kv_eff), kv_eff, heads, kvh, dtype)
     return OpCost("attention", "attention", np.where(long_block, windowed.flops, short.flops),  # type: ignore[arg-type]
                   np.where(long_block, windowed.bytes, short.bytes),  # type: ignore[arg-type]
-                  np.where(long_block, windowed.min_dim, short.min_dim))  # type: ignore[arg-type]
+                  np.where(long_block, windowed.min_dim, short.min_dim), windowed.head_dim)  # type: ignore[arg-type]
 
 
 def _named(op: OpCost, name: str) -> OpCost:

@@ -31,6 +31,7 @@ class OpCost:
     flops: float
     bytes: float
     min_dim: float = float("inf")  # smallest GEMM dimension (tile fill), inf when not a GEMM
+    head_dim: float = 128.0  # attention: the query/key head dimension (attention_head_dim_factor); unused otherwise
 
     @property
     def intensity(self) -> float:
@@ -77,7 +78,30 @@ def cost_attention(
     flops = 2.0 * batch * heads * q_len * kv_len * (head_dim + dv) * frac
     e = bytes_per_element(dtype)
     bytes_ = e * batch * (heads * q_len * (head_dim + dv) + kvh * kv_len * (head_dim + dv))
-    return OpCost("attention", "attention", flops, bytes_, _min_dim(q_len, kv_len))  # arrays when given arrays
+    return OpCost("attention", "attention", flops, bytes_, _min_dim(q_len, kv_len),  # arrays when given arrays
+                  float(head_dim))
+
+
+#: A fused attention kernel's softmax exponentials, in head dimensions: the forward does 4·d matmul FLOP per
+#: score and one exponential on the special-function units, so its rate is R / (1 + K/d) with K = R_matmul /
+#: (4·R_exp). FlashAttention-3 on an H100 SXM5 in BF16 (Shah et al. 2024, arXiv 2407.08608, Fig. 5, forward,
+#: 16K tokens) runs 497 / 648 / 756 TFLOP/s at head dimensions 64 / 128 / 256: the first two give K = 56 and
+#: R = 931 TFLOP/s, which predicts 764 at 256; 4·56 FLOP / 931 TFLOP/s is one exponential per score at
+#: 4.2e12 per second, the H100's 132 SMs x 16 MUFU ex2 per clock x 1.83 GHz = 3.9e12. FP8 doubles the matmul
+#: rate and not the exponentials' (K = 112): that predicts FA3's FP8 forward ratio at 64 / 256 as 0.523, measured
+#: 613 / 1,171 = 0.523. The backward runs 10·d matmul FLOP per score against one recomputed exponential: K x 4/10.
+ATTENTION_EXP_HEAD_DIM: float = 56.0
+#: The head dimension the attention fractions were calibrated at (every calibration model has 128).
+ATTENTION_REFERENCE_HEAD_DIM: float = 128.0
+
+
+def attention_head_dim_factor(head_dim: float, dtype: str = "bf16", *, backward: bool = False) -> float:
+    """Share of the attention fraction (calibrated at head dimension 128) a fused attention kernel keeps at
+    ``head_dim``: (1 + K/128) / (1 + K/d) with K = :data:`ATTENTION_EXP_HEAD_DIM` (doubled for 8-bit and narrower
+    inputs, x 0.4 for the backward), at most 1 (wider heads are not credited beyond the calibration: cuDNN's
+    forward stays at 581-595 TFLOP/s from 128 to 256)."""
+    k = ATTENTION_EXP_HEAD_DIM * (2.0 if dtype in LOW_PRECISION else 1.0) * (0.4 if backward else 1.0)
+    return min(1.0, (1.0 + k / ATTENTION_REFERENCE_HEAD_DIM) / (1.0 + k / max(float(head_dim), 1.0)))
 
 
 def _min_dim(*dims: float) -> float:
@@ -162,7 +186,8 @@ def op_seconds(op: OpCost, device: Device, dtype: str, eff: Any) -> tuple[Any, A
     if op.op_class == "gemm":
         frac = gemm_efficiency(eff, op.min_dim, dtype)
     elif op.op_class == "attention":
-        frac = eff.attention_peak_fraction * (eff.low_precision_factor if dtype in LOW_PRECISION else 1.0)
+        frac = (eff.attention_peak_fraction * (eff.low_precision_factor if dtype in LOW_PRECISION else 1.0)
+                * attention_head_dim_factor(op.head_dim, dtype))
     else:
         frac = eff.gemm_peak_fraction
     t_c = op.flops / (peak * frac)

@@ -26,7 +26,7 @@ from xpuplan.perf.flops import flops_attention_core_per_token, mean_causal_conte
 from xpuplan.perf.memory import NF4_OVERHEAD_BYTES_PER_PARAM, params_per_device
 from xpuplan.perf.ops import expert_gemm_k_factor, head_ops, layer_ops, routed_rows
 from xpuplan.perf.params import param_breakdown
-from xpuplan.perf.roofline import OpCost, cost_attention, cost_gemm, op_time
+from xpuplan.perf.roofline import OpCost, attention_head_dim_factor, cost_attention, cost_gemm, op_time
 from xpuplan.train.layout import Layout
 
 #: Fused attention backward over forward time: FlashAttention-2's backward runs 5 matmuls
@@ -270,7 +270,8 @@ def attention_core_ops(
     if flash:
         full = cost_attention(micro_batch, heads, q_len, kv_len, dqk, causal=False, kv_heads=kvh, v_head_dim=dv)
         flops = 2.0 * micro_batch * heads * q_len * mean_attended_keys(model, kv_len) * (dqk + dv)
-        return [OpCost("attention (flash)", "attention", flops, full.bytes, full.min_dim)], ATTENTION_BACKWARD_FACTOR
+        return [OpCost("attention (flash)", "attention", flops, full.bytes, full.min_dim, full.head_dim)], \
+            ATTENTION_BACKWARD_FACTOR
     bh = micro_batch * heads
     qk = cost_gemm(q_len, kv_len, dqk, name="attention scores QK^T")
     pv = cost_gemm(q_len, dv, kv_len, name="attention P·V")
@@ -440,6 +441,9 @@ def layer_compute(
                                               tp=tp, cp=cp, flash=flash)
     attn_dtype = attention_precision(precision, fp8_attention)
     af = sum(op_time(op, device, attn_dtype if op.op_class != "elementwise" else "bf16", eff).time_s for op in attn_ops)
+    if flash:  # the backward's softmax share is smaller than the forward's (perf.roofline.attention_head_dim_factor)
+        bwd_factor *= (attention_head_dim_factor(model.qk_head_dim, attn_dtype)
+                       / attention_head_dim_factor(model.qk_head_dim, attn_dtype, backward=True))
     head_prec = head_precision(precision, fp8_output_head)
     hops = head_ops(model, rows=tokens, tp=tp, dtype=head_prec)
     loss = OpCost("loss", "elementwise", 5.0 * tokens * model.vocab_size / tp,

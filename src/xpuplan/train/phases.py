@@ -32,6 +32,7 @@ ACTIVATION_BYTES: Final = 2.0
 
 #: Bytes per gradient element in data-parallel reductions: Megatron-LM accumulates and reduces
 #: fp32 main gradients for bf16/fp16 runs, and torchtitan/FSDP2 default to reduce_dtype=float32.
+#: The default of the training stacks' ``grad_reduce_bytes`` (Megatron-Bridge's performance recipes reduce in bf16).
 GRAD_REDUCE_BYTES: Final = 4.0
 
 #: Bytes per element of an FP8 MoE dispatch payload (DeepSeek-V3 §3.3.2: dispatch in FP8 with
@@ -73,9 +74,11 @@ FP8_PARAM_GATHER_BYTES: Final = 1.0
 #: optimizer / custom FSDP: ~40M elements per bucket), bytes of bf16 weights.
 ZERO3_BUCKET_BYTES: Final = 40e6 * 2.0
 
-#: Data-parallel gradient bucket size, bytes (Megatron-LM buckets ~40M fp32 elements; PyTorch DDP
+#: Data-parallel gradient bucket size, elements (Megatron-LM buckets ~40M elements; PyTorch DDP
 #: 25 MB): the last bucket's reduction cannot overlap the backward.
-DP_BUCKET_BYTES: Final = 40e6 * GRAD_REDUCE_BYTES
+DP_BUCKET_ELEMENTS: Final = 40e6
+#: ... in bytes of fp32 gradients.
+DP_BUCKET_BYTES: Final = DP_BUCKET_ELEMENTS * GRAD_REDUCE_BYTES
 
 #: Communication hidden under compute is not free: NCCL kernels occupy SMs and HBM bandwidth while
 #: they run, so overlapped compute slows down. Fraction of the overlapped communication time added
@@ -289,12 +292,13 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     else:  # dispatch and combine move the same bytes
         t_a2a = 2.0 * a2a(combine_bytes)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
-    hidden = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
-    if hidden > 0 and stack.ep_overlap_schedule == "combined_1f1b":
-        hidden = hidden * ep_overlap_paired_fraction(lay.m, lay.pp, lay.vpp)
+    overlap = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
+    paired = (ep_overlap_paired_fraction(lay.m, lay.pp, lay.vpp) if stack.ep_overlap_schedule == "combined_1f1b"
+              else np.ones_like(lay.m))
+    hidden = overlap * paired
     total = moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride))
     exposed = total * (1.0 - hidden)
-    if comp is not None and np.any(hidden > 0):
+    if comp is not None and overlap > 0:
         exposed = np.maximum(exposed, total - comp.per_mb)
     # the hidden part is not free: its kernels hold a share of the SMs the hiding compute would use
     return exposed + (total - exposed) * stack.ep_overlap_sm_share
@@ -419,7 +423,8 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     """(gradient/parameter traffic of DDP and ZeRO-1/2, ZeRO-3 per-micro-batch traffic), exposed.
 
     Gradients are all-reduced (ZeRO-0) or reduce-scattered (1, 2) in buckets overlapping the
-    backward where the stack overlaps them (else after it). ZeRO-1 (Megatron's distributed
+    backward where the stack overlaps them (else after it), ``stack.grad_reduce_bytes`` per element (fp32 main
+    gradients, or bf16 where the stack reduces in bf16). ZeRO-1 (Megatron's distributed
     optimizer) accumulates full gradients locally over the micro-batches, pipelined or not, and
     reduce-scatters once per step; ZeRO-2 without pipelining keeps only its gradient shard, so it
     reduce-scatters every micro-batch; with pipelining (pp > 1) ZeRO-2 accumulates a full-size
@@ -441,8 +446,8 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     (the last bucket waits)."""
     dpcp = p.dp * p.cp
     edp = expert_dp_size(p.tp, dpcp, p.ep, stack.expert_tp_one)
-    g_dense = tr.dense * GRAD_REDUCE_BYTES * job.dp_compression
-    g_expert = tr.expert * GRAD_REDUCE_BYTES * job.dp_compression
+    g_dense = tr.dense * stack.grad_reduce_bytes * job.dp_compression
+    g_expert = tr.expert * stack.grad_reduce_bytes * job.dp_compression
     e_stride = expert_group_strides(p, stack)[1]
 
     def over_dp(kind: coll.CollectiveKind, dense_bytes: np.ndarray, expert_bytes: np.ndarray,
@@ -453,7 +458,7 @@ def dp_comm_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster,
     ar = over_dp("all_reduce", g_dense, g_expert)
     rs = over_dp("reduce_scatter", g_dense, g_expert)
     ag_train = over_dp("all_gather", tr.dense * PARAM_GATHER_BYTES, tr.expert * PARAM_GATHER_BYTES)
-    tail = np.minimum(1.0, DP_BUCKET_BYTES / np.maximum(g_dense + g_expert, 1.0))
+    tail = np.minimum(1.0, DP_BUCKET_ELEMENTS * stack.grad_reduce_bytes / np.maximum(g_dense + g_expert, 1.0))
     if not stack.grad_reduce_overlap:
         tail = np.ones_like(tail)
     zero, bwd = p.zero, comp.bwd
