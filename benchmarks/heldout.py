@@ -202,8 +202,9 @@ def band_coverage(path: Path, rows: list[RowError]) -> dict[str, Any]:
     """How often the measured figure lies inside the uncertainty band the planner would print for the row
     (``xpuplan.validate.band``; nominally 80%): with the family band alone, and with the band widened where
     the row lies outside the public rows' regime (``Regime``: MoE, longer sequence or prompt, more devices,
-    another precision). The band is in the validator's terms: measured / predicted - 1 in [-low, +high]."""
-    from xpuplan.validate.band import band_record, regime_of_row
+    another precision). The band is on speed (``validate.band.speed_ratio``: measured / predicted - 1, inverted for
+    times) in [-low, +high], as results apply it."""
+    from xpuplan.validate.band import band_record, regime_of_row, speed_ratio
     from xpuplan.validate.rows import read_rows
 
     by_id = {v.id: v for v in read_rows(path)}
@@ -211,7 +212,7 @@ def band_coverage(path: Path, rows: list[RowError]) -> dict[str, Any]:
     for r in rows:
         if r.predicted is None or r.id not in by_id:
             continue
-        ratio = r.measured / r.predicted - 1.0
+        ratio = speed_ratio(r.metric, r.measured, r.predicted)
         b0 = band_record(r.hardware, r.kind or by_id[r.id].kind)
         b1 = band_record(r.hardware, r.kind or by_id[r.id].kind, regime_of_row(by_id[r.id]))
         n += 1

@@ -31,6 +31,21 @@ def test_band_table_statistics():
     assert "infer" not in t["kinds"]
 
 
+
+def test_band_is_on_speed_whatever_the_metric():
+    # a run 10% faster than predicted: throughput above the prediction, latency below it
+    assert band.speed_ratio("tokens_per_s_per_device", 110.0, 100.0) == pytest.approx(0.10)
+    assert band.speed_ratio("tpot_ms", 100.0 / 1.1, 100.0) == pytest.approx(0.10)
+    assert band.speed_ratio("step_time_s", 100.0, 100.0 / 1.1) == pytest.approx(-1 / 11)  # slower than predicted
+    # throughput and latency rows that all ran faster than predicted give a band above the prediction only
+    fast = [RowResult(id=f"r{i}", kind="infer", metric=m, hardware="nvidia-a100-sxm-80gb", trust="A", source="s",
+                      measured=meas, predicted=100.0, error=100.0 / meas - 1.0, reason=None, details={})
+            for i, (m, meas) in enumerate([("output_tokens_per_s", 112.0), ("output_tokens_per_s", 108.0),
+                                           ("ttft_ms", 100.0 / 1.12), ("tpot_ms", 100.0 / 1.08),
+                                           ("e2e_latency_ms", 100.0 / 1.10)])]
+    fam = band.band_table(fast, files=["x.csv"], baseline="test")["kinds"]["infer"]["families"]["NVIDIA Ampere"]
+    assert fam["p10_measured_over_predicted_minus_1"] > 0.07 and fam["p90_measured_over_predicted_minus_1"] < 0.13
+
 def test_bands_from_the_packaged_table():
     lo, hi = band.validation_band("nvidia-a100-sxm-80gb", "train")
     assert band.MIN_BAND_FRACTION <= lo < 0.5 and band.MIN_BAND_FRACTION <= hi < 0.5

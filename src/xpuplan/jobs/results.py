@@ -63,9 +63,10 @@ class Uncertainty(BaseModel):
 
     kind: str = Field(description="train | infer: which public validation rows the band comes from")
     family: str = Field(description="hardware family the error is pooled over (vendor and architecture)")
-    low_fraction: float = Field(description="the measured figure was >= prediction x (1 - low_fraction) on 90% of "
-                                            "the family's public rows (P10 of measured/predicted)")
-    high_fraction: float = Field(description="... and <= prediction x (1 + high_fraction) on 90% (P90)")
+    low_fraction: float = Field(description="the measured speed was >= predicted x (1 - low_fraction) on 90% of "
+                                            "the family's public rows (P10 of measured/predicted speed; times and "
+                                            "device-hours enter inverted)")
+    high_fraction: float = Field(description="... and <= predicted x (1 + high_fraction) on 90% (P90)")
     n_rows: int = Field(description="public rows of the family (0: the pooled band of all rows, widened)")
     widened_by: float = Field(description="widening for weak evidence (no rows of its own, mostly trust C/D)")
     calibrated: bool = Field(description="the device's efficiency is the user's calibration; the band is still the "

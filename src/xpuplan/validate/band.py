@@ -3,7 +3,9 @@
 For each hardware family (vendor and architecture in the catalog: "NVIDIA Ampere", "Google TPU
 v6e", ...) and kind (``train`` / ``infer``), ``validate/data/bands.json`` holds the error statistics of
 the planner on the packaged public validation files: how many rows, their trust grades, and the
-10th and 90th percentiles of measured / predicted - 1. The file is *generated*
+10th and 90th percentiles of measured / predicted - 1 in speed (:func:`speed_ratio`: times and device-hours
+inverted, so that a run slower than predicted is negative whatever the metric; the keys keep the name
+``..._measured_over_predicted_minus_1``). The file is *generated*
 (``scripts/update-validation-snapshot`` calls :func:`band_table`), never typed by hand.
 
 :func:`validation_band` turns them into a band around a prediction: the measured figure was
@@ -60,6 +62,11 @@ HIGH_PERCENTILE: Final = 90.0
 #: measured error of one regime says nothing about another, so such a prediction is treated like one for a
 #: family without rows of its own (:data:`UNVALIDATED_WIDENING`). Applied once, however many dimensions are out.
 EXTRAPOLATION_WIDENING: Final = 2.0
+
+#: Metrics where a larger value means slower (times, device-hours). A band is on speed, as results apply it
+#: (``jobs.results.uncertainty``: throughput-like figures scale with it, time-like ones inversely), so these rows
+#: enter it as predicted / measured - 1, the others as measured / predicted - 1 (:func:`speed_ratio`).
+TIME_METRICS: Final = frozenset({"step_time_s", "device_hours", "ttft_ms", "tpot_ms", "e2e_latency_ms"})
 
 BANDS_FILE: Final = "bands.json"
 KINDS: Final = ("train", "infer")
@@ -194,8 +201,15 @@ def family_stats(results: Iterable[RowResult], regimes: dict[str, Regime] | None
     return {fam: _stats(rows, regimes) for fam, rows in sorted(by_family.items())}
 
 
+def speed_ratio(metric: str, measured: float, predicted: float) -> float:
+    """Measured speed over predicted speed, minus 1: measured / predicted - 1 for throughput-like metrics,
+    predicted / measured - 1 for :data:`TIME_METRICS` (a run slower than predicted is negative either way)."""
+    return predicted / measured - 1.0 if metric in TIME_METRICS else measured / predicted - 1.0
+
+
 def _stats(rows: list[RowResult], regimes: dict[str, Regime] | None = None) -> dict[str, Any]:
-    ratio = [1.0 / (1.0 + r.error) - 1.0 for r in rows if r.error is not None]  # measured / predicted - 1
+    ratio = [speed_ratio(r.metric, r.measured, r.predicted) for r in rows
+             if r.error is not None and r.predicted is not None]
     trust: dict[str, int] = {}
     for r in rows:
         trust[r.trust] = trust.get(r.trust, 0) + 1
