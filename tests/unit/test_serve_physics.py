@@ -359,3 +359,22 @@ def test_chunks_of_a_long_prompt_attend_every_key_before_them():
     with_keys = step_time(rep, decode_seqs=16, decode_context=32768 + 64, prefill_tokens=min(pt, 8192),
                           prefill_len=8192, prefill_kv_len=round(mean_chunk_keys(0, 32768, 8192)))
     assert st.total_s == pytest.approx(with_keys.total_s) and st.total_s > own_chunk_only.total_s
+
+
+# --- narrow attention heads in prefill --------------------------------------------------------------
+def test_prefill_attention_pays_the_narrow_head_factor(monkeypatch):
+    from xpuplan.perf import roofline
+    from xpuplan.serve.replica import _step_cached, step_time
+
+    rep = make_replica(get_model("falcon-180b"), _dev("nvidia-h100-sxm-80gb"), tp=8, dtype="fp8")
+    assert rep.model.qk_head_dim == 64
+
+    def prefill_s() -> float:
+        _step_cached.cache_clear()
+        return step_time(rep, prefill_tokens=32768, prefill_len=32768).total_s
+
+    narrow = prefill_s()
+    monkeypatch.setattr(roofline, "ATTENTION_EXP_HEAD_DIM", 0.0)  # no softmax cost: every head dim at the 128 rate
+    wide = prefill_s()
+    _step_cached.cache_clear()
+    assert narrow > wide * 1.01  # the 32K prompt's attention is a visible share and runs at 0.77 of the 128 rate

@@ -17,7 +17,7 @@ efficiency, not from the samples; collectives therefore vary with message size, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -110,7 +110,7 @@ def _ceil_div(a: Any, b: float) -> Any:
 
 
 def _scaled(op: OpCost, k: Any) -> OpCost:
-    return OpCost(op.name, op.op_class, op.flops * k, op.bytes * k, op.min_dim)
+    return replace(op, flops=op.flops * k, bytes=op.bytes * k)
 
 
 @dataclass(frozen=True)
