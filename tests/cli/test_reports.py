@@ -245,3 +245,14 @@ def test_train_report_carries_the_launch_command(tmp_path):
     page = out.read_text(encoding="utf-8")
     check_html(page)
     assert "Launch command of the best plan" in page and escape(launch.splitlines()[-1]) in page
+
+
+def test_report_assumptions_show_floats_readably():
+    from xpuplan.report.page import assumption_rows
+
+    rows = assumption_rows({"training_stack": {"ep_overlap_sm_share": {"value": 20 / 132, "source": "s"},
+                                               "grad_reduce_bytes": {"value": 2.0, "source": "t"},
+                                               "ep_overlap_schedule": {"value": "combined_1f1b", "source": "u"}}})
+    assert ("training_stack.ep_overlap_sm_share", "0.151515", "s") in rows
+    assert ("training_stack.grad_reduce_bytes", "2", "t") in rows
+    assert ("training_stack.ep_overlap_schedule", "combined_1f1b", "u") in rows

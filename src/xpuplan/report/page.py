@@ -67,6 +67,8 @@ def figure_rows(figures: Iterable[Any]) -> list[tuple[str, str, str, str, str]]:
 def _compact(v: Any) -> str:
     if v is None:
         return "-"
+    if isinstance(v, float):  # a computed constant (20/132) reads as 0.151515, not its 17-digit repr
+        return f"{v:.6g}"
     s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
     return s if len(s) <= ASSUMPTION_CHARS else s[: ASSUMPTION_CHARS - 1] + "…"
 
