@@ -77,8 +77,6 @@ ZERO3_BUCKET_BYTES: Final = 40e6 * 2.0
 #: Data-parallel gradient bucket size, elements (Megatron-LM buckets ~40M elements; PyTorch DDP
 #: 25 MB): the last bucket's reduction cannot overlap the backward.
 DP_BUCKET_ELEMENTS: Final = 40e6
-#: ... in bytes of fp32 gradients.
-DP_BUCKET_BYTES: Final = DP_BUCKET_ELEMENTS * GRAD_REDUCE_BYTES
 
 #: Communication hidden under compute is not free: NCCL kernels occupy SMs and HBM bandwidth while
 #: they run, so overlapped compute slows down. Fraction of the overlapped communication time added
