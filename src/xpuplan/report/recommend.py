@@ -58,8 +58,9 @@ def render_html(rec: Recommendation) -> str:
              + "".join(f"<th>{escape(t(c, lang))}</th>" for c in cols) + "</tr>")
     for o in rec.options:
         h.append(f"<tr class='{'win' if o.rank == 1 else ''}'><td>{o.rank}</td><td>{escape(o.label)}</td>"
-                 f"<td>{o.score:.1f}</td><td>{o.devices:,}</td><td>{_time(o.time_s)}</td><td>{_usd(o.cost_usd)}</td>"
-                 f"<td>{_mwh(o.energy_j)}</td><td>{_pfirst(o)}</td><td><span class='tag'>{o.min_trust}</span></td></tr>")
+                 f"<td class=r>{o.score:.1f}</td><td class=r>{o.devices:,}</td><td class=r>{_time(o.time_s)}</td>"
+                 f"<td class=r>{_usd(o.cost_usd)}</td><td class=r>{_mwh(o.energy_j)}</td><td class=r>{_pfirst(o)}</td>"
+                 f"<td><span class='tag'>{o.min_trust}</span></td></tr>")
     h.append("</table></section>")
     # charts
     contrib = [(short_label(o), {k: c.points for k, c in o.criteria.items()}) for o in shown]
