@@ -1,0 +1,327 @@
+"""GEMM rate by shape on this GPU: the short-K and small-M laws, and fine-grained MoE expert GEMMs (forward,
+input gradient, weight gradient) as the training planner times them.
+
+The planner charges a GEMM max(FLOP / (peak x fraction), bytes / bandwidth) + a kernel overhead, where the
+fraction falls with the smallest dimension (``gemm_peak_fraction / (1 + gemm_half_dim / min(m, n, k))``), and
+an expert down projection pays a short-K factor ((1 + K0/k) / (1 + K0/hidden), K0 = GEMM_K_TILE_OVERHEAD,
+fitted on DeepGEMM's H800 FP8 table). Its backward is twice its forward. This script measures what those laws
+stand for, on the GPU it runs on, with the host out of the way (each case is captured once as a CUDA graph and
+replayed):
+
+* ``k_sweep``: M = N = 4096, K from 256 to 16384 (the short-K law), BF16 and FP8;
+* ``m_sweep``: N = K = 4096, M from 64 to 8192 (the small-dimension law), BF16 and FP8;
+* ``experts``: for MoE presets at a few expert-parallel sizes and tokens per rank, the L local experts'
+  forward (up/gate, down), input-gradient and weight-gradient GEMMs (r token rows per expert, balanced), as a
+  loop of one GEMM per expert (what Transformer Engine's GroupedLinear runs) and, where this PyTorch has it,
+  one ``torch._grouped_mm`` over the experts (forward, and forward + backward through autograd).
+
+Needs a CUDA GPU and PyTorch 2.5+ (``torch._grouped_mm``: 2.8+, Hopper or later). Usage:
+
+    python benchmarks/expert_gemm_probe.py --json OUT.json          # measure (about a minute on an H100)
+    python benchmarks/expert_gemm_probe.py --compare OUT.json        # planner's laws against a measurement
+
+``--compare`` needs xpuplan (no GPU). Not a test: it prints figures; docs/measurement.md records what a run
+gave and benchmarks/data/device_runs/ keeps the raw file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+#: MoE presets as the catalog holds them (id, hidden, expert width, routed experts, top-k): the probe runs
+#: where xpuplan is not installed; ``--compare`` checks these against the catalog.
+MOE_SHAPES = (
+    ("qwen3-30b-a3b", 2048, 768, 128, 8),
+    ("qwen3-235b-a22b", 4096, 1536, 128, 8),
+    ("deepseek-v3", 7168, 2048, 256, 8),
+    ("gpt-oss-120b", 2880, 2880, 128, 4),
+    ("mixtral-8x7b", 4096, 14336, 8, 2),
+)
+#: (model, expert-parallel size, tokens per rank): local experts L = E / ep; each receives r = T·k·ep / E rows.
+EXPERT_CASES = (
+    ("qwen3-30b-a3b", 1, 4096), ("qwen3-30b-a3b", 8, 4096), ("qwen3-30b-a3b", 8, 16384),
+    ("qwen3-235b-a22b", 8, 4096), ("qwen3-235b-a22b", 32, 4096),
+    ("deepseek-v3", 8, 4096), ("deepseek-v3", 64, 4096),
+    ("gpt-oss-120b", 1, 4096), ("gpt-oss-120b", 8, 4096),
+    ("mixtral-8x7b", 1, 4096), ("mixtral-8x7b", 8, 4096),
+)
+K_SWEEP = (256, 512, 768, 1024, 1536, 2048, 2880, 4096, 7168, 16384)
+M_SWEEP = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+#: The six GEMMs of one gated expert MLP as (name, M, N, K) in terms of rows r, hidden d and width f.
+EXPERT_GEMMS = ("fwd_up", "fwd_down", "dgrad_up", "dgrad_down", "wgrad_up", "wgrad_down")
+
+
+def expert_gemm_shapes(r: int, d: int, f: int) -> dict[str, tuple[int, int, int]]:
+    """(M, N, K) of the six GEMMs of one gated expert with r token rows (gate and up fused: 2f columns)."""
+    return {"fwd_up": (r, 2 * f, d), "fwd_down": (r, d, f),
+            "dgrad_up": (r, d, 2 * f), "dgrad_down": (r, f, d),
+            "wgrad_up": (d, 2 * f, r), "wgrad_down": (f, d, r)}
+
+
+def rows_per_expert(n_experts: int, top_k: int, ep: int, tokens: int) -> tuple[int, int]:
+    """(local experts, token rows per local expert) with balanced routing."""
+    local = n_experts // ep
+    return local, tokens * top_k * ep // n_experts
+
+
+# ---------------------------------------------------------------------------------------------- measurement
+
+def _graph_seconds(torch: Any, fn: Any, repeats: int) -> float:
+    """Median GPU seconds of one call of ``fn``, captured as a CUDA graph and replayed (no host in the way)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    del graph
+    return statistics.median(times)
+
+
+def _eager_seconds(torch: Any, fn: Any, repeats: int) -> float:
+    """Median seconds of one eager call of ``fn`` between device events (host gaps included)."""
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return statistics.median(times)
+
+
+class _Gemms:
+    """Random operands for ``copies`` GEMMs of one shape and precision, each in the layout cuBLAS wants."""
+
+    def __init__(self, torch: Any, m: int, n: int, k: int, dtype: str, copies: int) -> None:
+        dev = torch.device("cuda")
+        self.torch, self.dtype = torch, dtype
+        self.a = [torch.randn(m, k, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        self.b = [torch.randn(n, k, device=dev, dtype=torch.bfloat16) for _ in range(copies)]  # (N, K): K-major
+        self.out = [torch.empty(m, n, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        if dtype == "fp8":
+            f8 = torch.float8_e4m3fn
+            self.a = [x.to(f8) for x in self.a]
+            self.b = [x.to(f8) for x in self.b]
+            self.one = torch.ones((), device=dev, dtype=torch.float32)
+
+    def run(self) -> None:
+        t = self.torch
+        if self.dtype == "fp8":
+            for a, b in zip(self.a, self.b, strict=True):
+                t._scaled_mm(a, b.t(), scale_a=self.one, scale_b=self.one, out_dtype=t.bfloat16)
+        else:
+            for a, b, o in zip(self.a, self.b, self.out, strict=True):
+                t.mm(a, b.t(), out=o)
+
+
+def _rate(seconds: float, m: int, n: int, k: int, count: int = 1) -> float:
+    return 2.0 * m * n * k * count / seconds / 1e12
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("needs a CUDA GPU")
+    props = torch.cuda.get_device_properties(0)
+    out: dict[str, Any] = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+                           "cuda": torch.version.cuda, "k_sweep": [], "m_sweep": [], "experts": [],
+                           "reference": []}
+    print(out["device"], out["torch"], flush=True)
+    reps = args.repeats
+    dtypes = ["bf16"] + (["fp8"] if hasattr(torch, "_scaled_mm") and props.major >= 9 else [])
+
+    def timed_gemm(m: int, n: int, k: int, dtype: str) -> float:
+        copies = 4  # rotate operands so the last-level cache does not hold them between calls
+        g = _Gemms(torch, m, n, k, dtype, copies)
+        return _graph_seconds(torch, g.run, reps) / copies
+
+    def save() -> None:  # after every section: a run stopped half-way keeps what it measured
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                json.dump(out, fh, indent=1)
+
+    out["errors"] = []
+    for dtype in dtypes:
+        try:
+            s = timed_gemm(8192, 8192, 8192, dtype)
+            out["reference"].append({"dtype": dtype, "m": 8192, "n": 8192, "k": 8192, "s": s,
+                                     "tflops": _rate(s, 8192, 8192, 8192)})
+            for k in K_SWEEP:
+                s = timed_gemm(4096, 4096, k, dtype)
+                out["k_sweep"].append({"dtype": dtype, "m": 4096, "n": 4096, "k": k, "s": s,
+                                       "tflops": _rate(s, 4096, 4096, k)})
+            for m in M_SWEEP:
+                s = timed_gemm(m, 4096, 4096, dtype)
+                out["m_sweep"].append({"dtype": dtype, "m": m, "n": 4096, "k": 4096, "s": s,
+                                       "tflops": _rate(s, m, 4096, 4096)})
+            print(f"{dtype}: 8192^3 {out['reference'][-1]['tflops']:.0f} TFLOP/s; "
+                  f"K=256 {out['k_sweep'][-len(K_SWEEP)]['tflops']:.0f}, M=64 {out['m_sweep'][-len(M_SWEEP)]['tflops']:.0f}",
+                  flush=True)
+
+        except (RuntimeError, TypeError) as exc:  # a kernel this build or device does not have
+            out["errors"].append(f"{dtype} sweeps: {str(exc).splitlines()[0][:200]}")
+        save()
+
+    shapes = {m[0]: m[1:] for m in MOE_SHAPES}
+    dev = torch.device("cuda")
+    for model, ep, tokens in EXPERT_CASES:
+        d, f, n_exp, top_k = shapes[model]
+        local, r = rows_per_expert(n_exp, top_k, ep, tokens)
+        row: dict[str, Any] = {"model": model, "ep": ep, "tokens": tokens, "local_experts": local, "rows": r,
+                               "loop_graph_s": {}, "loop_eager_s": {}}
+        try:
+            for name, (m, n, k) in expert_gemm_shapes(r, d, f).items():
+                g = _Gemms(torch, m, n, k, "bf16", local)
+                row["loop_graph_s"][name] = _graph_seconds(torch, g.run, reps)
+                if name.startswith("fwd"):
+                    row["loop_eager_s"][name] = _eager_seconds(torch, g.run, reps)
+                del g
+        except (RuntimeError, TypeError) as exc:  # out of memory, or a kernel this build lacks
+            out["errors"].append(f"{model} ep{ep} T{tokens}: {str(exc).splitlines()[0][:200]}")
+            torch.cuda.empty_cache()
+            continue
+        torch.cuda.empty_cache()
+        if hasattr(torch, "_grouped_mm"):
+            try:
+                x = torch.randn(local * r, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                # (L, 2f, d) stored K-major, used as (L, d, 2f): the layout the grouped kernel wants for B
+                w = torch.randn(local, 2 * f, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                offs = (torch.arange(1, local + 1, device=dev, dtype=torch.int32) * r)
+                gy = torch.randn(local * r, 2 * f, device=dev, dtype=torch.bfloat16)
+
+                def fwd(x=x, w=w, offs=offs) -> Any:
+                    return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+
+                def fwd_bwd(x=x, w=w, offs=offs, gy=gy) -> None:
+                    y = torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+                    torch.autograd.grad(y, (x, w), gy)
+
+                with torch.no_grad():
+                    row["grouped_fwd_up_s"] = _graph_seconds(torch, fwd, reps)
+                row["grouped_fwd_bwd_up_s"] = _eager_seconds(torch, fwd_bwd, reps)
+            except (RuntimeError, TypeError) as exc:  # a kernel this build or device does not have
+                row["grouped_error"] = str(exc).splitlines()[0][:200]
+        out["experts"].append(row)
+        save()
+        lg = row["loop_graph_s"]
+        print(f"{model:>16} ep{ep:<3} T{tokens:<6} L={local:<4} r={r:<6} "
+              + " ".join(f"{k}={v * 1e3:.3f}ms" for k, v in lg.items()), flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- comparison
+
+def compare(path: str) -> int:
+    """The planner's GEMM laws against a measurement. Every time is put in units of the same FLOPs at the
+    8192^3 GEMM's rate, measured for the measurement and modelled for the model, so the family's absolute
+    fraction drops out and only the shape laws are compared (1.00: the law is right; above 1: the GPU is
+    slower at that shape than the planner says)."""
+    from xpuplan.catalog import get_device
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.models import list_models
+    from xpuplan.perf.ops import GEMM_K_TILE_OVERHEAD, expert_gemm_k_factor
+    from xpuplan.perf.roofline import cost_gemm, op_seconds
+
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    catalog = {m.id: m for m in list_models() if m.moe}
+    for mid, d, f, e, k in MOE_SHAPES:
+        moe = catalog[mid].moe
+        got = (catalog[mid].d_model, moe.expert_ffn_dim, moe.n_routed_experts, moe.top_k)
+        if got != (d, f, e, k):
+            print(f"MOE_SHAPES[{mid}] = {(d, f, e, k)} but the catalog holds {got}", file=sys.stderr)
+            return 1
+    dev_id = "H200" if "H200" in data["device"] else "H100"
+    device = get_device(dev_id)
+    eff = default_assumptions().efficiency(device)
+
+    def rel(seconds: float, flops: float, ref_s: float) -> float:
+        """``seconds`` in units of ``flops`` at the rate of the 8192^3 GEMM that took ``ref_s``."""
+        return seconds / (flops * ref_s / (2.0 * 8192**3))
+
+    def model_s(m: int, n: int, k: int, dtype: str, short_k: bool = False) -> float:
+        t = float(op_seconds(cost_gemm(m, n, k, dtype), device, dtype, eff)[2])
+        return t * ((1 + GEMM_K_TILE_OVERHEAD / k) / (1 + GEMM_K_TILE_OVERHEAD / 8192) if short_k else 1.0)
+
+    print(f"{data['device']} (torch {data['torch']}); modelled as catalog {dev_id} with its family's efficiency "
+          f"(gemm_peak_fraction {eff.gemm_peak_fraction}, gemm_half_dim {eff.gemm_half_dim}, "
+          f"kernel_overhead_s {eff.kernel_overhead_s}; K0 {GEMM_K_TILE_OVERHEAD})")
+    ref = {r["dtype"]: r for r in data["reference"]}
+    for sweep, var in (("k_sweep", "k"), ("m_sweep", "m")):
+        law = "min-dim law x short-K law" if var == "k" else "min-dim law"
+        print(f"\n{sweep}: time relative to the 8192^3 rate, measured / modelled ({law})")
+        for dtype, r0 in ref.items():
+            mod_ref = model_s(8192, 8192, 8192, dtype)
+            cells = []
+            for row in (x for x in data[sweep] if x["dtype"] == dtype):
+                flops = 2.0 * row["m"] * row["n"] * row["k"]
+                meas = rel(row["s"], flops, r0["s"])
+                mod = rel(model_s(row["m"], row["n"], row["k"], dtype, short_k=var == "k"), flops, mod_ref)
+                cells.append(f"{row[var]}:{meas:.2f}/{mod:.2f}")
+            print(f"  {dtype:>4} (8192^3: {r0['tflops']:.0f} TFLOP/s): " + "  ".join(cells))
+    print("\nexperts, bf16, graph-replayed loop of one GEMM per local expert: measured / modelled time of each GEMM"
+          " kind (modelled: L GEMMs by the min-dim law, the forward down projection x the short-K factor);"
+          " fwd+bwd: the six against what the training planner charges (3 x the forward)")
+    print(f"{'model':>16} {'ep':>3} {'T':>6} {'L':>4} {'r':>6} " + " ".join(f"{g:>10}" for g in EXPERT_GEMMS)
+          + f" {'fwd+bwd':>8}")
+    r0, mod_ref = ref["bf16"], model_s(8192, 8192, 8192, "bf16")
+    for row in data["experts"]:
+        m = catalog[row["model"]]
+        d, f, L, r = m.d_model, m.moe.expert_ffn_dim, row["local_experts"], row["rows"]
+        cells, meas_tot, mod = [], 0.0, {}
+        for name, (mm, nn, kk) in expert_gemm_shapes(r, d, f).items():
+            flops = 2.0 * mm * nn * kk * L
+            t_mod = L * model_s(mm, nn, kk, "bf16") * (expert_gemm_k_factor(m) if name == "fwd_down" else 1.0)
+            mod[name] = rel(t_mod, flops, mod_ref)
+            meas = rel(row["loop_graph_s"][name], flops, r0["s"])
+            cells.append(f"{meas / mod[name]:>10.2f}")
+            meas_tot += row["loop_graph_s"][name] / r0["s"]
+        planner = 3.0 * (L * model_s(r, 2 * f, d, "bf16") + L * model_s(r, d, f, "bf16") * expert_gemm_k_factor(m))
+        print(f"{row['model']:>16} {row['ep']:>3} {row['tokens']:>6} {L:>4} {r:>6} " + " ".join(cells)
+              + f" {meas_tot / (planner / mod_ref):>8.2f}")
+        if "grouped_fwd_up_s" in row:
+            lg = row["loop_graph_s"]
+            print(f"{'':>38} grouped kernel: forward up {row['grouped_fwd_up_s'] / lg['fwd_up']:.2f}x the loop;"
+                  f" forward+backward (eager) {row['grouped_fwd_bwd_up_s'] / (lg['fwd_up'] + lg['dgrad_up'] + lg['wgrad_up']):.2f}x")
+        elif "grouped_error" in row:
+            print(f"{'':>38} grouped kernel: {row['grouped_error']}")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=None, help="write the measurements here")
+    ap.add_argument("--compare", default=None, metavar="JSON", help="compare a measurement with the planner's laws")
+    ap.add_argument("--repeats", type=int, default=10)
+    args = ap.parse_args()
+    if args.compare:
+        return compare(args.compare)
+    measure(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
