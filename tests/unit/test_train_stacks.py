@@ -643,3 +643,42 @@ def test_megatron_fsdp_does_not_gather_again_for_the_recomputed_forward():
     assert estimate(m, c, full, job, stack=again).step.zero3_comm_s > estimate(m, c, full, job, stack=base).step.zero3_comm_s
     assert estimate(m, c, none, job, stack=again).step.zero3_comm_s == pytest.approx(
         estimate(m, c, none, job, stack=base).step.zero3_comm_s)
+
+
+def test_grouped_expert_gemm_stacks_pay_no_launch_per_expert():
+    """torchtitan (torch._grouped_mm) and DeepSeek (DeepGEMM) run each expert GEMM as one grouped kernel;
+    Transformer Engine's GroupedLinear launches one GEMM per local expert, each with the kernel overhead."""
+    from xpuplan.catalog import get_device
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.perf.ops import routed_rows
+    from xpuplan.train.compute import layer_compute
+
+    assert training_stack("torchtitan").expert_gemm == "grouped"
+    assert training_stack("deepseek-dualpipe").expert_gemm == "grouped"
+    assert training_stack("nemo").expert_gemm == "per_expert" == training_stack("megatron-core").expert_gemm
+    m = get_model("qwen3-30b-a3b")
+    dev = get_device("nvidia-h100-sxm-80gb")
+    eff = default_assumptions().efficiency(dev)
+    kw = dict(micro_batch=1, seq_len=4096, tp=1, cp=1, ep=1, sp=False, precision="bf16")
+    loop = layer_compute(m, dev, eff, **kw)
+    grouped = layer_compute(m, dev, eff, **kw, grouped_expert_gemm=True)
+    touched, _ = routed_rows(128, 8, 4096 * 8)
+    assert loop.moe_gemm - grouped.moe_gemm == pytest.approx(2 * (touched - 1) * eff.kernel_overhead_s)
+    assert grouped.dense_gemm == loop.dense_gemm
+    # the stack property reaches the step: the same torchtitan plan, with the loop instead, is slower
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 8)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=64 * 4096)
+    plan = make_plan(n_devices=8, global_batch_seqs=64, tp=1, pp=1, ep=1, model=m)
+    tt = training_stack("torchtitan")
+    t_grouped = estimate(m, c, plan, job, stack=tt).step.compute_s
+    t_loop = estimate(m, c, plan, job, stack=tt.model_copy(update={"expert_gemm": "per_expert"})).step.compute_s
+    assert t_loop > t_grouped
+
+
+def test_expert_gemm_override_names_its_field(tmp_path):
+    from xpuplan.catalog.assumptions import load_assumptions
+
+    f = tmp_path / "a.yaml"
+    f.write_text("training_stacks:\n  nemo:\n    expert_gemm: batched\n")
+    with pytest.raises(UserInputError, match="training_stacks.nemo.expert_gemm"):
+        load_assumptions([f])

@@ -35,6 +35,7 @@ Zero3Granularity = Literal["parameter", "unit", "bucket"]
 InterAlgorithm = Literal["ring", "tree", "halving_doubling"]
 CpAlgorithm = Literal["ring", "all_gather", "all_gather_async", "all_to_all"]
 AttentionKernel = Literal["native", "fa2"]
+ExpertGemm = Literal["per_expert", "grouped"]
 
 
 class _Strict(BaseModel):
@@ -98,6 +99,12 @@ class TrainingStack(_Strict):
                                                                      "axis rules shard activation_embed and "
                                                                      "activation_mlp over the tensor mesh axis); "
                                                                      "memory only")
+    expert_gemm: ExpertGemm = Field(
+        default="per_expert", description="how the MoE expert GEMMs of one layer run: per_expert (one GEMM launch per "
+                                          "local expert, each paying the device's kernel overhead: Transformer "
+                                          "Engine's GroupedLinear on Hopper, DeepSpeed's expert loop) or grouped "
+                                          "(one grouped-GEMM kernel over every local expert: torch._grouped_mm in "
+                                          "torchtitan, DeepGEMM)")
     moe_host_sync: bool = Field(default=True, description="the dropless MoE dispatcher copies the per-expert token "
                                                           "counts to the host every MoE layer forward (a device-host "
                                                           "sync); false for static-shape (XLA) stacks")

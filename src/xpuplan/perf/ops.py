@@ -9,14 +9,14 @@ KV heads too while there are at least as many as TP ranks.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.flops import mean_local_context
 from xpuplan.perf.params import kv_replication, params_attention_per_layer, params_kv_per_layer
-from xpuplan.perf.roofline import OpCost, cost_attention, cost_elementwise, cost_linear
+from xpuplan.perf.roofline import LOW_PRECISION, OpCost, cost_attention, cost_elementwise, cost_linear
 
 #: FLOP per element of RMSNorm/LayerNorm (square, sum, scale, multiply): a convention; norms are
 #: memory-bound, so this does not change times.
@@ -25,25 +25,39 @@ NORM_FLOPS_PER_ELEMENT = 5.0
 
 #: Fixed cost of one GEMM output tile (pipeline fill, epilogue: write-back and scaling) as an
 #: equivalent length of the K (reduction) loop: a GEMM whose K is short spends a larger share of its
-#: time outside the tensor-core main loop, so its rate is ~K / (K + K0) of the long-K rate.
-#: Fitted on DeepGEMM's public H800 FP8 table (deepseek-ai/DeepGEMM README, 2025-02, "Normal GEMMs
-#: for dense models", M = 4096): K = 512 / 1536 / 2048 / 7168 / 16384 run at 590 / 990 / 1025 / 1304 /
-#: 1358 TFLOP/s, i.e. 0.43 / 0.73 / 0.75 / 0.96 / 1 of the K = 16384 rate; K0 = 640 gives 0.46 / 0.73 /
-#: 0.79 / 0.95 / 1. Used for the narrow-K GEMMs of fine-grained MoE experts (:func:`expert_gemm_k_factor`).
-GEMM_K_TILE_OVERHEAD = 640.0
+#: time outside the tensor-core main loop, so its rate is ~K / (K + K0) of the long-K rate. Measured with
+#: cuBLAS (the library Transformer Engine, torchao and PyTorch call) on two lent GPUs, M = N = 4096, K = 256 ...
+#: 16384, each GEMM graph-replayed (benchmarks/expert_gemm_probe.py; benchmarks/data/device_runs/
+#: {h200,h100}_expert_gemm_2026-11-27.json), fitting time = a·(K + K0) over K = 768 ... 7168 (the widths of
+#: fine-grained experts up to the hidden sizes): BF16 K0 = 649 on an H200 (494 / 608 / 756 / 786 TFLOP/s at
+#: K = 768 / 2048 / 4096 / 7168) and 474 on an H100 (523 / 701 / 787 / 805); the mean of the two. (DeepGEMM's
+#: public H800 FP8 table, deepseek-ai/DeepGEMM README 2025-02, M = 4096, fits 640: hand-tuned kernels.)
+GEMM_K_TILE_OVERHEAD: Final = 560.0
+#: The same for 8-bit (and block-scaled 4-bit) GEMMs: the main loop runs twice as fast per K step and the
+#: tile's fixed part does not, so K0 is longer. Same sweeps in FP8 e4m3 with per-tensor scales
+#: (torch._scaled_mm): K0 = 1235 on the H200 (623 / 1082 / 1313 / 1380 TFLOP/s at K = 768 / 2048 / 4096 / 7168)
+#: and 1105 on the H100 (648 / 1103 / 1334 / 1416); the mean.
+GEMM_K_TILE_OVERHEAD_LOW_PRECISION: Final = 1170.0
 
 
-def expert_gemm_k_factor(model: ModelArch, tp: int = 1) -> float:
+def gemm_k_tile_overhead(dtype: str) -> float:
+    """K0 of :data:`GEMM_K_TILE_OVERHEAD` for a GEMM in ``dtype`` (8-bit and 4-bit: the low-precision one)."""
+    return GEMM_K_TILE_OVERHEAD_LOW_PRECISION if dtype in LOW_PRECISION else GEMM_K_TILE_OVERHEAD
+
+
+def expert_gemm_k_factor(model: ModelArch, tp: int = 1, dtype: str = "bf16") -> float:
     """Time factor (>= 1) of an MoE layer's expert down projection for its short reduction
     dimension, relative to a GEMM of K = hidden, whose rate the family's GEMM efficiency already
     describes (QKV, the expert up/gate GEMM): the down projection's K is the expert width
     moe_ffn/tp, which for fine-grained experts (768 in Qwen3-30B-A3B, 2048 in DeepSeek-V3) is far
     below the hidden size. r = (1 + K0/k_down) / (1 + K0/hidden) with K0 =
-    :data:`GEMM_K_TILE_OVERHEAD`; 1 for coarse experts (moe_ffn/tp >= hidden) and dense models."""
+    :func:`gemm_k_tile_overhead` of the GEMM's precision; 1 for coarse experts (moe_ffn/tp >= hidden) and
+    dense models."""
     if model.moe is None:
         return 1.0
+    k0 = gemm_k_tile_overhead(dtype)
     k_down = max(1.0, model.moe.expert_ffn_dim / tp)
-    r = (1.0 + GEMM_K_TILE_OVERHEAD / k_down) / (1.0 + GEMM_K_TILE_OVERHEAD / model.d_model)
+    r = (1.0 + k0 / k_down) / (1.0 + k0 / model.d_model)
     return max(1.0, r)
 
 

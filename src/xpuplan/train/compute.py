@@ -335,7 +335,7 @@ def layer_compute(
     model: ModelArch, device: Device, eff: Efficiency, *, micro_batch: int, seq_len: int, tp: int, cp: int,
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
     lora: bool = False, fp8_attention: bool = False, moe_host_sync: bool = True, etp: int | None = None,
-    op_sac: bool = False, fp8_output_head: bool = False,
+    op_sac: bool = False, fp8_output_head: bool = False, grouped_expert_gemm: bool = False,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
@@ -348,6 +348,8 @@ def layer_compute(
     (:func:`~xpuplan.perf.memory.expert_tensor_parallel`; None: ``tp``). With etp = tp the experts
     are split like a dense MLP over every token of the TP group; with etp = 1 (MoE parallel folding)
     each rank runs whole experts over its 1/tp sequence shard: the same FLOPs, wider GEMMs.
+    ``grouped_expert_gemm``: the stack runs each expert GEMM as one grouped kernel over the local experts
+    (``TrainingStack.expert_gemm`` grouped), so no further launch per expert is charged.
     ``op_sac``: also time what op-level selective checkpointing re-runs (``sac_dense``, ``sac_moe``:
     :func:`op_sac_linear_shares` of the projections, plus the layer's forward elementwise ops).
     ``fp8_output_head``: an FP8/FP4 plan runs the output head's GEMM at its precision too; else at 16 bits
@@ -407,7 +409,7 @@ def layer_compute(
         ep_ops = layer_ops(model, batch=micro_batch * ep, q_len=max(1, s_loc * etp // tp), kv_len=s_loc, tp=etp,
                            ep=ep, dtype=precision, moe_layer=True)
         # the down projection's short K (the expert width) runs below the fitted GEMM rate
-        k_down = expert_gemm_k_factor(model, etp)
+        k_down = expert_gemm_k_factor(model, etp, precision)
         experts = [OpCost(op.name, op.op_class,
                           op.flops * MOE_IMBALANCE_FACTOR * (k_down if op.name == "experts down" else 1.0),
                           op.bytes * MOE_IMBALANCE_FACTOR, op.min_dim)
@@ -429,14 +431,16 @@ def layer_compute(
         moe_ops = [op for op in base if not op.name.startswith("experts")] + experts + moe_extra
         mg, me = classify(moe_ops)
         sac_moe = sac_gemm(moe_ops) + me if op_sac else 0.0
-        # per-expert GEMM launch/tail: a grouped GEMM over the local experts is one launch per
-        # expert (Transformer Engine's GroupedLinear: one cuBLAS GEMM per expert over several
-        # streams; a single-kernel grouped GEMM pays a partly filled last tile per expert instead),
-        # each with the family's fixed kernel overhead; the roofline charged one per op above.
-        # Two expert GEMMs per forward.
-        touched, _ = routed_rows(max(1, model.moe.n_routed_experts // ep), model.moe.top_k,
-                                 tokens * model.moe.top_k)
-        mg += 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
+        # per-expert GEMM launch/tail: Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local
+        # expert (over several streams), each with the family's fixed kernel overhead; the roofline charged
+        # one per op above. Two expert GEMMs per forward. A single grouped kernel (torch._grouped_mm, DeepGEMM)
+        # pays only a partly filled last tile per expert, which the per-expert shape's efficiency already
+        # holds: on an H200, 128 experts of 256 rows run in one grouped kernel at 0.38x the time of a
+        # graph-replayed loop of 128 GEMMs, at 16 experts of 2,048 rows 0.95x (benchmarks/expert_gemm_probe.py).
+        if not grouped_expert_gemm:
+            touched, _ = routed_rows(max(1, model.moe.n_routed_experts // ep), model.moe.top_k,
+                                     tokens * model.moe.top_k)
+            mg += 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
     attn_ops, bwd_factor = attention_core_ops(model, micro_batch=micro_batch, q_len=s_loc, kv_len=seq_len if cp > 1 else s_loc,
                                               tp=tp, cp=cp, flash=flash)
     attn_dtype = attention_precision(precision, fp8_attention)
