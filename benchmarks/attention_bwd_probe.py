@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
+
+from gpu_timing import event_seconds
 
 
 def main() -> int:
@@ -45,18 +46,7 @@ def main() -> int:
     print(meta)
 
     def timed(fn, repeats: int) -> float:
-        for _ in range(2):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(repeats):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        return statistics.median(times)
+        return event_seconds(torch, fn, repeats)
 
     def time_passes(q, k, v, go, causal: bool, backend) -> tuple[float, float]:  # noqa: ANN001
         with sdpa_kernel(backend):

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from typing import Any
+
+from gpu_timing import event_seconds, graph_seconds
 
 #: MoE presets as the catalog holds them (id, hidden, expert width, routed experts, top-k): the probe runs
 #: where xpuplan is not installed; ``--compare`` checks these against the catalog.
@@ -69,47 +70,6 @@ def rows_per_expert(n_experts: int, top_k: int, ep: int, tokens: int) -> tuple[i
 
 
 # ---------------------------------------------------------------------------------------------- measurement
-
-def _graph_seconds(torch: Any, fn: Any, repeats: int) -> float:
-    """Median GPU seconds of one call of ``fn``, captured as a CUDA graph and replayed (no host in the way)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    del graph
-    return statistics.median(times)
-
-
-def _eager_seconds(torch: Any, fn: Any, repeats: int) -> float:
-    """Median seconds of one eager call of ``fn`` between device events (host gaps included)."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(times)
-
 
 class _Gemms:
     """Random operands for ``copies`` GEMMs of one shape and precision, each in the layout cuBLAS wants."""
@@ -156,7 +116,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     def timed_gemm(m: int, n: int, k: int, dtype: str) -> float:
         copies = 4  # rotate operands so the last-level cache does not hold them between calls
         g = _Gemms(torch, m, n, k, dtype, copies)
-        return _graph_seconds(torch, g.run, reps) / copies
+        return graph_seconds(torch, g.run, reps) / copies
 
     def save() -> None:  # after every section: a run stopped half-way keeps what it measured
         if args.json:
@@ -195,9 +155,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for name, (m, n, k) in expert_gemm_shapes(r, d, f).items():
                 g = _Gemms(torch, m, n, k, "bf16", local)
-                row["loop_graph_s"][name] = _graph_seconds(torch, g.run, reps)
+                row["loop_graph_s"][name] = graph_seconds(torch, g.run, reps)
                 if name.startswith("fwd"):
-                    row["loop_eager_s"][name] = _eager_seconds(torch, g.run, reps)
+                    row["loop_eager_s"][name] = event_seconds(torch, g.run, reps)
                 del g
         except (RuntimeError, TypeError) as exc:  # out of memory, or a kernel this build lacks
             out["errors"].append(f"{model} ep{ep} T{tokens}: {str(exc).splitlines()[0][:200]}")
@@ -220,8 +180,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     torch.autograd.grad(y, (x, w), gy)
 
                 with torch.no_grad():
-                    row["grouped_fwd_up_s"] = _graph_seconds(torch, fwd, reps)
-                row["grouped_fwd_bwd_up_s"] = _eager_seconds(torch, fwd_bwd, reps)
+                    row["grouped_fwd_up_s"] = graph_seconds(torch, fwd, reps)
+                row["grouped_fwd_bwd_up_s"] = event_seconds(torch, fwd_bwd, reps)
             except (RuntimeError, TypeError) as exc:  # a kernel this build or device does not have
                 row["grouped_error"] = str(exc).splitlines()[0][:200]
         out["experts"].append(row)

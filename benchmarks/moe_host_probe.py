@@ -23,6 +23,8 @@ import statistics
 import sys
 import time
 
+from gpu_timing import graph_seconds
+
 D_MODEL = 2048  # Qwen3-30B-A3B hidden size
 EXPERT_WIDTH = 1536  # gate + up of one expert (2 x 768)
 EXPERTS = (4, 16, 64)
@@ -42,23 +44,7 @@ def _timed(torch, fn, repeats: int = REPEATS) -> tuple[float, float]:
         fn()
         torch.cuda.synchronize()
         walls.append(time.perf_counter() - t0)
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.cuda.graph(graph):
-        fn()
-    gpus = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        gpus.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(walls), statistics.median(gpus)
+    return statistics.median(walls), graph_seconds(torch, fn, repeats)
 
 
 def main() -> int:

@@ -1,0 +1,40 @@
+"""CUDA timing shared by the GPU probes in this folder (imported as a sibling module: `python benchmarks/X.py`).
+
+torch is passed in, so the probes import it themselves and this module needs nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+
+def event_seconds(torch: Any, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
+    """Median seconds of one eager call of ``fn`` between CUDA events (host gaps included), after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def graph_seconds(torch: Any, fn: Callable[[], Any], repeats: int) -> float:
+    """Median GPU seconds of one call of ``fn`` captured once as a CUDA graph and replayed (no host in the way)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up on a side stream, as graph capture requires
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return event_seconds(torch, graph.replay, repeats, warmup=1)
