@@ -220,3 +220,36 @@ def test_memory_fit_counts_the_devices_the_training_state_needs_not_the_plan_spl
     assert raw["nvidia-h200-sxm-141gb"] < raw["nvidia-h100-sxm-80gb"]
     assert raw["nvidia-b200-180gb"] <= raw["nvidia-h200-sxm-141gb"]
     assert all(v is not None and v >= 1 for v in raw.values())
+
+
+def test_requests_longer_than_the_models_context_name_their_field():
+    """prompt + output above the model's context (Llama-3-70B: 8,192) is refused with the scenario field,
+    as `xpuplan infer` refuses it, instead of pricing requests the model cannot serve."""
+    from xpuplan.decide.engine import evaluate
+
+    s = preset("online-inference", {"hardware": ["nvidia-h100-sxm-80gb"], "workload": {"routing": {
+        "complex": {"input_len": 8192, "output_len": 1024}}}})
+    with pytest.raises(UserInputError, match=r"workload\.routing\.complex\.output_len"):
+        evaluate(s, samples=0)
+    s = preset("online-inference", {"hardware": ["nvidia-h100-sxm-80gb"], "workload": {"serving": {"input_len": 9000}}})
+    with pytest.raises(UserInputError, match=r"workload\.serving\.input_len"):
+        evaluate(s, samples=0)
+
+
+def test_a_ttft_limit_met_only_near_idle_is_noted_on_the_part():
+    from xpuplan.catalog import get_device
+    from xpuplan.decide.parts import TTFT_NEAR_IDLE_SHARE, Load, plan_serving
+    from xpuplan.models import get_model
+
+    m = get_model("llama3-70b")
+    dev = get_device("huawei-ascend-910b")
+    tight = plan_serving(m, dev, "complex", Load(qps=2.0, input_len=7168, output_len=256, ttft_s=2.0, tpot_s=0.05,
+                                                 dtypes=("bf16",), batch=False))
+    loose = plan_serving(m, dev, "complex", Load(qps=2.0, input_len=7168, output_len=256, ttft_s=20.0, tpot_s=0.05,
+                                                 dtypes=("bf16",), batch=False))
+    assert tight.ok and loose.ok
+    assert tight.ttft_s is not None and tight.plan["limited_by"].startswith("TTFT")
+    assert any("binds near idle" in n for n in tight.cost_notes)
+    assert not any("binds near idle" in n for n in loose.cost_notes)
+    assert loose.devices < tight.devices
+    assert 0 < TTFT_NEAR_IDLE_SHARE < 1

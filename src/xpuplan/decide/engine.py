@@ -359,6 +359,22 @@ def _model(s: Scenario) -> Any:
         raise UserInputError(exc.message, field="model", hint=exc.hint) from None
 
 
+def _check_context(s: Scenario, model: Any) -> None:
+    """A request longer than the model's context (prompt + output > max_seq_len) is the scenario's error, named by
+    its field, as ``xpuplan infer`` refuses it: planning it would price a request the model cannot serve."""
+    sv = s.workload.serving
+    if sv is None:
+        return
+    shapes = [("workload.serving", sv.input_len, sv.output_len)]
+    if s.workload.routing is not None:
+        rt = s.workload.routing
+        shapes += [("workload.routing.complex", rt.complex.input_len, rt.complex.output_len),
+                   ("workload.routing.standard", rt.standard.input_len, rt.standard.output_len)]
+    for path, in_len, out_len in shapes:
+        model.check_context(in_len, f"{path}.input_len")
+        model.check_context(in_len + out_len, f"{path}.output_len")
+
+
 def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int | None = None,
              seed: int | None = None, weights: Weights | None = None, lang: str = "en") -> Evaluation:
     """Rank the options of scenario ``s`` (module doc). Raises InfeasibleError when none is left."""
@@ -371,6 +387,7 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
     w = weights or make_weights(s.weights, s.weight_adjustments)
     _check_vendors(s, catalog)
     model = _model(s)
+    _check_context(s, model)
     share = roles(s)
     devs = _hardware(s, catalog)
     rejected: list[Rejected] = []

@@ -26,6 +26,11 @@ PERF_FIGURES = ("dense_tflops.bf16", "dense_tflops.fp16", "dense_tflops.fp8", "d
                 "power.tdp_w")
 
 
+#: A TTFT-limited serving plan whose mean TTFT at the target load is above this share of the limit is sized where
+#: prompts barely queue: its replica count says more about the SLO than about the hardware (the part notes it).
+TTFT_NEAR_IDLE_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class Load:
     """The serving load of one role."""
@@ -200,6 +205,12 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
     else:
         part.time_s = part.latency_s
     part.efficiency_source = str(o.replica.get("efficiency_source", "defaults"))
+    if at is not None and str(o.limited_by).startswith("TTFT") and at.ttft_mean_s > TTFT_NEAR_IDLE_SHARE * load.ttft_s:
+        part.cost_notes.append(
+            f"serving ({role}): the TTFT limit binds near idle: {load.input_len:,}-token prompts take "
+            f"{at.ttft_mean_s:.2f} s on average even when a replica serves only {o.rate_per_replica:.3g} req/s, "
+            f"so their P99 reaches the {load.ttft_s:g} s limit with the replicas nearly idle; a looser TTFT limit, "
+            f"shorter prompts or faster prefill hardware would need far fewer devices")
     prec = o.replica.get("precision")
     part.regime = Regime(moe=model.moe is not None, seq_len=load.input_len, n_devices=n_rep,
                          precision=prec.get("gemm_dtype") if isinstance(prec, dict) else None)
