@@ -205,8 +205,21 @@ def compare(path: str) -> int:
     from xpuplan.perf.ops import GEMM_K_TILE_OVERHEAD, expert_gemm_k_factor
     from xpuplan.perf.roofline import cost_gemm, op_seconds
 
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        print(f"--compare {path}: not a readable JSON file ({exc})", file=sys.stderr)
+        return 2
+    missing = [k for k in ("device", "torch", "reference", "k_sweep", "m_sweep", "experts")
+               if not isinstance(data, dict) or k not in data]
+    if missing:
+        print(f"--compare {path}: not a measurement of this probe (missing field {missing[0]!r}); "
+              f"write one with --json", file=sys.stderr)
+        return 2
+    if not any(r.get("dtype") == "bf16" for r in data["reference"]):
+        print(f"--compare {path}: field 'reference' has no bf16 8192^3 GEMM", file=sys.stderr)
+        return 2
     catalog = {m.id: m for m in list_models() if m.moe}
     for mid, d, f, e, k in MOE_SHAPES:
         moe = catalog[mid].moe

@@ -113,11 +113,26 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=10)
     args = ap.parse_args()
 
+    bad = [e for e in args.experts if e < args.top_k]
+    if bad:
+        print(f"--experts: {bad[0]} local experts cannot each take a distinct one of --top-k {args.top_k}",
+              file=sys.stderr)
+        return 2
+    if min(args.tokens) < 1:
+        print("--tokens: every token count must be at least 1", file=sys.stderr)
+        return 2
     import torch
 
+    try:
+        import megatron.core
+    except ImportError:
+        print("needs the megatron-core package (pip install megatron-core)", file=sys.stderr)
+        return 2
     cuda = torch.cuda.is_available()
-    dev = torch.device("cuda" if cuda else "cpu")
-    import megatron.core
+    if not cuda:
+        print("needs a CUDA GPU (Megatron-Core's MoE dispatcher uses CUDA streams)", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda")
 
     out: dict[str, Any] = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
                            "megatron_core": getattr(megatron.core, "__version__", "?"), "cases": []}
