@@ -249,7 +249,7 @@ def test_a_ttft_limit_met_only_near_idle_is_noted_on_the_part():
                                                  dtypes=("bf16",), batch=False))
     assert tight.ok and loose.ok
     assert tight.ttft_s is not None and tight.plan["limited_by"].startswith("TTFT")
-    assert any("binds near idle" in n for n in tight.cost_notes)
-    assert not any("binds near idle" in n for n in loose.cost_notes)
+    assert any("binds near idle" in n for n in tight.notes)
+    assert not any("binds near idle" in n for n in loose.notes)
     assert loose.devices < tight.devices
     assert 0 < TTFT_NEAR_IDLE_SHARE < 1

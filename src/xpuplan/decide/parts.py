@@ -78,7 +78,7 @@ class Part:
     main_price: PriceFigure | None = None  # the purchase or rental price the hardware line rests on
     electricity: PriceFigure | None = None
     efficiency_source: str = "defaults"
-    cost_notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the result says of this part (plan limits, costing gaps)
     regime: Any = None  # validate.band.Regime of the plan (widens its validation band outside the public rows')
 
     @property
@@ -206,7 +206,7 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
         part.time_s = part.latency_s
     part.efficiency_source = str(o.replica.get("efficiency_source", "defaults"))
     if at is not None and str(o.limited_by).startswith("TTFT") and at.ttft_mean_s > TTFT_NEAR_IDLE_SHARE * load.ttft_s:
-        part.cost_notes.append(
+        part.notes.append(
             f"serving ({role}): the TTFT limit binds near idle: {load.input_len:,}-token prompts take "
             f"{at.ttft_mean_s:.2f} s on average even when a replica serves only {o.rate_per_replica:.3g} req/s, "
             f"so their P99 reaches the {load.ttft_s:g} s limit with the replicas nearly idle; a looser TTFT limit, "
@@ -249,7 +249,7 @@ def _inputs(dev: Any, book: PriceBook, s: Scenario, part: Part) -> Any:
         return resolve_inputs(dev, book, _cost_options(dev, s, s.cost.mode))
     except UserInputError as exc:
         if s.cost.mode == "owned" and exc.field == "mode":
-            part.cost_notes.append(f"{dev.id} is not sold: priced as cloud rental")
+            part.notes.append(f"{dev.id} is not sold: priced as cloud rental")
             part.cost_mode = "cloud"
             return resolve_inputs(dev, book, _cost_options(dev, s, "cloud"))
         raise
@@ -268,19 +268,19 @@ def price_part(part: Part, dev: Any, book: PriceBook, s: Scenario, model_tokens:
     try:
         power = power_profile_for(dev)
     except XpuplanError as exc:
-        part.cost_notes.append(f"no power model: {exc}")
+        part.notes.append(f"no power model: {exc}")
         part.hardware_known = False
         return
     part.power_kw = part.devices * power.tdp_w / 1e3
     try:
         inputs = _inputs(dev, book, s, part)
     except UserInputError as exc:
-        part.cost_notes.append(f"not priced: {exc.render()}")
+        part.notes.append(f"not priced: {exc.render()}")
         part.hardware_known = False
         return
     if inputs.mode == "owned" and inputs.device_price is None and inputs.node_system_price is None:
         part.hardware_known = False
-        part.cost_notes.append(f"no public purchase price for {dev.id}: hardware cost unknown "
+        part.notes.append(f"no public purchase price for {dev.id}: hardware cost unknown "
                                "(give cost.device_price_usd)")
         inputs = inputs.model_copy(update={"device_price": PriceFigure("device_price_usd", 0.0, 0.0, 0.0, "USD",
                                                                          "placeholder: price unknown", "D")})
@@ -298,12 +298,12 @@ def price_part(part: Part, dev: Any, book: PriceBook, s: Scenario, model_tokens:
             res = tco(inputs, power, devices=part.devices, years=s.cost.years, busy_fraction=part.busy_fraction,
                       compute_bound_fraction=part.compute_bound_fraction)
     except UserInputError as exc:
-        part.cost_notes.append(f"not priced: {exc.render()}")
+        part.notes.append(f"not priced: {exc.render()}")
         part.hardware_known = False
         return
     part.lines_usd = {k: v for k, v in res.lines_usd.items() if k != "development_usd"}
     part.energy_kwh = res.facility_energy_j / KWH
-    part.cost_notes += [m for m in res.missing if "development" not in m]
+    part.notes += [m for m in res.missing if "development" not in m]
     opts = _cost_options(dev, s, part.cost_mode)
     dev_fig = development_for(dev, book, opts)
     part.development_usd = None if dev_fig is None else dev_fig.value

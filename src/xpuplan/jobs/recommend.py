@@ -130,7 +130,7 @@ def build(ev: Evaluation, lang: str = "en") -> Recommendation:
                          latency_s=p.latency_s, energy_j=_joules(p.energy_kwh),
                          cost_lines_usd={kk: v for kk, v in p.lines_usd.items()
                                          if p.hardware_known or kk != "hardware_usd"},
-                         development_usd=p.development_usd, cost_mode=p.cost_mode, notes=p.cost_notes)
+                         development_usd=p.development_usd, cost_mode=p.cost_mode, notes=p.notes)
                  for r, p in c.parts.items()]
         options.append(OptionOut(
             rank=k + 1, key=c.key, kind="mix" if c.is_mix else "single",
