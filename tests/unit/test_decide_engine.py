@@ -253,3 +253,11 @@ def test_a_ttft_limit_met_only_near_idle_is_noted_on_the_part():
     assert not any("binds near idle" in n for n in loose.notes)
     assert loose.devices < tight.devices
     assert 0 < TTFT_NEAR_IDLE_SHARE < 1
+
+
+@pytest.mark.parametrize("lang,words", [("en", "nearly idle"), ("zh", "副本几乎空闲")])
+def test_the_near_idle_ttft_pool_is_a_caveat_in_both_languages(lang, words):
+    rec = recommend(preset("online-inference", {"hardware": ["huawei-ascend-910b"], "mixes": False}),
+                    samples=0, lang=lang)
+    near = [c for c in rec.explanation.caveats if words in c]
+    assert len(near) == 1 and "huawei-ascend-910b" in near[0] and "7,168" in near[0]

@@ -122,6 +122,13 @@ def explain(ev: Evaluation, lang: str) -> Explanation:
         for p in c.parts.values():
             if not p.hardware_known:
                 caveats.append(t("caveat.no_price", lang, device=p.device_id))
+    for c in cands:  # any option, not only the leading ones: it explains a device count that looks absurd
+        for p in c.parts.values():
+            if p.ttft_near_idle_s is not None and p.plan is not None:
+                mean_s, limit_s = p.ttft_near_idle_s
+                caveats.append(t("caveat.ttft_near_idle", lang, device=p.device_id, role=t("role." + p.role, lang),
+                                 devices=p.devices, input_len=p.plan["input_len"], ttft=mean_s,
+                                 rate=p.rate_per_replica or 0.0, limit=limit_s))
     caveats = list(dict.fromkeys(caveats))
     caveats.append(t("caveat.weights", lang))
     if ev.mc is not None:

@@ -79,6 +79,8 @@ class Part:
     electricity: PriceFigure | None = None
     efficiency_source: str = "defaults"
     notes: list[str] = field(default_factory=list)  # what the result says of this part (plan limits, costing gaps)
+    # serving: (mean TTFT at the target load, the TTFT limit) when the limit binds near idle (TTFT_NEAR_IDLE_SHARE)
+    ttft_near_idle_s: tuple[float, float] | None = None
     regime: Any = None  # validate.band.Regime of the plan (widens its validation band outside the public rows')
 
     @property
@@ -206,6 +208,7 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
         part.time_s = part.latency_s
     part.efficiency_source = str(o.replica.get("efficiency_source", "defaults"))
     if at is not None and str(o.limited_by).startswith("TTFT") and at.ttft_mean_s > TTFT_NEAR_IDLE_SHARE * load.ttft_s:
+        part.ttft_near_idle_s = (at.ttft_mean_s, load.ttft_s)
         part.notes.append(
             f"serving ({role}): the TTFT limit binds near idle: {load.input_len:,}-token prompts take "
             f"{at.ttft_mean_s:.2f} s on average even when a replica serves only {o.rate_per_replica:.3g} req/s, "
