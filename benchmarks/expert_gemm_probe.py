@@ -3,8 +3,8 @@ input gradient, weight gradient) as the training planner times them.
 
 The planner charges a GEMM max(FLOP / (peak x fraction), bytes / bandwidth) + a kernel overhead, where the
 fraction falls with the smallest dimension (``gemm_peak_fraction / (1 + gemm_half_dim / min(m, n, k))``), and
-an expert down projection pays a short-K factor ((1 + K0/k) / (1 + K0/hidden), K0 = GEMM_K_TILE_OVERHEAD,
-fitted on DeepGEMM's H800 FP8 table). Its backward is twice its forward. This script measures what those laws
+an expert down projection pays a short-K factor (``perf.ops.short_k_factor``: (1 + K0/k) / (1 + K0/hidden) from
+K = 768 up, K0 = GEMM_K_TILE_OVERHEAD by precision, measured with this probe; below 768 the probe's own rates). Its backward is twice its forward. This script measures what those laws
 stand for, on the GPU it runs on, with the host out of the way (each case is captured once as a CUDA graph and
 replayed):
 
@@ -202,8 +202,8 @@ def compare(path: str) -> int:
     from xpuplan.catalog import get_device
     from xpuplan.catalog.assumptions import default_assumptions
     from xpuplan.models import list_models
-    from xpuplan.perf.ops import GEMM_K_TILE_OVERHEAD, expert_gemm_k_factor
-    from xpuplan.perf.roofline import cost_gemm, op_seconds
+    from xpuplan.perf.ops import GEMM_K_TILE_OVERHEAD, short_k_factor
+    from xpuplan.perf.roofline import OpCost, cost_gemm, op_seconds
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -235,9 +235,13 @@ def compare(path: str) -> int:
         """``seconds`` in units of ``flops`` at the rate of the 8192^3 GEMM that took ``ref_s``."""
         return seconds / (flops * ref_s / (2.0 * 8192**3))
 
-    def model_s(m: int, n: int, k: int, dtype: str, short_k: bool = False) -> float:
-        t = float(op_seconds(cost_gemm(m, n, k, dtype), device, dtype, eff)[2])
-        return t * ((1 + GEMM_K_TILE_OVERHEAD / k) / (1 + GEMM_K_TILE_OVERHEAD / 8192) if short_k else 1.0)
+    def model_s(m: int, n: int, k: int, dtype: str, hidden: int | None = None) -> float:
+        """The planner's time for one GEMM. ``hidden``: time its short K as the planner does an expert down
+        projection (perf.ops.layer_ops): the short-K factor relative to K = hidden, the size law on M and N."""
+        g = cost_gemm(m, n, k, dtype)
+        if hidden is not None:
+            g = OpCost(g.name, g.op_class, g.flops, g.bytes, float(min(m, n)), k_factor=short_k_factor(k, hidden, dtype))
+        return float(op_seconds(g, device, dtype, eff)[2])
 
     print(f"{data['device']} (torch {data['torch']}); modelled as catalog {dev_id} with its family's efficiency "
           f"(gemm_peak_fraction {eff.gemm_peak_fraction}, gemm_half_dim {eff.gemm_half_dim}, "
@@ -252,7 +256,8 @@ def compare(path: str) -> int:
             for row in (x for x in data[sweep] if x["dtype"] == dtype):
                 flops = 2.0 * row["m"] * row["n"] * row["k"]
                 meas = rel(row["s"], flops, r0["s"])
-                mod = rel(model_s(row["m"], row["n"], row["k"], dtype, short_k=var == "k"), flops, mod_ref)
+                mod = rel(model_s(row["m"], row["n"], row["k"], dtype, hidden=8192 if var == "k" else None), flops,
+                          mod_ref)
                 cells.append(f"{row[var]}:{meas:.2f}/{mod:.2f}")
             print(f"  {dtype:>4} (8192^3: {r0['tflops']:.0f} TFLOP/s): " + "  ".join(cells))
     print("\nexperts, bf16, graph-replayed loop of one GEMM per local expert: measured / modelled time of each GEMM"
@@ -267,12 +272,12 @@ def compare(path: str) -> int:
         cells, meas_tot, mod = [], 0.0, {}
         for name, (mm, nn, kk) in expert_gemm_shapes(r, d, f).items():
             flops = 2.0 * mm * nn * kk * L
-            t_mod = L * model_s(mm, nn, kk, "bf16") * (expert_gemm_k_factor(m) if name == "fwd_down" else 1.0)
+            t_mod = L * model_s(mm, nn, kk, "bf16", hidden=d if name == "fwd_down" else None)
             mod[name] = rel(t_mod, flops, mod_ref)
             meas = rel(row["loop_graph_s"][name], flops, r0["s"])
             cells.append(f"{meas / mod[name]:>10.2f}")
             meas_tot += row["loop_graph_s"][name] / r0["s"]
-        planner = 3.0 * (L * model_s(r, 2 * f, d, "bf16") + L * model_s(r, d, f, "bf16") * expert_gemm_k_factor(m))
+        planner = 3.0 * (L * model_s(r, 2 * f, d, "bf16") + L * model_s(r, d, f, "bf16", hidden=d))
         print(f"{row['model']:>16} {row['ep']:>3} {row['tokens']:>6} {L:>4} {r:>6} " + " ".join(cells)
               + f" {meas_tot / (planner / mod_ref):>8.2f}")
         if "grouped_fwd_up_s" in row:

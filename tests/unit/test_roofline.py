@@ -4,7 +4,7 @@ from tests.unit.archs import LLAMA3_70B
 from tests.unit.hwfixture import device
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.ops import expected_experts_touched, layer_ops
-from xpuplan.perf.roofline import cost_elementwise, cost_gemm, gemm_efficiency, op_time
+from xpuplan.perf.roofline import OpCost, cost_elementwise, cost_gemm, gemm_efficiency, op_time
 
 EFF = Efficiency(gemm_peak_fraction=0.8, gemm_half_dim=0, low_precision_factor=1.0, attention_peak_fraction=0.5,
                  memory_bw_fraction=1.0, kernel_overhead_s=0.0, scale_up_bw_fraction=0.8, scale_out_bw_fraction=0.8,
@@ -138,3 +138,18 @@ def test_attention_op_time_slows_with_narrow_heads_only():
     assert narrow.compute_s / wide.compute_s == pytest.approx(1 / 0.7667, rel=0.01)
     widest = op_time(cost_attention(1, 16, 8192, 8192, 256), d)
     assert widest.compute_s == pytest.approx(wide.compute_s, rel=1e-9)
+
+
+def test_k_factor_scales_the_compute_time_only(tmp_path):
+    """OpCost.k_factor (a short reduction dimension) multiplies the compute term; a memory-bound op keeps its
+    memory time, and the default is 1."""
+    dev = device(tmp_path)
+    g = cost_gemm(8192, 8192, 256)
+    slow = OpCost(g.name, g.op_class, g.flops, g.bytes, g.min_dim, k_factor=2.0)
+    assert g.k_factor == 1.0
+    a, b = op_time(g, dev), op_time(slow, dev)
+    assert b.compute_s == pytest.approx(2.0 * a.compute_s) and b.memory_s == a.memory_s
+    tiny = cost_gemm(1, 8192, 8192)  # decode-like: memory-bound
+    t1 = op_time(tiny, dev)
+    t2 = op_time(OpCost(tiny.name, "gemm", tiny.flops, tiny.bytes, tiny.min_dim, k_factor=1.5), dev)
+    assert t1.bound == "memory" and t2.time_s == pytest.approx(t1.time_s)

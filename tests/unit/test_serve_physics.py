@@ -378,3 +378,22 @@ def test_prefill_attention_pays_the_narrow_head_factor(monkeypatch):
     wide = prefill_s()
     _step_cached.cache_clear()
     assert narrow > wide * 1.01  # the 32K prompt's attention is a visible share and runs at 0.77 of the 128 rate
+
+
+def test_tp_split_experts_pay_the_short_k_rate_in_serving(monkeypatch):
+    """The serving step times the expert down projection with the same short-K factor as training: splitting
+    Qwen3-235B-A22B's 1,536-wide experts over TP 8 leaves K = 192 per rank, so a prefill-heavy step takes longer
+    than the same step timed without the factor; a dense model's step does not change."""
+    import xpuplan.perf.ops as ops
+    from xpuplan.serve.step import step_arrays
+
+    h100 = _dev("nvidia-h100-sxm-80gb")
+
+    def prefill_s(model_id: str) -> float:
+        rep = make_replica(get_model(model_id), h100, tp=8)
+        return float(step_arrays(rep, 0, 1, 8192, 2048, 2048, 4).total_s)
+
+    moe, dense = prefill_s("qwen3-235b-a22b"), prefill_s("llama3-70b")
+    monkeypatch.setattr(ops, "short_k_factor", lambda k, d, dtype="bf16": 1.0)
+    assert prefill_s("qwen3-235b-a22b") < moe
+    assert prefill_s("llama3-70b") == pytest.approx(dense)

@@ -15,9 +15,13 @@ from xpuplan.perf.efficiency import efficiency_for
 from xpuplan.perf.ops import (
     GEMM_K_TILE_OVERHEAD,
     GEMM_K_TILE_OVERHEAD_LOW_PRECISION,
+    SHORT_K_LAW_MIN,
     expert_gemm_k_factor,
     gemm_k_tile_overhead,
+    gemm_short_k_rate,
     layer_ops,
+    routed_rows,
+    short_k_factor,
 )
 from xpuplan.perf.roofline import op_time
 from xpuplan.train import Cluster, estimate, make_plan
@@ -92,6 +96,57 @@ def test_k_tile_overhead_reproduces_the_measured_cublas_sweeps(card, dtype):
     assert gemm_k_tile_overhead("fp8") == GEMM_K_TILE_OVERHEAD_LOW_PRECISION > 2 * GEMM_K_TILE_OVERHEAD * 0.9
     assert gemm_k_tile_overhead("fp4") == GEMM_K_TILE_OVERHEAD_LOW_PRECISION
     assert gemm_k_tile_overhead("bf16") == GEMM_K_TILE_OVERHEAD
+
+
+#: the same sweeps below the law's range: TFLOP/s at K = 256, 512, 768
+CUBLAS_SHORT_K = {
+    ("H200", "bf16"): (318, 437, 494),
+    ("H200", "fp8"): (300, 510, 623),
+    ("H100", "bf16"): (371, 457, 523),
+    ("H100", "fp8"): (354, 550, 648),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_short_k_rate_below_the_law_follows_the_measured_sweeps(dtype):
+    """Below K = 768 the rate is the sweeps' own (mean of both cards, relative to K = 768), not the law's
+    extrapolation, which overstates the loss there; from 768 up it is the law K / (K + K0) unchanged."""
+    for i, k in enumerate((256, 512)):
+        measured = sum(CUBLAS_SHORT_K[(c, dtype)][i] / CUBLAS_SHORT_K[(c, dtype)][2] for c in ("H200", "H100")) / 2
+        assert gemm_short_k_rate(k, dtype) / gemm_short_k_rate(768, dtype) == pytest.approx(measured, rel=0.01)
+        law = (k / (k + gemm_k_tile_overhead(dtype))) / (768 / (768 + gemm_k_tile_overhead(dtype)))
+        assert law < measured  # the law would charge more than was measured
+    k0 = gemm_k_tile_overhead(dtype)
+    for k in (SHORT_K_LAW_MIN, 1536, 4096):
+        assert gemm_short_k_rate(k, dtype) == pytest.approx(k / (k + k0))
+    # monotone and continuous across the joins (256, 512, 768)
+    ks = [96, 128, 192, 255, 256, 257, 400, 511, 512, 513, 700, 767, 768, 769, 2048]
+    rates = [gemm_short_k_rate(k, dtype) for k in ks]
+    assert all(a < b for a, b in zip(rates, rates[1:], strict=False))
+    for j in (256, 512, 768):
+        assert gemm_short_k_rate(j - 1e-6, dtype) == pytest.approx(gemm_short_k_rate(j, dtype), rel=1e-4)
+
+
+def test_short_k_factor_is_relative_to_the_hidden_size():
+    assert short_k_factor(4096, 4096) == 1.0 and short_k_factor(8192, 4096) == 1.0
+    # Qwen3-235B-A22B's experts (1,536 wide) split over TP 8: K = 192 per rank
+    assert short_k_factor(192, 4096, "fp8") > short_k_factor(192, 4096, "bf16") > short_k_factor(1536, 4096) > 1.0
+    assert short_k_factor(192, 4096) == pytest.approx(gemm_short_k_rate(4096) / gemm_short_k_rate(192))
+
+
+def test_layer_ops_put_the_short_k_factor_on_the_expert_down_projection_only():
+    """One model for both planners: layer_ops marks the expert down projection (K = moe_ffn/tp) with its
+    short-K factor, the training planner's expert_gemm_k_factor; every other op keeps 1."""
+    q = get_model("qwen3-235b-a22b")
+    for tp, dtype in ((1, "bf16"), (8, "bf16"), (8, "fp8")):
+        ops_ = {o.name: o for o in layer_ops(q, batch=4, q_len=2048, kv_len=2048, tp=tp, dtype=dtype, moe_layer=True)}
+        down = ops_["experts down"]
+        assert down.k_factor == pytest.approx(expert_gemm_k_factor(q, tp=tp, dtype=dtype))
+        assert all(o.k_factor == 1.0 for n, o in ops_.items() if n != "experts down")
+        # the K0 law was measured at M = N = 4096, so it holds K's whole effect: the size law sees M and N only
+        _, rows = routed_rows(q.moe.n_routed_experts, q.moe.top_k, 4 * 2048 * q.moe.top_k)
+        assert down.min_dim == min(rows, q.d_model)
+    assert expert_gemm_k_factor(q, tp=8) > expert_gemm_k_factor(q, tp=1) > 1.0
 
 
 def test_fp8_expert_down_projection_pays_the_longer_k0():

@@ -96,7 +96,8 @@ def test_unknown_kind():
 def test_envelope_and_what_lies_outside():
     env = band.envelope([band.Regime(seq_len=2048, n_devices=64, precision="bf16"),
                          band.Regime(seq_len=8192, n_devices=1024, precision="fp16")])
-    assert env == {"moe": False, "max_seq_len": 8192, "max_devices": 1024, "precisions": ["16-bit"]}
+    assert env == {"moe": False, "fine_grained_moe": False, "max_seq_len": 8192, "max_devices": 1024,
+                   "precisions": ["16-bit"]}
     assert band.outside(band.Regime(seq_len=8192, n_devices=1024, precision="bf16"), env, "train") == []
     why = band.outside(band.Regime(moe=True, seq_len=131072, n_devices=16384, precision="fp8"), env, "train")
     assert len(why) == 4
@@ -133,3 +134,26 @@ def test_regime_of_a_validation_row():
     some_infer = next(r for r in rows.values() if r.kind == "infer" and r.raw.get("input_len"))
     assert regimes[some_infer.id].seq_len == int(float(some_infer.raw["input_len"]))
     assert any(g.moe for i, g in regimes.items() if rows[i].kind == "infer")  # Mixtral serving rows
+
+
+def test_fine_grained_moe_is_a_regime_of_its_own():
+    """Experts narrower than the hidden size (Qwen3, DeepSeek-V3) put the expert GEMMs in the short-K regime no
+    public serving row covers (their MoE rows are Mixtral's, with wide experts): such a prediction's band is
+    widened and says why; one MoE reason is enough where no MoE row exists at all (training)."""
+    from xpuplan.models import get_model
+
+    q = band.model_regime(get_model("qwen3-235b-a22b"), seq_len=2000.4, n_devices=8, precision="bf16")
+    mx = band.model_regime(get_model("mixtral-8x7b"), seq_len=2000, n_devices=2, precision="bf16")
+    dense = band.model_regime(get_model("llama3-8b"), seq_len=2000)
+    assert q.moe and q.fine_grained_moe and q.seq_len == 2000
+    assert mx.moe and not mx.fine_grained_moe and not dense.moe and not dense.fine_grained_moe
+    env = {"moe": True, "fine_grained_moe": False, "max_seq_len": 4096, "max_devices": 8, "precisions": ["16-bit"]}
+    assert band.outside(mx, env, "infer") == []
+    assert band.outside(q, env, "infer") == ["fine-grained MoE (experts narrower than the hidden size; no such "
+                                             "serving row)"]
+    assert band.outside(q, {**env, "moe": False}, "train") == ["MoE model (no MoE training row)"]
+    assert band.outside(q, {k: v for k, v in env.items() if k != "fine_grained_moe"}, "infer") == []  # old file
+    rec = band.band_record("nvidia-h100-sxm-80gb", "infer", q)
+    assert rec.widened_by >= band.EXTRAPOLATION_WIDENING and "fine-grained MoE" in rec.extrapolation[0]
+    public = band.public_regimes()
+    assert any(g.moe for g in public.values()) and not any(g.fine_grained_moe for g in public.values())

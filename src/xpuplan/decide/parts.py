@@ -18,7 +18,7 @@ from xpuplan.decide.scenario import Scenario, ServingSpec
 from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.models.arch import ModelArch
 from xpuplan.units import KWH
-from xpuplan.validate.band import Regime
+from xpuplan.validate.band import model_regime
 
 #: Catalog figures an option's numbers rest on (shown with their trust grades).
 PERF_FIGURES = ("dense_tflops.bf16", "dense_tflops.fp16", "dense_tflops.fp8", "dense_tflops.int8",
@@ -161,8 +161,7 @@ def plan_training(model: ModelArch, dev: Any, s: Scenario) -> Part:
     part.compute_bound_fraction = min(1.0, compute / st.step_s) if st.step_s > 0 else 1.0
     part.busy_fraction = 1.0
     part.efficiency_source = e.efficiency_source
-    part.regime = Regime(moe=model.moe is not None, seq_len=spec.seq_len, n_devices=e.n_devices,
-                         precision=e.plan.precision)
+    part.regime = model_regime(model, seq_len=spec.seq_len, n_devices=e.n_devices, precision=e.plan.precision)
     return part
 
 
@@ -215,8 +214,8 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
             f"so their P99 reaches the {load.ttft_s:g} s limit with the replicas nearly idle; a looser TTFT limit, "
             f"shorter prompts or faster prefill hardware would need far fewer devices")
     prec = o.replica.get("precision")
-    part.regime = Regime(moe=model.moe is not None, seq_len=load.input_len, n_devices=n_rep,
-                         precision=prec.get("gemm_dtype") if isinstance(prec, dict) else None)
+    part.regime = model_regime(model, seq_len=load.input_len, n_devices=n_rep,
+                               precision=prec.get("gemm_dtype") if isinstance(prec, dict) else None)
     return part
 
 

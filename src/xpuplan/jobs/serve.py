@@ -402,10 +402,9 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
 def _serving_regime(m: Any, devices: int | None, input_len: float | None, dtype: str | None) -> Any:
     """Where a serving prediction sits (``validate.band.Regime``): MoE or not, prompt length, devices of one
     replica, compute precision."""
-    from xpuplan.validate.band import Regime
+    from xpuplan.validate.band import model_regime
 
-    return Regime(moe=getattr(m, "moe", None) is not None, seq_len=round(input_len) if input_len else None,
-                  n_devices=devices, precision=dtype)
+    return model_regime(m, seq_len=input_len, n_devices=devices, precision=dtype)
 
 
 def _serving_uncertainty(dev: Device, r: dict[str, Any], regime: Any = None) -> Any:

@@ -9,6 +9,7 @@ KV heads too while there are at least as many as TP ranks.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 import numpy as np
@@ -45,20 +46,57 @@ def gemm_k_tile_overhead(dtype: str) -> float:
     return GEMM_K_TILE_OVERHEAD_LOW_PRECISION if dtype in LOW_PRECISION else GEMM_K_TILE_OVERHEAD
 
 
+#: Shortest K the law K / (K + K0) was fitted over; below it the same sweeps give the rate directly.
+SHORT_K_LAW_MIN: Final = 768.0
+#: Below :data:`SHORT_K_LAW_MIN` the law overstates the loss (at K = 256 it gives 0.54 / 0.45 of the rate at
+#: K = 768 in 16 / 8 bits where the sweeps measure 0.68 / 0.51): the measured rates at K = 256 and 512
+#: relative to K = 768, means of the H200 and H100 sweeps above (16-bit: 318 / 437 / 494 and 371 / 457 / 523
+#: TFLOP/s; 8-bit: 300 / 510 / 623 and 354 / 550 / 648 at K = 256 / 512 / 768). These are the K of fine-grained
+#: experts split over tensor parallelism (Qwen3-235B-A22B's 1,536 over TP 8 = 192, DeepSeek-V3's 2,048 = 256).
+SHORT_K_MEASURED: Final = {"16bit": ((256.0, 0.678), (512.0, 0.878)), "8bit": ((256.0, 0.514), (512.0, 0.833))}
+#: Below K = 256 the rate keeps falling like K / (K + K0') with the K0' that joins the measured K = 256 and 512
+#: rates (16-bit 215, 8-bit 832): an extrapolation, the sweeps stop at 256.
+SHORT_K_TAIL_K0: Final = {"16bit": 215.0, "8bit": 832.0}
+
+
+def gemm_short_k_rate(k: float, dtype: str = "bf16") -> float:
+    """A GEMM's rate at reduction length ``k`` as a fraction of its long-K rate: K / (K + K0) from
+    :data:`SHORT_K_LAW_MIN` up (K0 = :func:`gemm_k_tile_overhead`), the measured sweep points below it
+    (:data:`SHORT_K_MEASURED`, interpolated in log K), and below K = 256 the tail of
+    :data:`SHORT_K_TAIL_K0`."""
+    k0 = gemm_k_tile_overhead(dtype)
+    k = max(1.0, float(k))
+    if k >= SHORT_K_LAW_MIN:
+        return k / (k + k0)
+    at_min = SHORT_K_LAW_MIN / (SHORT_K_LAW_MIN + k0)
+    key = "8bit" if dtype in LOW_PRECISION else "16bit"
+    (k1, r1), (k2, r2) = SHORT_K_MEASURED[key]
+    if k < k1:
+        tail = SHORT_K_TAIL_K0[key]
+        return at_min * r1 * (k / (k + tail)) / (k1 / (k1 + tail))
+    lo, hi = ((k1, r1), (k2, r2)) if k < k2 else ((k2, r2), (SHORT_K_LAW_MIN, 1.0))
+    w = math.log(k / lo[0]) / math.log(hi[0] / lo[0])
+    return at_min * (lo[1] + w * (hi[1] - lo[1]))
+
+
+def short_k_factor(k: float, d_model: int, dtype: str = "bf16") -> float:
+    """Time factor (>= 1) of a GEMM whose reduction dimension ``k`` is shorter than the hidden size,
+    relative to a GEMM of K = hidden, whose rate the family's GEMM efficiency already describes (QKV,
+    the up/gate projections): :func:`gemm_short_k_rate` at the hidden size over the rate at ``k``; for
+    k >= 768 that is (1 + K0/k) / (1 + K0/d_model) with K0 = :func:`gemm_k_tile_overhead`. 1 when
+    k >= d_model."""
+    return max(1.0, gemm_short_k_rate(d_model, dtype) / gemm_short_k_rate(k, dtype))
+
+
 def expert_gemm_k_factor(model: ModelArch, tp: int = 1, dtype: str = "bf16") -> float:
-    """Time factor (>= 1) of an MoE layer's expert down projection for its short reduction
-    dimension, relative to a GEMM of K = hidden, whose rate the family's GEMM efficiency already
-    describes (QKV, the expert up/gate GEMM): the down projection's K is the expert width
-    moe_ffn/tp, which for fine-grained experts (768 in Qwen3-30B-A3B, 2048 in DeepSeek-V3) is far
-    below the hidden size. r = (1 + K0/k_down) / (1 + K0/hidden) with K0 =
-    :func:`gemm_k_tile_overhead` of the GEMM's precision; 1 for coarse experts (moe_ffn/tp >= hidden) and
-    dense models."""
+    """:func:`short_k_factor` of an MoE layer's expert down projection, whose K is the expert width
+    moe_ffn/tp (768 in Qwen3-30B-A3B, 2048 in DeepSeek-V3, 192 per rank for Qwen3-235B-A22B's experts
+    split over TP 8): far below the hidden size for fine-grained experts. 1 for coarse experts
+    (moe_ffn/tp >= hidden) and dense models. :func:`layer_ops` puts it on its ``experts down`` op
+    (``OpCost.k_factor``), so the training and the serving planners time it alike."""
     if model.moe is None:
         return 1.0
-    k0 = gemm_k_tile_overhead(dtype)
-    k_down = max(1.0, model.moe.expert_ffn_dim / tp)
-    r = (1.0 + k0 / k_down) / (1.0 + k0 / model.d_model)
-    return max(1.0, r)
+    return short_k_factor(max(1, model.moe.expert_ffn_dim // tp), model.d_model, dtype)
 
 
 def round_at_least_1(x: Any) -> Any:
@@ -135,7 +173,11 @@ def layer_ops(
         down = cost_linear(rows, f, d, dtype, wd)
         ops.append(OpCost("experts up/gate", "gemm", up.flops * touched, up.bytes * touched, up.min_dim))
         ops.append(cost_elementwise(routed_tokens * f, reads=n_in, writes=1, dtype=act, name="experts activation"))
-        ops.append(OpCost("experts down", "gemm", down.flops * touched, down.bytes * touched, down.min_dim))
+        # the down projection's reduction dimension is the expert width f: its cost is the short-K factor
+        # (measured at M = N = 4096, so it holds K's whole effect); the size law sees only M and N
+        down_mn: Any = np.minimum(rows, d) if isinstance(rows, np.ndarray) else float(min(rows, d))
+        ops.append(OpCost("experts down", "gemm", down.flops * touched, down.bytes * touched, down_mn,
+                          k_factor=short_k_factor(f, d, dtype)))
         if moe.n_shared_experts:
             fs = max(1, moe.n_shared_experts * moe.shared_ffn // tp)
             ops.append(_named(cost_linear(tokens, d, n_in * fs, dtype, wd), "shared experts up/gate"))
@@ -230,4 +272,4 @@ def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, head
 
 
 def _named(op: OpCost, name: str) -> OpCost:
-    return OpCost(name, op.op_class, op.flops, op.bytes, op.min_dim)
+    return OpCost(name, op.op_class, op.flops, op.bytes, op.min_dim, k_factor=op.k_factor)

@@ -32,6 +32,9 @@ class OpCost:
     bytes: float
     min_dim: float = float("inf")  # smallest GEMM dimension (tile fill), inf when not a GEMM
     head_dim: float = 128.0  # attention: the query/key head dimension (attention_head_dim_factor); unused otherwise
+    #: GEMMs: factor (>= 1) on the compute time for a short reduction dimension (perf.ops.short_k_factor: the
+    #: expert down projection of fine-grained MoE layers); 1 for every other op
+    k_factor: float = 1.0
 
     @property
     def intensity(self) -> float:
@@ -190,7 +193,7 @@ def op_seconds(op: OpCost, device: Device, dtype: str, eff: Any) -> tuple[Any, A
                 * attention_head_dim_factor(op.head_dim, dtype))
     else:
         frac = eff.gemm_peak_fraction
-    t_c = op.flops / (peak * frac)
+    t_c = op.flops / (peak * frac) * op.k_factor
     t_m = op.bytes / (device.memory_bandwidth * eff.memory_bw_fraction)
     arrays = isinstance(t_c, np.ndarray) or isinstance(t_m, np.ndarray)
     return t_c, t_m, (np.maximum(t_c, t_m) if arrays else max(t_c, t_m)) + eff.kernel_overhead_s, frac

@@ -24,7 +24,7 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_attention_core_per_token, mean_causal_context, mean_local_context
 from xpuplan.perf.memory import NF4_OVERHEAD_BYTES_PER_PARAM, params_per_device
-from xpuplan.perf.ops import expert_gemm_k_factor, head_ops, layer_ops, routed_rows
+from xpuplan.perf.ops import head_ops, layer_ops, routed_rows
 from xpuplan.perf.params import param_breakdown
 from xpuplan.perf.roofline import OpCost, attention_head_dim_factor, cost_attention, cost_gemm, op_time
 from xpuplan.train.layout import Layout
@@ -393,7 +393,8 @@ def layer_compute(
         """GEMM seconds of the shares of the projections op-level checkpointing re-runs."""
         share = {"qkv projection": qkv_share, "mlp up/gate": up_share, "mlp up": up_share,
                  "experts up/gate": up_share, "shared experts up/gate": up_share}
-        part = [OpCost(op.name, op.op_class, op.flops * share[op.name], op.bytes * share[op.name], op.min_dim)
+        part = [OpCost(op.name, op.op_class, op.flops * share[op.name], op.bytes * share[op.name], op.min_dim,
+                       k_factor=op.k_factor)
                 for op in ops if op.op_class == "gemm" and share.get(op.name, 0.0) > 0.0]
         return classify(part)[0] if part else 0.0
 
@@ -408,11 +409,10 @@ def layer_compute(
         # (folded, etp < tp: the rank's sequence shard, s_loc·etp/tp tokens, through experts split etp ways)
         ep_ops = layer_ops(model, batch=micro_batch * ep, q_len=max(1, s_loc * etp // tp), kv_len=s_loc, tp=etp,
                            ep=ep, dtype=precision, moe_layer=True)
-        # the down projection's short K (the expert width) runs below the fitted GEMM rate
-        k_down = expert_gemm_k_factor(model, etp, precision)
-        experts = [OpCost(op.name, op.op_class,
-                          op.flops * MOE_IMBALANCE_FACTOR * (k_down if op.name == "experts down" else 1.0),
-                          op.bytes * MOE_IMBALANCE_FACTOR, op.min_dim)
+        # the down projection's short K (the expert width) runs below the fitted GEMM rate: layer_ops puts
+        # perf.ops.expert_gemm_k_factor on it (OpCost.k_factor), kept here
+        experts = [OpCost(op.name, op.op_class, op.flops * MOE_IMBALANCE_FACTOR, op.bytes * MOE_IMBALANCE_FACTOR,
+                          op.min_dim, k_factor=op.k_factor)
                    for op in ep_ops if op.name.startswith("experts")]
         routed = tokens * model.moe.top_k * model.d_model
         # with SP the router and the probability scaling see the rank's sequence shard only

@@ -90,15 +90,28 @@ def hardware_family(device: str | Device) -> str:
 
 @dataclass(frozen=True)
 class Regime:
-    """Where a prediction (or a validation row) sits: ``moe`` a mixture-of-experts model; ``seq_len`` tokens
-    per training sequence, or the prompt length of a serving request; ``n_devices`` devices of the run (a
-    training job, or one serving replica); ``precision`` the compute precision (bf16, fp8, fp4, int8, ...).
-    None: not known (never counted as outside)."""
+    """Where a prediction (or a validation row) sits: ``moe`` a mixture-of-experts model; ``fine_grained_moe``
+    one whose routed experts are narrower than its hidden size (Qwen3, DeepSeek-V3: the short-K regime of the
+    expert GEMMs, ``perf.ops.short_k_factor``; Mixtral's experts are wider); ``seq_len`` tokens per training
+    sequence, or the prompt length of a serving request; ``n_devices`` devices of the run (a training job, or
+    one serving replica); ``precision`` the compute precision (bf16, fp8, fp4, int8, ...). None: not known
+    (never counted as outside)."""
 
     moe: bool = False
     seq_len: int | None = None
     n_devices: int | None = None
     precision: str | None = None
+    fine_grained_moe: bool = False
+
+
+def model_regime(model: Any, *, seq_len: float | None = None, n_devices: int | None = None,
+                 precision: str | None = None) -> Regime:
+    """The :class:`Regime` of a prediction for ``model`` (a ``ModelArch``): MoE and fine-grained MoE from its
+    architecture, the rest as given (``seq_len`` rounded)."""
+    moe = getattr(model, "moe", None)
+    return Regime(moe=moe is not None, seq_len=round(seq_len) if seq_len else None, n_devices=n_devices,
+                  precision=precision,
+                  fine_grained_moe=moe is not None and moe.expert_ffn_dim < model.d_model)
 
 
 def _int(v: str | None) -> int | None:
@@ -114,15 +127,20 @@ def regime_of_row(row: ValidationRow) -> Regime:
     raw = row.raw
     experts = _int(raw.get("moe_experts"))
     moe = experts is not None and experts > 1
-    if experts is None and raw.get("model"):
+    moe_ffn, d_model = _int(raw.get("moe_ffn")), _int(raw.get("d_model"))
+    fine = moe and moe_ffn is not None and d_model is not None and moe_ffn < d_model
+    if (experts is None or (moe and (moe_ffn is None or d_model is None))) and raw.get("model"):
         from xpuplan.models import get_model
 
         try:
-            moe = get_model(raw["model"]).moe is not None
+            m = get_model(raw["model"])
+            moe = m.moe is not None
+            fine = moe and m.moe.expert_ffn_dim < m.d_model  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001 - an architecture-only row: its columns said no experts
-            moe = False
+            moe = moe and experts is not None
     seq = _int(raw.get("seq_len")) if row.kind == "train" else _int(raw.get("input_len"))
-    return Regime(moe=moe, seq_len=seq, n_devices=row.n_devices or None, precision=row.precision or None)
+    return Regime(moe=moe, seq_len=seq, n_devices=row.n_devices or None, precision=row.precision or None,
+                  fine_grained_moe=fine)
 
 
 def precision_class(precision: str) -> str:
@@ -146,7 +164,8 @@ def envelope(regimes: Iterable[Regime]) -> dict[str, Any]:
     rs = list(regimes)
     seqs = [r.seq_len for r in rs if r.seq_len]
     devs = [r.n_devices for r in rs if r.n_devices]
-    return {"moe": any(r.moe for r in rs), "max_seq_len": max(seqs) if seqs else None,
+    return {"moe": any(r.moe for r in rs), "fine_grained_moe": any(r.fine_grained_moe for r in rs),
+            "max_seq_len": max(seqs) if seqs else None,
             "max_devices": max(devs) if devs else None,
             "precisions": sorted({precision_class(r.precision) for r in rs if r.precision})}
 
@@ -157,6 +176,8 @@ def outside(regime: Regime, env: dict[str, Any], kind: str) -> list[str]:
     what = "training" if kind == "train" else "serving"
     if regime.moe and not env.get("moe"):
         why.append(f"MoE model (no MoE {what} row)")
+    elif regime.fine_grained_moe and "fine_grained_moe" in env and not env["fine_grained_moe"]:
+        why.append(f"fine-grained MoE (experts narrower than the hidden size; no such {what} row)")
     length = "sequence" if kind == "train" else "prompt"
     if regime.seq_len and env.get("max_seq_len") and regime.seq_len > env["max_seq_len"]:
         why.append(f"{length} {regime.seq_len:,} tokens > the longest row's {env['max_seq_len']:,}")
