@@ -3,25 +3,20 @@ rendering of the fitted block of efficiency.yaml. No planner is run here: predic
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.unit.benchmod import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def ff():
-    spec = importlib.util.spec_from_file_location("fit_families", ROOT / "benchmarks" / "fit_families.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fit_families"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("fit_families")
 
 
 def test_robust_loss_is_mean_abs_log_error_per_kind_then_over_kinds(ff):

@@ -4,23 +4,18 @@ no mlsysim code runs here, only the inputs this script would hand it."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.unit.benchmod import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def mc():
-    spec = importlib.util.spec_from_file_location("mlsysim_compare", ROOT / "benchmarks" / "mlsysim_compare.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["mlsysim_compare"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("mlsysim_compare")
 
 
 @pytest.fixture()

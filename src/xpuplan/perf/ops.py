@@ -119,6 +119,26 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: int) -> float:
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
+def routed_expert_ops(n_local_experts: int, top_k: int, routed_tokens: Any, d_model: int, expert_width: int, *,
+                      gated: bool = True, dtype: str = "bf16", weight_dtype: str | None = None) -> list[OpCost]:
+    """The routed experts of one MoE layer on one rank, as the planners time them: ``routed_tokens`` token
+    copies (tokens x top-k reaching the rank) over ``n_local_experts`` experts of width ``expert_width``
+    (the expert FFN over TP), each touched expert one GEMM of its own rows (:func:`routed_rows`): the
+    up/gate projection, the activation, and the down projection, whose reduction dimension is the expert
+    width: its cost is the :func:`short_k_factor` (measured at M = N = 4096, so it holds K's whole effect) and
+    the size law sees only its M and N. Numbers or arrays."""
+    n_in = 2 if gated else 1
+    touched, rows = routed_rows(n_local_experts, top_k, routed_tokens)
+    f, d = expert_width, d_model
+    up = cost_linear(rows, d, n_in * f, dtype, weight_dtype)
+    down = cost_linear(rows, f, d, dtype, weight_dtype)
+    down_mn: Any = np.minimum(rows, d) if isinstance(rows, np.ndarray) else float(min(rows, d))
+    return [OpCost("experts up/gate", "gemm", up.flops * touched, up.bytes * touched, up.min_dim),
+            cost_elementwise(routed_tokens * f, reads=n_in, writes=1, dtype="bf16", name="experts activation"),
+            OpCost("experts down", "gemm", down.flops * touched, down.bytes * touched, down_mn,
+                   k_factor=short_k_factor(f, d, dtype))]
+
+
 def layer_ops(
     model: ModelArch,
     *,
@@ -167,17 +187,8 @@ def layer_ops(
         ops.append(_named(cost_linear(tokens, d, moe.n_routed_experts, "bf16"), "router"))
         local_experts = max(1, moe.n_routed_experts // ep)
         routed_tokens = tokens * moe.top_k / ep  # tokens each EP rank processes after all-to-all
-        touched, rows = routed_rows(local_experts, moe.top_k, routed_tokens)
-        f = max(1, moe.expert_ffn_dim // tp)
-        up = cost_linear(rows, d, n_in * f, dtype, wd)
-        down = cost_linear(rows, f, d, dtype, wd)
-        ops.append(OpCost("experts up/gate", "gemm", up.flops * touched, up.bytes * touched, up.min_dim))
-        ops.append(cost_elementwise(routed_tokens * f, reads=n_in, writes=1, dtype=act, name="experts activation"))
-        # the down projection's reduction dimension is the expert width f: its cost is the short-K factor
-        # (measured at M = N = 4096, so it holds K's whole effect); the size law sees only M and N
-        down_mn: Any = np.minimum(rows, d) if isinstance(rows, np.ndarray) else float(min(rows, d))
-        ops.append(OpCost("experts down", "gemm", down.flops * touched, down.bytes * touched, down_mn,
-                          k_factor=short_k_factor(f, d, dtype)))
+        ops += routed_expert_ops(local_experts, moe.top_k, routed_tokens, d, max(1, moe.expert_ffn_dim // tp),
+                                 gated=n_in == 2, dtype=dtype, weight_dtype=wd)
         if moe.n_shared_experts:
             fs = max(1, moe.n_shared_experts * moe.shared_ffn // tp)
             ops.append(_named(cost_linear(tokens, d, n_in * fs, dtype, wd), "shared experts up/gate"))
