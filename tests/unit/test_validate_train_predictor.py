@@ -203,6 +203,24 @@ def test_maxtext_remat_policy_offloading_the_layer_input_is_recompute_offload():
     assert "-rsel-" in sel.details["plan"] and sel.value > p.value  # the backward re-runs the forward
 
 
+@pytest.mark.parametrize("policy", ["qkv_proj_offloaded", "save_qkv_proj", "save_out_proj"])
+def test_maxtext_policies_keeping_only_attention_projections_are_full_recomputation(policy):
+    """MaxText's qkv_proj_offloaded / save_qkv_proj / save_out_proj keep (or offload) only the attention's
+    projections and rematerialise every other tensor of the layer: read as full recomputation, not as the
+    attention-only recomputation the column's 'selective' would mean."""
+    from xpuplan.catalog.stacks import training_stack
+    from xpuplan.validate.train_predictor import maxtext_remat
+
+    base = dict(GPT, framework="MaxText (JAX)", hardware="google-tpu-v6e", recompute="selective", zero_stage="3")
+    notes = f"synthetic data; remat policy {policy}; flash attention"
+    assert maxtext_remat(row(**base, notes=notes), training_stack("maxtext")) == "full"
+    assert maxtext_remat(row(**base, notes="remat policy save_qkv_projection_x"), training_stack("maxtext")) is None
+    p = predict(row(**base, notes=notes))
+    assert "-rfull-" in p.details["plan"] and p.details["inferred"]["recompute"].startswith("full")
+    sel = predict(row(**base, notes="remat policy minimal"))
+    assert sel.value > p.value
+
+
 def test_recompute_column_accepts_offload():
     p = predict(row(**dict(GPT, recompute="offload")))
     full = predict(row(**dict(GPT, recompute="full")))

@@ -108,19 +108,32 @@ def framework_kernels(row: ValidationRow) -> Literal["fused", "eager"]:
     return "fused" if ("torch.compile" in text or "--training.compile" in text) else "eager"
 
 
+#: MaxText's named remat policies that keep only the attention's input projections (q/k/v, or the output
+#: projection), saved or offloaded to the host, and rematerialise every other tensor of the layer: the backward
+#: re-runs the forward but for those GEMMs (MaxText ``get_remat_policy``: ``save_qkv_proj`` and ``save_out_proj``
+#: are ``save_only_these_names`` of those projections, ``qkv_proj_offloaded`` is ``save_and_offload_only_these_names``
+#: with nothing saved and query/key/value offloaded to pinned host memory). Read as full recomputation, which also
+#: charges those projections again: at most ~10% of a Llama-style layer's forward (q/k/v of Llama 2 70B: 84M of
+#: the layer's 856M weights).
+MAXTEXT_NEAR_FULL_REMAT: Final = ("qkv_proj_offloaded", "save_qkv_proj", "save_out_proj")
+
+
 def maxtext_remat(row: ValidationRow, stack: TrainingStack) -> Recompute | None:
-    """``offload`` for a MaxText row whose notes print a ``custom`` remat policy that offloads
-    ``decoder_layer_input`` to the host, which the ``recompute`` column cannot say (transcribed ``selective``):
-    the layer inputs wait in host memory and the tensors the policy does not keep (MaxText's default for a
-    named tensor is ``remat``) are rebuilt from them, so the backward re-runs the forward. None for other rows,
-    the column standing: a custom policy that keeps the layer input on the device may keep (``device``) more
-    than the notes name, so nothing is inferred from it. MaxText: ``remat_policy`` and the per-tensor
-    ``remat`` / ``device`` / ``offload`` settings in configs/base.yml."""
+    """What a MaxText row's remat policy recomputes where the ``recompute`` column cannot say it (transcribed
+    ``selective``): ``offload`` for a ``custom`` policy that offloads ``decoder_layer_input`` to the host (the
+    layer inputs wait in host memory and the tensors the policy does not keep, MaxText's default for a named
+    tensor being ``remat``, are rebuilt from them, so the backward re-runs the forward); ``full`` for a named
+    policy of :data:`MAXTEXT_NEAR_FULL_REMAT`. None for other rows, the column standing: a custom policy that
+    keeps the layer input on the device may keep (``device``) more than the notes name, so nothing is inferred
+    from it. MaxText: ``remat_policy`` and the per-tensor ``remat`` / ``device`` / ``offload`` settings in
+    configs/base.yml."""
     if stack.id != "maxtext" or row.get("recompute") not in (None, "selective"):
         return None
     for clause in (row.get("notes") or "").casefold().split(";"):
         if "remat" in clause and "custom" in clause and "offload" in clause and "decoder_layer_input" in clause:
             return "offload"
+        if "remat" in clause and any(re.search(rf"\b{p}\b", clause) for p in MAXTEXT_NEAR_FULL_REMAT):
+            return "full"
     return None
 
 
@@ -270,7 +283,10 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
     recompute = row.get("recompute")
     if (remat := maxtext_remat(row, stack)) is not None:
         recompute = remat
-        inferred["recompute"] = f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"
+        inferred["recompute"] = (f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"
+                                 if remat == "offload" else
+                                 f"{remat} (the notes' MaxText remat policy keeps only attention projections; "
+                                 f"every other tensor of the layer is recomputed)")
     return _RowSetup(model, inferred, job, row.precision or "bf16", cluster, stack, known, sm, zero, recompute)
 
 
