@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="summaries only, no per-row tables")
     ap.add_argument("--json", type=Path, help="write every figure to this JSON file")
     args = ap.parse_args(argv)
+    missing = [name for name in HELDOUT_FILES if not (args.data_dir / name).is_file()]
+    if missing:
+        print(f"field '--data-dir': {args.data_dir} holds no {', '.join(missing)}", file=sys.stderr)
+        return 2
 
     held = [run_validate(args.data_dir / name, "held-out " + name.split("_")[1].split(".")[0]) for name in HELDOUT_FILES]
     public = [] if args.no_public else [run_validate(p, "public " + p.stem) for p in public_paths()]

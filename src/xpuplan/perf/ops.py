@@ -10,6 +10,7 @@ KV heads too while there are at least as many as TP ranks.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Final
 
 import numpy as np
@@ -283,4 +284,4 @@ def _local_attention(model: ModelArch, batch: Any, q_len: Any, kv_len: Any, head
 
 
 def _named(op: OpCost, name: str) -> OpCost:
-    return OpCost(name, op.op_class, op.flops, op.bytes, op.min_dim, k_factor=op.k_factor)
+    return replace(op, name=name)

@@ -13,7 +13,7 @@ attention core's (selective); the last stage adds the output head and the loss.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -393,8 +393,7 @@ def layer_compute(
         """GEMM seconds of the shares of the projections op-level checkpointing re-runs."""
         share = {"qkv projection": qkv_share, "mlp up/gate": up_share, "mlp up": up_share,
                  "experts up/gate": up_share, "shared experts up/gate": up_share}
-        part = [OpCost(op.name, op.op_class, op.flops * share[op.name], op.bytes * share[op.name], op.min_dim,
-                       k_factor=op.k_factor)
+        part = [replace(op, flops=op.flops * share[op.name], bytes=op.bytes * share[op.name])
                 for op in ops if op.op_class == "gemm" and share.get(op.name, 0.0) > 0.0]
         return classify(part)[0] if part else 0.0
 
@@ -411,8 +410,7 @@ def layer_compute(
                            ep=ep, dtype=precision, moe_layer=True)
         # the down projection's short K (the expert width) runs below the fitted GEMM rate: layer_ops puts
         # perf.ops.expert_gemm_k_factor on it (OpCost.k_factor), kept here
-        experts = [OpCost(op.name, op.op_class, op.flops * MOE_IMBALANCE_FACTOR, op.bytes * MOE_IMBALANCE_FACTOR,
-                          op.min_dim, k_factor=op.k_factor)
+        experts = [replace(op, flops=op.flops * MOE_IMBALANCE_FACTOR, bytes=op.bytes * MOE_IMBALANCE_FACTOR)
                    for op in ep_ops if op.name.startswith("experts")]
         routed = tokens * model.moe.top_k * model.d_model
         # with SP the router and the probability scaling see the rank's sequence shard only
