@@ -14,6 +14,12 @@ replayed):
   forward (up/gate, down), input-gradient and weight-gradient GEMMs (r token rows per expert, balanced), as a
   loop of one GEMM per expert (what Transformer Engine's GroupedLinear runs) and, where this PyTorch has it,
   one ``torch._grouped_mm`` over the experts (forward, and forward + backward through autograd).
+* ``serving``: the routed experts of one MoE layer as a serving engine runs them under tensor parallelism
+  (every expert local, its width split by TP), forward only, for T tokens per engine step from decode-sized
+  (16) to prefill-sized (8192): one grouped kernel for the up/gate projection and one for the down
+  projection (``torch._grouped_mm`` in BF16; ``torch._scaled_grouped_mm`` with row-wise scales in FP8), each
+  expert's rows padded to the kernel's 16-row alignment. A fused-MoE kernel of an engine (vLLM's Triton
+  ``fused_moe``) is a different kernel; this is what a grouped GEMM library does at the same shapes.
 
 Needs a CUDA GPU and PyTorch 2.5+ (``torch._grouped_mm``: 2.8+, Hopper or later). Usage:
 
@@ -50,6 +56,14 @@ EXPERT_CASES = (
     ("gpt-oss-120b", 1, 4096), ("gpt-oss-120b", 8, 4096),
     ("mixtral-8x7b", 1, 4096), ("mixtral-8x7b", 8, 4096),
 )
+MOE_TOP_K = {m[0]: m[4] for m in MOE_SHAPES}
+#: (model, tensor-parallel size): serving layouts whose expert GEMMs the ``serving`` section times.
+SERVE_CASES = (("qwen3-235b-a22b", 8), ("qwen3-235b-a22b", 4), ("deepseek-v3", 8), ("qwen3-30b-a3b", 1),
+               ("gpt-oss-120b", 2), ("mixtral-8x7b", 8))
+#: Tokens per engine step (decode batch, or prefill chunk) of the ``serving`` section.
+SERVE_TOKENS = (16, 64, 256, 1024, 4096, 8192)
+#: Row alignment of a group in ``torch._grouped_mm`` (torchtitan pads expert groups to 16 rows).
+GROUP_ALIGN = 16
 K_SWEEP = (256, 512, 768, 1024, 1536, 2048, 2880, 4096, 7168, 16384)
 M_SWEEP = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 #: The six GEMMs of one gated expert MLP as (name, M, N, K) in terms of rows r, hidden d and width f.
@@ -61,6 +75,16 @@ def expert_gemm_shapes(r: int, d: int, f: int) -> dict[str, tuple[int, int, int]
     return {"fwd_up": (r, 2 * f, d), "fwd_down": (r, d, f),
             "dgrad_up": (r, d, 2 * f), "dgrad_down": (r, f, d),
             "wgrad_up": (d, 2 * f, r), "wgrad_down": (f, d, r)}
+
+
+def serve_groups(n_experts: int, top_k: int, tokens: int) -> tuple[int, int]:
+    """(experts touched, token rows per touched expert, padded to ``GROUP_ALIGN``) when ``tokens`` tokens each
+    pick ``top_k`` of ``n_experts`` experts, spread evenly (the planner's expected count of touched experts is
+    compared in ``--compare``)."""
+    copies = tokens * top_k
+    touched = min(n_experts, copies)
+    rows = -(-copies // touched)
+    return touched, -(-rows // GROUP_ALIGN) * GROUP_ALIGN
 
 
 def rows_per_expert(n_experts: int, top_k: int, ep: int, tokens: int) -> tuple[int, int]:
@@ -129,6 +153,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             s = timed_gemm(8192, 8192, 8192, dtype)
             out["reference"].append({"dtype": dtype, "m": 8192, "n": 8192, "k": 8192, "s": s,
                                      "tflops": _rate(s, 8192, 8192, 8192)})
+            if args.only_serving:
+                print(f"{dtype}: 8192^3 {out['reference'][-1]['tflops']:.0f} TFLOP/s", flush=True)
+                continue
             for k in K_SWEEP:
                 s = timed_gemm(4096, 4096, k, dtype)
                 out["k_sweep"].append({"dtype": dtype, "m": 4096, "n": 4096, "k": k, "s": s,
@@ -147,7 +174,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     shapes = {m[0]: m[1:] for m in MOE_SHAPES}
     dev = torch.device("cuda")
-    for model, ep, tokens in EXPERT_CASES:
+    for model, ep, tokens in () if args.only_serving else EXPERT_CASES:
         d, f, n_exp, top_k = shapes[model]
         local, r = rows_per_expert(n_exp, top_k, ep, tokens)
         row: dict[str, Any] = {"model": model, "ep": ep, "tokens": tokens, "local_experts": local, "rows": r,
@@ -189,7 +216,49 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         lg = row["loop_graph_s"]
         print(f"{model:>16} ep{ep:<3} T{tokens:<6} L={local:<4} r={r:<6} "
               + " ".join(f"{k}={v * 1e3:.3f}ms" for k, v in lg.items()), flush=True)
+    out["serving"] = _measure_serving(torch, reps, out["errors"]) if not args.skip_serving else []
+    save()
     return out
+
+
+def _measure_serving(torch: Any, reps: int, errors: list[str]) -> list[dict[str, Any]]:
+    """The ``serving`` section (module doc): grouped up/gate and down GEMMs of every (model, tp, tokens)."""
+    shapes = {m[0]: m[1:] for m in MOE_SHAPES}
+    dev = torch.device("cuda")
+    rows_out: list[dict[str, Any]] = []
+    fp8 = hasattr(torch, "_scaled_grouped_mm") and torch.cuda.get_device_properties(0).major >= 9
+    for model, tp in SERVE_CASES:
+        d, f_full, n_exp, top_k = shapes[model]
+        f = f_full // tp
+        for tokens in SERVE_TOKENS:
+            touched, r = serve_groups(n_exp, top_k, tokens)
+            row: dict[str, Any] = {"model": model, "tp": tp, "tokens": tokens, "experts": touched, "rows": r,
+                                   "width": f, "hidden": d, "s": {}}
+            offs = torch.arange(1, touched + 1, device=dev, dtype=torch.int32) * r
+            for name, (k_in, n_out) in (("up", (d, 2 * f)), ("down", (f, d))):
+                try:
+                    x = torch.randn(touched * r, k_in, device=dev, dtype=torch.bfloat16)
+                    w = torch.randn(touched, n_out, k_in, device=dev, dtype=torch.bfloat16)
+                    with torch.no_grad():
+                        row["s"][f"bf16_{name}"] = graph_seconds(
+                            torch, lambda x=x, w=w, o=offs: torch._grouped_mm(x, w.transpose(-2, -1), offs=o), reps)
+                    if fp8:
+                        xq = x.to(torch.float8_e4m3fn)
+                        wq = w.to(torch.float8_e4m3fn)
+                        sa = torch.ones(touched * r, device=dev, dtype=torch.float32)
+                        sb = torch.ones(touched, n_out, device=dev, dtype=torch.float32)
+                        row["s"][f"fp8_{name}"] = graph_seconds(
+                            torch, lambda xq=xq, wq=wq, sa=sa, sb=sb, o=offs: torch._scaled_grouped_mm(
+                                xq, wq.transpose(-2, -1), sa, sb, offs=o, out_dtype=torch.bfloat16), reps)
+                    del x, w
+                except (RuntimeError, TypeError, ValueError) as exc:  # a kernel this build lacks, or memory
+                    row.setdefault("error", f"{name}: {str(exc).splitlines()[0][:200]}")
+                    errors.append(f"serving {model} tp{tp} T{tokens} {name}: {str(exc).splitlines()[0][:200]}")
+                torch.cuda.empty_cache()
+            rows_out.append(row)
+            print(f"serving {model:>16} tp{tp} T{tokens:<5} experts={touched:<4} rows={r:<5} "
+                  + " ".join(f"{k}={v * 1e6:.1f}us" for k, v in row["s"].items()), flush=True)
+    return rows_out
 
 
 # ---------------------------------------------------------------------------------------------- comparison
@@ -286,7 +355,44 @@ def compare(path: str) -> int:
                   f" forward+backward (eager) {row['grouped_fwd_bwd_up_s'] / (lg['fwd_up'] + lg['dgrad_up'] + lg['wgrad_up']):.2f}x")
         elif "grouped_error" in row:
             print(f"{'':>38} grouped kernel: {row['grouped_error']}")
+    if data.get("serving"):
+        _compare_serving(data["serving"], ref, device, eff)
     return 0
+
+
+def _compare_serving(rows: list[dict[str, Any]], ref: dict[str, Any], device: Any, eff: Any) -> None:
+    """Measured grouped expert GEMMs of the ``serving`` section against the serving planner's op costs for the
+    same groups (``perf.ops.routed_expert_ops`` with the probe's experts and unpadded rows), in absolute time.
+    The family's GEMM fraction is scaled so that its 8192^3 GEMM takes the measured time, precision by
+    precision (the shape laws and the memory roofline are what is compared); the HBM fraction is the family's."""
+
+    from xpuplan.perf.ops import routed_expert_ops
+    from xpuplan.perf.roofline import cost_gemm, op_seconds
+
+    print("\nserving: routed experts of one MoE layer per engine step (all experts local, width / TP), grouped "
+          "kernels; measured / modelled time (modelled: the serving planner's experts up/gate and down ops, "
+          "GEMM fraction scaled to the measured 8192^3 rate)")
+    effs = {}
+    for dtype, r0 in ref.items():
+        mod0 = float(op_seconds(cost_gemm(8192, 8192, 8192, dtype), device, dtype, eff)[2])
+        effs[dtype] = eff.model_copy(update={"gemm_peak_fraction": eff.gemm_peak_fraction * mod0 / r0["s"]})
+    print(f"{'model':>16} {'tp':>3} {'T':>5} {'experts':>7} {'rows':>5} "
+          + " ".join(f"{c:>16}" for c in ("bf16 up", "bf16 down", "fp8 up", "fp8 down")))
+    for row in rows:
+        copies = row["tokens"] * MOE_TOP_K[row["model"]]
+        cells = []
+        for dtype in ("bf16", "fp8"):
+            if dtype not in effs:
+                cells += ["-", "-"]
+                continue
+            ops = routed_expert_ops(row["experts"], MOE_TOP_K[row["model"]], copies, row["hidden"], row["width"],
+                                    dtype=dtype, groups=(row["experts"], copies / row["experts"]))
+            model_s = {o.name: float(op_seconds(o, device, dtype, effs[dtype])[2]) for o in ops}
+            for name, op in (("up", "experts up/gate"), ("down", "experts down")):
+                meas = row["s"].get(f"{dtype}_{name}")
+                cells.append("-" if meas is None else f"{meas * 1e6:7.0f}us {meas / model_s[op]:5.2f}")
+        print(f"{row['model']:>16} {row['tp']:>3} {row['tokens']:>5} {row['experts']:>7} {row['rows']:>5} "
+              + " ".join(f"{c:>16}" for c in cells))
 
 
 def main() -> int:
@@ -294,6 +400,8 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write the measurements here")
     ap.add_argument("--compare", default=None, metavar="JSON", help="compare a measurement with the planner's laws")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--skip-serving", action="store_true", help="leave out the serving section")
+    ap.add_argument("--only-serving", action="store_true", help="measure the serving section alone")
     args = ap.parse_args()
     if args.compare:
         return compare(args.compare)

@@ -143,3 +143,20 @@ def test_simulate_row_closed_loop_matches_the_analytic_steady_state_roughly():
     assert sim == pytest.approx(2 * est.output_tokens_per_s, rel=0.25)
     tpot = simulate_row(ValidationRow(**{**row.__dict__, "metric": "tpot_ms"}))
     assert tpot == pytest.approx(est.tpot_s * 1e3, rel=0.25)
+
+
+def test_a_burst_served_over_a_long_drain_keeps_a_bounded_time_series():
+    """Every request at t = 0 and a drain far longer than the arrival window: the series is coarsened as the
+    drain goes on (at most twice sample_points samples) and still spans the whole run."""
+    n = 200
+    cfg = SimConfig.model_validate({
+        "model": "llama3-8b", "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb"}],
+        "classes": [{"name": "c", "arrival": "trace",
+                     "trace": {"times_s": [0.0] * n, "input_len": [2000] * n, "output_len": [500] * n}}],
+        "duration_s": 0.01, "drain_s": 3600, "sample_points": 50})
+    res = simulate(cfg, seed=0)
+    assert res.classes[0].completed == n
+    times = res.series.times_s
+    assert len(times) <= 2 * 50
+    assert times[-1] >= 0.5 * max(res.classes[0].e2e.p99_s or 0, 0.0)
+    assert all(0.0 <= u <= 1.0 for u in res.series.utilisation["p"])

@@ -147,6 +147,7 @@ class EngineProfile:
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
     source: SourceLabel = "defaults"
     build_fitted: tuple[BuildFitted, ...] = ()
+    device_defaults: DeviceDefaults | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,34 @@ class BuildFitted:
     def applies(self, version: tuple[int, ...] | None) -> bool:
         """Whether an engine of printed ``version`` (None: not printed) is the later build."""
         return version is not None and version[: len(self.from_version)] >= self.from_version
+
+
+@dataclass(frozen=True)
+class DeviceDefaults:
+    """Scheduling defaults an engine picks by the device it runs on, from ``from_version`` on (a printed
+    version; a name without one keeps the profile's own): on devices of ``kinds`` with at least
+    ``min_memory_gib`` of memory whose name contains none of ``except_names``, ``large`` (prefill token
+    budget per step, sequence limit); on the other devices of ``kinds``, ``small``. ``note`` cites the
+    engine's source."""
+
+    from_version: tuple[int, ...]
+    min_memory_gib: float
+    except_names: tuple[str, ...]
+    kinds: tuple[str, ...]
+    large: tuple[int, int]
+    small: tuple[int, int]
+    note: str
+
+    def applies(self, version: tuple[int, ...] | None) -> bool:
+        """Whether an engine of printed ``version`` (None: not printed) picks its defaults by device."""
+        return version is not None and version[: len(self.from_version)] >= self.from_version
+
+    def pick(self, name: str, kind: str, memory_bytes: float) -> tuple[int, int] | None:
+        """(prefill token budget, sequence limit) for a device, or None where the rule does not speak of it."""
+        if kind.casefold() not in {k.casefold() for k in self.kinds}:
+            return None
+        named = any(x.casefold() in name.casefold() for x in self.except_names)
+        return self.small if named or memory_bytes < self.min_memory_gib * units.GiB else self.large
 
 
 @dataclass(frozen=True)
@@ -248,6 +277,7 @@ class EngineSpec(_Strict):
     custom_allreduce: bool = True
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
+    device_defaults: DeviceDefaultsSpec | None = None
 
     @field_validator("min_versions")
     @classmethod
@@ -256,6 +286,37 @@ class EngineSpec(_Strict):
             if not re.fullmatch(r"\d+(\.\d+)*", text.strip()):
                 raise ValueError(f"{feature}: version must look like 0.8 (got {text!r})")
         return v
+
+
+def _version_text(v: str) -> str:
+    """A printed engine version such as ``0.9`` or ``1.0.2`` (ValueError otherwise)."""
+    if not re.fullmatch(r"\d+(\.\d+)*", v.strip()):
+        raise ValueError(f"version must look like 0.9 (got {v!r})")
+    return v
+
+
+class SchedulingDefaultsSpec(_Strict):
+    """Prefill token budget per engine step and sequence limit."""
+
+    prefill_chunk_tokens: int = Field(ge=1)
+    max_num_seqs: int = Field(ge=1)
+
+
+class DeviceDefaultsSpec(_Strict):
+    """An engine's ``device_defaults`` (see :class:`DeviceDefaults`)."""
+
+    from_version: str = Field(description="first printed engine version that picks its defaults by device")
+    min_memory_gib: float = Field(gt=0, description="devices with at least this much memory get `large`")
+    except_names: list[str] = Field(default_factory=list, description="device-name substrings that get `small`")
+    kinds: list[str] = Field(min_length=1, description="device kinds (GPU, NPU, ...) the rule speaks of")
+    large: SchedulingDefaultsSpec
+    small: SchedulingDefaultsSpec
+    note: str = Field(min_length=1, description="where the engine sets these, with the source")
+
+    @field_validator("from_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        return _version_text(v)
 
 
 class BuildFittedSpec(_Strict):
@@ -269,9 +330,7 @@ class BuildFittedSpec(_Strict):
     @field_validator("from_version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not re.fullmatch(r"\d+(\.\d+)*", v.strip()):
-            raise ValueError(f"version must look like 0.9 (got {v!r})")
-        return v
+        return _version_text(v)
 
     @field_validator("fields")
     @classmethod
@@ -392,6 +451,14 @@ class LazyMapping(Mapping[str, V]):
 # =================================================================================================
 # The bundle
 # =================================================================================================
+def _device_defaults(s: DeviceDefaultsSpec | None) -> DeviceDefaults | None:
+    if s is None:
+        return None
+    return DeviceDefaults(_parse_version(s.from_version), s.min_memory_gib, tuple(s.except_names), tuple(s.kinds),
+                          (s.large.prefill_chunk_tokens, s.large.max_num_seqs),
+                          (s.small.prefill_chunk_tokens, s.small.max_num_seqs), s.note)
+
+
 def _parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.strip().split("."))
 
@@ -555,6 +622,7 @@ class Assumptions(BaseModel):
                 source=self._entry_source("engines", eid),
                 build_fitted=tuple(BuildFitted(b.family, tuple(b.fields), _parse_version(b.from_version), b.note)
                                    for b in s.build_fitted),
+                device_defaults=_device_defaults(s.device_defaults),
             )
         return MappingProxyType(out)
 

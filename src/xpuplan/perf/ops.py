@@ -5,6 +5,11 @@
 decode is q_len = 1 and kv_len = context. Column-parallel matmuls (QKV, gate/up) split their
 output over TP, row-parallel ones (output projection, down) their input; heads split over TP,
 KV heads too while there are at least as many as TP ranks.
+
+An MoE layer adds the router, the routed experts of the rank (:func:`routed_expert_ops`) and the combine
+(:data:`MOE_COMBINE_OP`): the engines gather each expert's rows inside the grouped GEMM, but sum the top-k
+expert outputs of a token in a pass of their own. The training planner replaces the combine with its stack's
+explicit permutation (``train.compute``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf.flops import mean_local_context
 from xpuplan.perf.params import kv_replication, params_attention_per_layer, params_kv_per_layer
 from xpuplan.perf.roofline import LOW_PRECISION, OpCost, cost_attention, cost_elementwise, cost_linear
+
+#: Name of the MoE combine op of :func:`layer_ops`: the top-k expert outputs of each token (written by the down
+#: projection) read back and summed into one row, a separate kernel in every serving engine (vLLM's and SGLang's
+#: ``moe_sum`` after the Triton ``fused_moe`` GEMMs, TensorRT-LLM's ``finalizeMoeRouting``, Ascend's
+#: ``npu_moe_finalize_routing``): reads top-k rows and writes one per token. Its routing weights are applied in
+#: the down projection's epilogue or in the same pass.
+MOE_COMBINE_OP: Final = "moe combine"
 
 #: FLOP per element of RMSNorm/LayerNorm (square, sum, scale, multiply): a convention; norms are
 #: memory-bound, so this does not change times.
@@ -121,15 +133,17 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: int) -> float:
 
 
 def routed_expert_ops(n_local_experts: int, top_k: int, routed_tokens: Any, d_model: int, expert_width: int, *,
-                      gated: bool = True, dtype: str = "bf16", weight_dtype: str | None = None) -> list[OpCost]:
+                      gated: bool = True, dtype: str = "bf16", weight_dtype: str | None = None,
+                      groups: tuple[Any, Any] | None = None) -> list[OpCost]:
     """The routed experts of one MoE layer on one rank, as the planners time them: ``routed_tokens`` token
     copies (tokens x top-k reaching the rank) over ``n_local_experts`` experts of width ``expert_width``
     (the expert FFN over TP), each touched expert one GEMM of its own rows (:func:`routed_rows`): the
     up/gate projection, the activation, and the down projection, whose reduction dimension is the expert
     width: its cost is the :func:`short_k_factor` (measured at M = N = 4096, so it holds K's whole effect) and
-    the size law sees only its M and N. Numbers or arrays."""
+    the size law sees only its M and N. Numbers or arrays. ``groups``: (experts touched, rows each) when they
+    are known (a measured kernel's shapes) instead of the expected spread of :func:`routed_rows`."""
     n_in = 2 if gated else 1
-    touched, rows = routed_rows(n_local_experts, top_k, routed_tokens)
+    touched, rows = groups if groups is not None else routed_rows(n_local_experts, top_k, routed_tokens)
     f, d = expert_width, d_model
     up = cost_linear(rows, d, n_in * f, dtype, weight_dtype)
     down = cost_linear(rows, f, d, dtype, weight_dtype)
@@ -190,6 +204,8 @@ def layer_ops(
         routed_tokens = tokens * moe.top_k / ep  # tokens each EP rank processes after all-to-all
         ops += routed_expert_ops(local_experts, moe.top_k, routed_tokens, d, max(1, moe.expert_ffn_dim // tp),
                                  gated=n_in == 2, dtype=dtype, weight_dtype=wd)
+        # each rank sums the top-k copies of its own tokens (tokens / ep of them) after they come back
+        ops.append(cost_elementwise(tokens / ep * d, reads=moe.top_k, writes=1, dtype=act, name=MOE_COMBINE_OP))
         if moe.n_shared_experts:
             fs = max(1, moe.n_shared_experts * moe.shared_ffn // tp)
             ops.append(_named(cost_linear(tokens, d, n_in * fs, dtype, wd), "shared experts up/gate"))

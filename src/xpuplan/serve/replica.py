@@ -21,7 +21,7 @@ then TP/EP communication, the pipeline hand-offs and the engine's per-step host 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
@@ -137,12 +137,15 @@ def make_replica(
     if engine is None or not engine.strip():
         engine = default_engine(device.ecosystem.serving_engines, encoder=model.type == "encoder", assumptions=a)
     prof = engine_profile(engine, assumptions=a)
+    notes: list[str] = []
+    prof, picked = engine_device_defaults(prof, device)
+    if picked:
+        notes.append(picked)
     prec = resolve_precision(dtype, device, kv_dtype)
     frac = prof.gpu_memory_fraction if memory_fraction is None else memory_fraction
     validity.check_memory_fraction(frac)
     block = prof.block_size_tokens if block_size_tokens is None else _positive("block_size", block_size_tokens)
     seqs = prof.max_num_seqs if max_num_seqs is None else _positive("max_num_seqs", max_num_seqs)
-    notes: list[str] = []
     if prec.note:
         notes.append(prec.note)
     if tp * ep > max(device.scale_up_domain, 1):
@@ -156,6 +159,23 @@ def make_replica(
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
                    notes=tuple(notes), links=device_links(device, e, assumptions=a),
                    speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
+
+
+def engine_device_defaults(engine: EngineProfile, device: Device) -> tuple[EngineProfile, str | None]:
+    """The engine with the scheduling defaults it picks on ``device`` (``device_defaults`` in
+    ``engines.yaml``: vLLM from 0.9 sizes its token budget and sequence limit by the device's memory and
+    name), and a note saying so; the engine unchanged and None where no such rule applies."""
+    rule = engine.device_defaults
+    if rule is None or not rule.applies(engine.version):
+        return engine, None
+    picked = rule.pick(device.name, device.kind, device.memory_bytes)
+    if picked is None:
+        return engine, None
+    chunk, seqs = picked
+    version = ".".join(str(v) for v in engine.version or ())
+    note = (f"{engine.name} {version} on {device.id}: {chunk:,} tokens per step and {seqs:,} sequences "
+            f"(the engine's defaults for this device)")
+    return replace(engine, prefill_chunk_tokens=chunk, max_num_seqs=seqs), note
 
 
 def engine_build_efficiency(engine: EngineProfile, device: Device, assumptions: Assumptions) -> Efficiency:

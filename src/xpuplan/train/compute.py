@@ -24,7 +24,7 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_attention_core_per_token, mean_causal_context, mean_local_context
 from xpuplan.perf.memory import NF4_OVERHEAD_BYTES_PER_PARAM, params_per_device
-from xpuplan.perf.ops import head_ops, layer_ops, routed_rows
+from xpuplan.perf.ops import MOE_COMBINE_OP, head_ops, layer_ops, routed_rows
 from xpuplan.perf.params import param_breakdown
 from xpuplan.perf.roofline import OpCost, attention_head_dim_factor, cost_attention, cost_gemm, op_time
 from xpuplan.train.layout import Layout
@@ -426,7 +426,9 @@ def layer_compute(
             moe_extra.append(_eager_extra_op(model, tokens, tp, moe=True))
         if lora:
             moe_extra.append(_lora_adapter_op(model, tokens, tp))
-        moe_ops = [op for op in base if not op.name.startswith("experts")] + experts + moe_extra
+        # the stack's permutation (MOE_PERMUTE_BYTES_PER_ELEMENT) scatters the copies back: no separate combine
+        moe_ops = ([op for op in base if not op.name.startswith("experts") and op.name != MOE_COMBINE_OP]
+                   + experts + moe_extra)
         mg, me = classify(moe_ops)
         sac_moe = sac_gemm(moe_ops) + me if op_sac else 0.0
         # per-expert GEMM launch/tail: Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local

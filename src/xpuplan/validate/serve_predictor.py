@@ -10,7 +10,10 @@ data-parallel copies. The workload:
   static-batching benchmarks measure, and what continuous batching degenerates to when every
   request arrives at once with the same lengths);
 * only ``concurrency`` given: the continuous-batching steady state at that concurrency;
-* neither: the engine's maximum-throughput point (largest concurrency the KV cache holds).
+* neither: the engine's maximum-throughput point (largest concurrency the KV cache holds);
+  with ``num_prompts`` (an offline run of that many prompts sent at once), the request-level
+  simulation of that finite run, whose rates are over its makespan (``serve.sim.validation``); the
+  steady-state figure is then in the details.
 
 A missing ``output_len`` is 1 for ``ttft_ms`` (the prefill alone) and, for decode-rate metrics of a
 ``latency`` row, the steady decode rate at the prompt's context (batch / TPOT). Rows whose lengths
@@ -56,6 +59,9 @@ def check_row(row: ValidationRow) -> None:
     if row.get("output_len") is None and not _output_len_optional(row):
         raise UserInputError("output length not fixed (dataset-driven) in the source; the planner needs lengths",
                              field="output_len")
+    if row.get("num_prompts") is not None and row.get("num_prompts") < 1:
+        raise UserInputError(f"must be at least 1 (the prompts the run sent), got {row.get('num_prompts')}",
+                             field="num_prompts")
 
 
 def _output_len_optional(row: ValidationRow) -> bool:
@@ -76,7 +82,13 @@ def predict(row: ValidationRow, assumptions: Assumptions | None = None) -> Predi
         value = simulate_row(row, assumptions, model=model_from_row(row))
         return Prediction(value, details={"method": "request-level simulation (closed loop)"})
     value, details = _predict_at(row, tp or 1, assumptions)
-    if _offline_queue_row(row):
+    if _finite_run_row(row):
+        from xpuplan.serve.sim.validation import simulate_row
+
+        details.update(steady_state=value, method=f"request-level simulation of the finite run "
+                       f"({row.get('num_prompts')} prompts at t = 0; rates over the makespan)")
+        value = simulate_row(row, assumptions, model=model_from_row(row))
+    elif _offline_queue_row(row):
         # Reported beside the analytic figure: the simulator with a prompt queue that never empties.
         from xpuplan.serve.sim.validation import simulate_row
 
@@ -97,6 +109,12 @@ def _offline_queue_row(row: ValidationRow) -> bool:
     from xpuplan.serve.sim.validation import is_simulated_row
 
     return is_simulated_row(row) and not _server_row(row)
+
+
+def _finite_run_row(row: ValidationRow) -> bool:
+    from xpuplan.serve.sim.validation import is_finite_run
+
+    return is_finite_run(row) and _offline_queue_row(row)
 
 
 def _replica(row: ValidationRow, tp: int, assumptions: Assumptions | None) -> Replica:

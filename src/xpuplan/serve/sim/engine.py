@@ -281,10 +281,25 @@ class Simulation:
             span = self.sample_dt * len(p.replicas)
             self.series_u[i].append(min(1.0, (busy - self._last_busy[i]) / span) if t > 0 else 0.0)
             self._last_busy[i] = busy
+        if len(self.series_t) >= 2 * self.config.sample_points:
+            self._coarsen_series()
         nxt = t + self.sample_dt
         if nxt <= self.end_s and (nxt <= self.config.duration_s or self.inflight > 0):
             return [Sample(nxt)]
         return []
+
+    def _coarsen_series(self) -> None:
+        """Halve the time series and double the sampling interval: a drain far longer than the arrival
+        window (a burst of requests at t = 0 served for minutes) keeps at most twice ``sample_points``
+        samples instead of one per ``duration_s / sample_points`` of the drain. Queue length and KV use
+        keep every other sample; utilisation averages each pair of intervals."""
+        self.series_t = self.series_t[1::2]
+        for i in range(len(self.pools)):
+            self.series_q[i] = self.series_q[i][1::2]
+            self.series_kv[i] = self.series_kv[i][1::2]
+            u = self.series_u[i]
+            self.series_u[i] = [(u[j - 1] + u[j]) / 2 for j in range(1, len(u), 2)]
+        self.sample_dt *= 2
 
     # -- result --------------------------------------------------------------------------
     def result(self) -> SimulationResult:

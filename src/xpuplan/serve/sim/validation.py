@@ -8,6 +8,14 @@ one has finished — what ``benchmark_serving.py --max-concurrency`` and similar
 lasts ``ROUNDS`` request lifetimes (from the analytic estimate) and rates are measured over its
 last ``1 - WARMUP_SHARE`` so the ramp-up is left out; latencies are means over the requests
 completed in that window. :func:`simulate_row` returns the row's metric, in the row's unit.
+
+A row that gives ``num_prompts`` (an offline run of that many prompts, all sent at once: ``vllm bench
+serve`` without a request rate, ``trtllm-bench throughput``) is simulated as that finite run instead: the
+prompts arrive at t = 0 (split evenly over the data-parallel replicas), the engine admits them under its
+own limits, and rates are the run's tokens or requests over its makespan, from the first arrival to the
+last completion (what those tools print), latencies the means over all requests. The ramp-up (every
+slot prefilling at once) and the tail (the last requests decoding at a shrinking batch) are then in the
+figure, as they are in the measurement; a steady state overstates a finite run's throughput.
 """
 
 from __future__ import annotations
@@ -33,6 +41,10 @@ WARMUP_SHARE: Final = 0.25
 #: twice as many clients as the engine runs, a request is always waiting (vLLM's offline benchmark
 #: submits every prompt at once; only the engine's limits and the KV cache bound the batch).
 OFFLINE_CLIENTS_PER_SEQ: Final = 2
+#: Arrival window of a finite run's trace (s): every prompt is sent at t = 0, so any positive window holds them.
+FINITE_ARRIVAL_WINDOW_S: Final = 1.0
+#: How long a finite run may take to drain (s): far beyond any benchmark's makespan (a day).
+FINITE_DRAIN_S: Final = 86_400.0
 #: Metrics a closed loop predicts (the validation files' names; latencies in ms).
 METRICS: Final = ("output_tokens_per_s", "output_tokens_per_s_per_device", "total_tokens_per_s", "requests_per_s",
                   "ttft_ms", "tpot_ms", "e2e_latency_ms")
@@ -40,6 +52,16 @@ METRICS: Final = ("output_tokens_per_s", "output_tokens_per_s_per_device", "tota
 
 def _offline_queue(row: Any) -> bool:
     return row.get("scenario") == "offline" and not row.get("batch") and not row.get("concurrency")
+
+
+def engine_name(row: Any, rep: Any) -> str:
+    """The engine as the row prints it (its version selects kernels and defaults), else the replica's family."""
+    return str(row.get("engine") or rep.engine.id)
+
+
+def is_finite_run(row: Any) -> bool:
+    """True for an offline row that gives the number of prompts its run sent (module doc)."""
+    return _offline_queue(row) and bool(row.get("num_prompts"))
 
 
 def is_simulated_row(row: Any) -> bool:
@@ -80,6 +102,8 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
         raise UserInputError(f"n_devices ({row.n_devices}) is not a multiple of tp·pp·ep ({rep.n_devices})",
                              field="n_devices")
     replicas = row.n_devices // rep.n_devices
+    if is_finite_run(row):
+        return _simulate_finite_run(row, rep, model, device.id, replicas, seed, assumptions)
     if conc:
         per_replica = max(1, math.ceil(conc / replicas))
     else:
@@ -89,7 +113,7 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
     cfg = SimConfig.model_validate({
         "model": model.id,
         "pools": [{"name": "row", "hardware": device.id, "tp": tp, "pp": pp, "ep": ep, "replicas": 1,
-                   "dtype": rep.precision.scheme, "kv_dtype": rep.precision.kv_dtype, "engine": rep.engine.id,
+                   "dtype": rep.precision.scheme, "kv_dtype": rep.precision.kv_dtype, "engine": engine_name(row, rep),
                    "batching": "continuous",
                    "max_num_seqs": rep.max_num_seqs if not conc else max(rep.max_num_seqs, per_replica)}],
         "classes": [{"name": "bench", "arrival": "closed", "clients": per_replica, "input_len": in_len,
@@ -99,6 +123,39 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
     sim = Simulation(cfg, seed=seed, assumptions=assumptions, models={model.id: model})
     sim.run()
     return _metric(sim, row.metric, duration, replicas, rep.n_devices, in_len)
+
+
+def _simulate_finite_run(row: Any, rep: Any, model: ModelArch, device_id: str, replicas: int, seed: int,
+                         assumptions: Assumptions | None) -> float:
+    """``num_prompts`` prompts at t = 0 on the row's replicas, served to the end (module doc)."""
+    n = math.ceil(int(row.get("num_prompts")) / replicas)
+    in_len, out_len = int(row.get("input_len")), int(row.get("output_len"))
+    cfg = SimConfig.model_validate({
+        "model": model.id,
+        "pools": [{"name": "row", "hardware": device_id, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "replicas": 1,
+                   "dtype": rep.precision.scheme, "kv_dtype": rep.precision.kv_dtype, "engine": engine_name(row, rep),
+                   "batching": "continuous", "max_num_seqs": rep.max_num_seqs}],
+        "classes": [{"name": "bench", "arrival": "trace",
+                     "trace": {"times_s": [0.0] * n, "input_len": [in_len] * n, "output_len": [out_len] * n,
+                               "source": f"num_prompts of row {row.id}"}}],
+        # arrivals end at once; the run is served to its last completion (drain far beyond any makespan)
+        "duration_s": FINITE_ARRIVAL_WINDOW_S, "drain_s": FINITE_DRAIN_S,
+    })
+    sim = Simulation(cfg, seed=seed, assumptions=assumptions, models={model.id: model})
+    sim.run()
+    if len(sim.rec_finish) < n:
+        raise UserInputError(f"{n - len(sim.rec_finish)} of the run's {n} prompts could not be served "
+                             f"(longer than the KV cache holds)", field="num_prompts")
+    makespan = max(sim.rec_finish)
+    metric = row.metric
+    out_tok = sum(sim.rec_out)
+    if metric in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "output_tokens_per_s_per_device"):
+        per_replica = {"output_tokens_per_s": out_tok, "total_tokens_per_s": out_tok + in_len * n,
+                       "requests_per_s": n, "output_tokens_per_s_per_device": out_tok / rep.n_devices}[metric] / makespan
+        return per_replica * (1 if metric == "output_tokens_per_s_per_device" else replicas)
+    series = {"ttft_ms": sim.rec_ttft, "tpot_ms": sim.rec_tpot, "e2e_latency_ms": sim.rec_e2e}[metric]
+    vals = [v for v in series if not math.isnan(v)]
+    return 1e3 * sum(vals) / len(vals)
 
 
 def _metric(sim: Simulation, metric: str, duration: float, replicas: int, devices: int, in_len: int) -> float:
