@@ -111,3 +111,19 @@ def test_a_trace_shared_by_two_classes_counts_each_row_once():
     c = TrafficClass(name="b", rate_rps=0.001)
     got_c = class_arrivals(c, 1, [a, c], 100, seed=0)
     assert 20 in got_c.input_len.tolist()
+
+
+def test_a_burst_sends_its_requests_at_once_and_needs_a_count():
+    import numpy as np
+    import pytest
+
+    from xpuplan.serve.sim.arrivals import class_arrivals
+    from xpuplan.serve.sim.config import TrafficClass
+
+    cls = TrafficClass.model_validate({"name": "b", "arrival": "burst", "requests": 7, "input_len": 100,
+                                       "output_len": {"dist": "lognormal", "mean": 50, "cv": 0.5}})
+    arr = class_arrivals(cls, 0, [cls], 1.0, seed=0)
+    assert arr.times_s.size == 7 and np.all(arr.times_s == 0.0)
+    assert np.all(arr.input_len == 100) and arr.output_len.min() >= 1
+    with pytest.raises(ValueError, match="burst arrivals need requests"):
+        TrafficClass.model_validate({"name": "b", "arrival": "burst"})

@@ -160,3 +160,20 @@ def test_a_burst_served_over_a_long_drain_keeps_a_bounded_time_series():
     assert len(times) <= 2 * 50
     assert times[-1] >= 0.5 * max(res.classes[0].e2e.p99_s or 0, 0.0)
     assert all(0.0 <= u <= 1.0 for u in res.series.utilisation["p"])
+
+
+def test_a_run_of_bursts_reports_rates_over_its_makespan():
+    """An offline benchmark of N prompts prints tokens over the makespan: a burst-only run does the same (its
+    arrival window is one instant), and says so."""
+    n = 64
+    cfg = SimConfig.model_validate({
+        "model": "llama3-8b", "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb"}],
+        "classes": [{"name": "c", "arrival": "burst", "requests": n, "input_len": 512, "output_len": 128}],
+        "duration_s": 1, "drain_s": 3600})
+    res = simulate(cfg, seed=0)
+    assert res.classes[0].completed == n
+    makespan = res.classes[0].e2e.p99_s
+    assert makespan is not None and makespan > 1.0
+    rate = res.classes[0].output_tokens_per_s
+    assert n * 128 / (1.05 * makespan) < rate < n * 128 / (0.95 * max(res.classes[0].e2e.p50_s or 0, 1e-9))
+    assert any("makespan" in note for note in res.notes)

@@ -8,6 +8,7 @@
   probability rate(t) / peak.
 * ``trace``: the trace's times (rows naming another class go to that class; unlabelled rows of a
   trace several classes share go to the first of them).
+* ``burst``: ``requests`` requests at t = 0 (an offline benchmark run of a fixed number of prompts).
 
 Lengths: fixed, lognormal (mean and cv of the lengths themselves, i.e. σ² = ln(1 + cv²),
 μ = ln(mean) − σ²/2), or pairs drawn uniformly with replacement from an empirical list.
@@ -71,6 +72,9 @@ def arrival_times(cls: TrafficClass, duration_s: float, rng: np.random.Generator
     if cls.arrival == "closed":  # the clients' first requests; the next come on completion
         assert cls.clients is not None
         return np.zeros(cls.clients)
+    if cls.arrival == "burst":  # every request at once (an offline benchmark run)
+        assert cls.requests is not None
+        return np.zeros(cls.requests)
     if cls.arrival == "diurnal":
         assert cls.rate_curve
         peak = max(r for _, r in cls.rate_curve)

@@ -78,19 +78,22 @@ class TrafficClass(_Model):
     variation ``cv``; cv > 1 is bursty, cv = 1 is Poisson), ``diurnal`` (a Poisson process whose
     rate follows ``rate_curve`` — (time s, requests/s) points, linear in between, repeating every
     ``curve_period_s``), ``trace`` (``trace``'s times and lengths; its rows with a ``class``
-    naming another class go to that class), or ``closed``: ``clients`` clients that each send a
+    naming another class go to that class), ``closed``: ``clients`` clients that each send a
     request, wait for its last token, think ``think_time_s``, and send the next (a benchmark run at
-    a fixed concurrency).
+    a fixed concurrency), or ``burst``: ``requests`` requests all sent at t = 0 (an offline benchmark
+    run: ``vllm bench serve --num-prompts N`` without a request rate, ``trtllm-bench throughput``;
+    give the simulation a ``drain_s`` long enough to serve them).
     """
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     rate_rps: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
-    arrival: Literal["poisson", "gamma", "diurnal", "trace", "closed"] = "poisson"
+    arrival: Literal["poisson", "gamma", "diurnal", "trace", "closed", "burst"] = "poisson"
     cv: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
     rate_curve: list[tuple[NonNeg, NonNeg]] | None = None
     curve_period_s: Pos | None = None
     trace: TraceData | None = None
     clients: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
+    requests: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
     think_time_s: NonNeg = 0.0
     input_len: LengthDist = LengthDist(mean=512)
     output_len: LengthDist = LengthDist(mean=256)
@@ -117,6 +120,8 @@ class TrafficClass(_Model):
             raise ValueError("closed-loop arrivals need clients: the number of concurrent clients")
         if self.arrival == "trace" and self.trace is None:
             raise ValueError("trace arrivals need a trace file")
+        if self.arrival == "burst" and self.requests is None:
+            raise ValueError("burst arrivals need requests: the number of requests sent at t = 0")
         return self
 
 

@@ -135,9 +135,8 @@ def _simulate_finite_run(row: Any, rep: Any, model: ModelArch, device_id: str, r
         "pools": [{"name": "row", "hardware": device_id, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "replicas": 1,
                    "dtype": rep.precision.scheme, "kv_dtype": rep.precision.kv_dtype, "engine": engine_name(row, rep),
                    "batching": "continuous", "max_num_seqs": rep.max_num_seqs}],
-        "classes": [{"name": "bench", "arrival": "trace",
-                     "trace": {"times_s": [0.0] * n, "input_len": [in_len] * n, "output_len": [out_len] * n,
-                               "source": f"num_prompts of row {row.id}"}}],
+        "classes": [{"name": "bench", "arrival": "burst", "requests": n, "input_len": in_len,
+                     "output_len": out_len}],
         # arrivals end at once; the run is served to its last completion (drain far beyond any makespan)
         "duration_s": FINITE_ARRIVAL_WINDOW_S, "drain_s": FINITE_DRAIN_S,
     })
