@@ -51,3 +51,19 @@ def test_the_training_planner_keeps_its_permutation_instead_of_the_combine(monke
     monkeypatch.setattr(compute, "layer_ops", costly_combine)
     after = compute.layer_compute(model, device, eff, **kw)
     assert after.moe_gemm == before.moe_gemm and after.moe_elem == before.moe_elem
+
+
+def test_the_combine_probe_compares_the_stored_h200_measurement(capsys) -> None:
+    import sys
+
+    from tests.unit.benchmod import BENCHMARKS, load_benchmark
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        probe = load_benchmark("moe_combine_probe")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert probe.compare(str(BENCHMARKS / "data" / "device_runs" / "h200_moe_combine_2026-11-27.json")) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "T=" in x]
+    assert len(lines) == len(probe.SHAPES) * len(probe.TOKENS)
+    assert probe.compare(str(BENCHMARKS / "data" / "README.md")) == 2
