@@ -10,6 +10,20 @@ from collections.abc import Callable
 from typing import Any
 
 
+def cuda_torch() -> Any:
+    """PyTorch when it is installed and sees a CUDA device; else None, after printing why there is nothing to probe
+    (the probes then exit 0: no GPU is not an error)."""
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: nothing to probe")
+        return None
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to probe")
+        return None
+    return torch
+
+
 def event_seconds(torch: Any, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
     """Median seconds of one eager call of ``fn`` between CUDA events (host gaps included), after ``warmup`` calls."""
     for _ in range(warmup):

@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from gpu_timing import graph_seconds
+from gpu_timing import cuda_torch, graph_seconds
 
 #: (model, hidden, top-k) of the MoE presets the probe covers (checked against the catalog by --compare).
 SHAPES = (("qwen3-235b-a22b", 4096, 8), ("deepseek-v3", 7168, 8), ("mixtral-8x7b", 4096, 2))
@@ -25,13 +25,8 @@ TOKENS = (256, 2048, 8192, 32768)
 
 
 def measure(path: str | None, repeats: int) -> int:
-    try:
-        import torch
-    except ImportError:
-        print("PyTorch is not installed: nothing to probe")
-        return 0
-    if not torch.cuda.is_available():
-        print("no CUDA device: nothing to probe")
+    torch = cuda_torch()
+    if torch is None:
         return 0
     dev = torch.device("cuda")
     out: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": []}

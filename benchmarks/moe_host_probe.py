@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 
-from gpu_timing import graph_seconds
+from gpu_timing import cuda_torch, graph_seconds
 
 D_MODEL = 2048  # Qwen3-30B-A3B hidden size
 EXPERT_WIDTH = 1536  # gate + up of one expert (2 x 768)
@@ -48,13 +48,8 @@ def _timed(torch, fn, repeats: int = REPEATS) -> tuple[float, float]:
 
 
 def main() -> int:
-    try:
-        import torch
-    except ImportError:
-        print("PyTorch is not installed: nothing to probe")
-        return 0
-    if not torch.cuda.is_available():
-        print("no CUDA device: nothing to probe")
+    torch = cuda_torch()
+    if torch is None:
         return 0
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
