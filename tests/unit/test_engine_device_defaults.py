@@ -53,3 +53,27 @@ def test_a_malformed_rule_is_refused() -> None:
         DeviceDefaultsSpec(from_version="nine", min_memory_gib=70, kinds=["GPU"], note="x",
                            large={"prefill_chunk_tokens": 1, "max_num_seqs": 1},
                            small={"prefill_chunk_tokens": 1, "max_num_seqs": 1})
+
+
+def test_an_override_changes_one_side_of_the_rule_or_removes_it() -> None:
+    a = default_assumptions()
+    small_only = a.with_overrides({"engines": {"vllm": {"device_defaults": {
+        "small": {"prefill_chunk_tokens": 4096, "max_num_seqs": 128}}}}})
+    a100 = make_replica(get_model("qwen3-32b"), get_device("nvidia-a100-sxm-80gb"), tp=2, engine="vllm 0.11",
+                        assumptions=small_only)
+    h100 = make_replica(get_model("qwen3-32b"), get_device("nvidia-h100-sxm-80gb"), tp=2, engine="vllm 0.11",
+                        assumptions=small_only)
+    assert (a100.engine.prefill_chunk_tokens, a100.max_num_seqs) == (4096, 128)
+    assert (h100.engine.prefill_chunk_tokens, h100.max_num_seqs) == (8192, 1024)  # the rest kept
+    removed = a.with_overrides({"engines": {"vllm": {"device_defaults": None}}})
+    rep = make_replica(get_model("qwen3-32b"), get_device("nvidia-a100-sxm-80gb"), tp=2, engine="vllm 0.11",
+                       assumptions=removed)
+    assert (rep.engine.prefill_chunk_tokens, rep.max_num_seqs) == (8192, 256)
+
+
+def test_a_malformed_override_names_its_field() -> None:
+    from xpuplan.errors import UserInputError
+
+    with pytest.raises(UserInputError) as err:
+        default_assumptions().with_overrides({"engines": {"vllm": {"device_defaults": {"from_version": "nine"}}}})
+    assert "device_defaults.from_version" in str(err.value.field)

@@ -409,7 +409,8 @@ class EfficiencyOverridesSection(_Strict):
 
 class AssumptionOverrides(_Strict):
     """An overrides file / mapping. Entries of link types, engines and recipes are partial: the
-    fields given replace the built-in ones (a new name needs every field)."""
+    fields given replace the built-in ones, and a field that is itself a mapping (an engine's
+    ``device_defaults``, ``min_versions``) is merged key by key the same way; a new name needs every field."""
 
     schema_version: int | None = None
     efficiency: EfficiencyOverridesSection | None = None
@@ -451,6 +452,14 @@ class LazyMapping(Mapping[str, V]):
 # =================================================================================================
 # The bundle
 # =================================================================================================
+def _merged(base: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` over ``base``: mappings on both sides merged key by key, anything else replaced (None too)."""
+    out = dict(base)
+    for k, v in given.items():
+        out[k] = _merged(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
 def _device_defaults(s: DeviceDefaultsSpec | None) -> DeviceDefaults | None:
     if s is None:
         return None
@@ -767,7 +776,7 @@ class Assumptions(BaseModel):
             out = dict(current)
             for name, fields in given.items():
                 base = current[name].model_dump() if name in current else {}
-                out[name] = _validate(spec, {**base, **fields}, file, lines, (section, name))
+                out[name] = _validate(spec, _merged(base, fields), file, lines, (section, name))
                 marks.update({f"{section}.{name}.{k}": label for k in fields})
             return out
 

@@ -81,7 +81,11 @@ class Series(_Out):
 
 
 class SimulationResult(_Out):
-    """Everything a simulation measured; the same config and seed give the same result."""
+    """Everything a simulation measured; the same config and seed give the same result.
+
+    ``duration_s`` is the window every rate is per second of: the arrival window, or for a run whose classes are
+    all bursts, its makespan (first request to last completion). ``simulated_s`` is the simulated clock at the end,
+    drain included."""
 
     schema_version: str = SCHEMA_VERSION
     seed: int
