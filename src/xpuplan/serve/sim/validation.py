@@ -122,7 +122,8 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
     })
     sim = Simulation(cfg, seed=seed, assumptions=assumptions, models={model.id: model})
     sim.run()
-    return _metric(sim, row.metric, duration, replicas, rep.n_devices, in_len)
+    t0 = WARMUP_SHARE * duration
+    return _metric(sim, row.metric, t0, duration - t0, replicas, rep.n_devices, in_len)
 
 
 def _simulate_finite_run(row: Any, rep: Any, model: ModelArch, device_id: str, replicas: int, seed: int,
@@ -145,21 +146,12 @@ def _simulate_finite_run(row: Any, rep: Any, model: ModelArch, device_id: str, r
     if len(sim.rec_finish) < n:
         raise UserInputError(f"{n - len(sim.rec_finish)} of the run's {n} prompts could not be served "
                              f"(longer than the KV cache holds)", field="num_prompts")
-    makespan = max(sim.rec_finish)
-    metric = row.metric
-    out_tok = sum(sim.rec_out)
-    if metric in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "output_tokens_per_s_per_device"):
-        per_replica = {"output_tokens_per_s": out_tok, "total_tokens_per_s": out_tok + in_len * n,
-                       "requests_per_s": n, "output_tokens_per_s_per_device": out_tok / rep.n_devices}[metric] / makespan
-        return per_replica * (1 if metric == "output_tokens_per_s_per_device" else replicas)
-    series = {"ttft_ms": sim.rec_ttft, "tpot_ms": sim.rec_tpot, "e2e_latency_ms": sim.rec_e2e}[metric]
-    vals = [v for v in series if not math.isnan(v)]
-    return 1e3 * sum(vals) / len(vals)
+    # every request counts, and rates are over the makespan (the prompts all left at t = 0)
+    return _metric(sim, row.metric, 0.0, max(sim.rec_finish), replicas, rep.n_devices, in_len)
 
 
-def _metric(sim: Simulation, metric: str, duration: float, replicas: int, devices: int, in_len: int) -> float:
-    t0 = WARMUP_SHARE * duration
-    window = duration - t0
+def _metric(sim: Simulation, metric: str, t0: float, window: float, replicas: int, devices: int, in_len: int) -> float:
+    """The row's metric over the requests completed from ``t0`` on, rates per second of ``window``."""
     done = [i for i, e2e in enumerate(sim.rec_e2e) if sim.rec_finish[i] >= t0]
     if not done:
         raise UserInputError("no request completed in the measurement window", field="concurrency")
