@@ -177,3 +177,21 @@ def test_a_run_of_bursts_reports_rates_over_its_makespan():
     rate = res.classes[0].output_tokens_per_s
     assert n * 128 / (1.05 * makespan) < rate < n * 128 / (0.95 * max(res.classes[0].e2e.p50_s or 0, 1e-9))
     assert any("makespan" in note for note in res.notes)
+
+
+def test_a_burst_run_rate_does_not_depend_on_the_arrival_window_it_was_given():
+    """A burst has no arrival window: a duration_s longer than the makespan must not dilute the rates (it did:
+    they were divided by duration_s), nor the utilisation or the makespan the notes print."""
+    def run(duration_s: float):
+        cfg = SimConfig.model_validate({
+            "model": "llama3-8b", "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb"}],
+            "classes": [{"name": "c", "arrival": "burst", "requests": 32, "input_len": 256, "output_len": 64}],
+            "duration_s": duration_s, "drain_s": 600})
+        return simulate(cfg, seed=0)
+
+    short, long = run(0.001), run(600.0)
+    assert long.output_tokens_per_s == pytest.approx(short.output_tokens_per_s)
+    assert long.duration_s == pytest.approx(short.duration_s) and long.duration_s < 60.0
+    assert long.duration_s == pytest.approx(max(c.e2e.p99_s or 0.0 for c in long.classes), rel=0.05)
+    assert long.pools[0].utilisation == pytest.approx(short.pools[0].utilisation)
+    assert [n for n in long.notes if "makespan" in n] == [n for n in short.notes if "makespan" in n]

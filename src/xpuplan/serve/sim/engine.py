@@ -327,13 +327,23 @@ def _met(cls: TrafficClass, ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray)
     return ok
 
 
+def _makespan(sim: Simulation) -> float:
+    """First request to last completion of a run of bursts (every request sent at t = 0): the last completion when
+    every request finished; else the clock where the run stopped (its drain ran out first). ``duration_s`` plays
+    no part: a burst has no arrival window, and a longer one must not dilute the rates."""
+    finished = len(sim.rec_finish)
+    if sim.rec_finish and finished + sum(sim.dropped_cls) >= sim.n_arrivals + len(sim.extra_arrivals):
+        return max(sim.rec_finish)
+    return max(sim.now, 1e-9)
+
+
 def summarise(sim: Simulation) -> SimulationResult:
     """Statistics of a finished run (see :class:`SimulationResult`)."""
     cfg = sim.config
-    span = max(sim.now, cfg.duration_s)
     # rates are per second of the arrival window; a run of bursts only (an offline benchmark of a fixed number of
     # prompts) has no such window: its rates are over the makespan, as offline benchmarks print them
     bursts_only = all(c.arrival == "burst" for c in cfg.classes)
+    span = _makespan(sim) if bursts_only else max(sim.now, cfg.duration_s)
     dur = span if bursts_only else cfg.duration_s
     cls_arr = np.asarray(sim.rec_cls, dtype=np.int64)
     pool_arr = np.asarray(sim.rec_pool, dtype=np.int64)
