@@ -195,3 +195,15 @@ def test_a_burst_run_rate_does_not_depend_on_the_arrival_window_it_was_given():
     assert long.duration_s == pytest.approx(max(c.e2e.p99_s or 0.0 for c in long.classes), rel=0.05)
     assert long.pools[0].utilisation == pytest.approx(short.pools[0].utilisation)
     assert [n for n in long.notes if "makespan" in n] == [n for n in short.notes if "makespan" in n]
+
+
+def test_a_burst_of_requests_none_of_which_fits_says_so_instead_of_naming_a_makespan():
+    cfg = SimConfig.model_validate({
+        "model": "llama3-8b", "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb"}],
+        "classes": [{"name": "c", "arrival": "burst", "requests": 2, "input_len": 5_000_000, "output_len": 8}],
+        "duration_s": 1, "drain_s": 10})
+    res = simulate(cfg, seed=0)
+    assert res.completed == 0 and res.dropped == 2
+    assert res.output_tokens_per_s == 0.0
+    assert any("no request completed" in n for n in res.notes)
+    assert not any("last completion" in n for n in res.notes)

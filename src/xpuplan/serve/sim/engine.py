@@ -379,9 +379,12 @@ def summarise(sim: Simulation) -> SimulationResult:
     total_cost: float | None = 0.0
     any_price = False
     notes: list[str] = []
-    if bursts_only:
+    if bursts_only and sim.rec_finish:
         notes.append(f"every class is a burst: rates are over the makespan ({span:,.1f} s, first request to last "
                      f"completion), as offline benchmarks print them")
+    elif bursts_only:
+        notes.append(f"every class is a burst and no request completed: rates are over the {span:,.1f} s the run "
+                     f"lasted")
     for i, p in enumerate(sim.pools):
         rep = p.replica
         scheds = [r.scheduler for r in p.replicas]
