@@ -14,6 +14,19 @@ replayed):
   forward (up/gate, down), input-gradient and weight-gradient GEMMs (r token rows per expert, balanced), as a
   loop of one GEMM per expert (what Transformer Engine's GroupedLinear runs) and, where this PyTorch has it,
   one ``torch._grouped_mm`` over the experts (forward, and forward + backward through autograd).
+* ``fp8_experts``: FP8 training of the same expert GEMMs as Transformer Engine runs them on Hopper: the six GEMMs
+  of each local expert in FP8 (one ``torch._scaled_mm`` per expert, graph-replayed, operands already quantized),
+  and the quantization a per-tensor current-scaling recipe adds per expert (``Float8CurrentScalingQuantizer``:
+  an amax pass over the 16-bit tensor, then the cast; Hopper's FP8 GEMMs take K-major operands only, so the weight
+  gradient needs a column-wise (transposed) FP8 copy too): the forward's two inputs and the backward's two output
+  gradients, each an amax reduction and a row-wise and a column-wise copy, timed three ways: ``quant_s`` with
+  PyTorch's eager kernels per expert (amax by ``vector_norm``, the column-wise copy transposed from the FP8 one: an
+  upper bound), ``quant_fused_s`` per expert with ``torch.compile`` (one reduction and one pass writing both
+  copies, as Transformer Engine's per-split path does) and ``quant_grouped_s`` the same over all local experts at
+  once (as its grouped quantization of 2026 does). Weights are cast once per step
+  (Transformer Engine caches them over the micro-batches) and are left out. Device time only (graph-replayed): what
+  the device does, not what the host adds. ``--only-fp8-experts`` measures this section alone (with the 8192^3
+  references).
 * ``serving``: the routed experts of one MoE layer as a serving engine runs them under tensor parallelism
   (every expert local, its width split by TP), forward only, for T tokens per engine step from decode-sized
   (16) to prefill-sized (8192): one grouped kernel for the up/gate projection and one for the down
@@ -57,6 +70,21 @@ EXPERT_CASES = (
     ("mixtral-8x7b", 1, 4096), ("mixtral-8x7b", 8, 4096),
 )
 MOE_TOP_K = {m[0]: m[4] for m in MOE_SHAPES}
+#: (model, expert-parallel size, tokens per rank) of the ``fp8_experts`` section: the fine-grained layouts of the
+#: FP8 MoE training runs (Qwen3-30B-A3B at EP8 and EP16 on 16 H100, Qwen3-235B-A22B at EP8/EP32, DeepSeek-V3 at
+#: EP64) and a wide-expert contrast (Mixtral 8x7B at EP8: one expert of 14,336 per rank).
+FP8_EXPERT_CASES = (
+    ("qwen3-30b-a3b", 8, 4096), ("qwen3-30b-a3b", 16, 4096), ("qwen3-30b-a3b", 16, 8192),
+    ("qwen3-235b-a22b", 8, 4096), ("qwen3-235b-a22b", 32, 4096), ("deepseek-v3", 64, 4096),
+    ("mixtral-8x7b", 8, 4096),
+)
+#: The tensors one expert quantizes per micro-batch under FP8 current scaling, as (name, rows, columns) in terms of
+#: rows r, hidden d and width f: the forward's GEMM inputs and the backward's output gradients.
+def quantized_tensors(r: int, d: int, f: int) -> dict[str, tuple[int, int]]:
+    """(rows, columns) of the four tensors one gated expert quantizes per micro-batch (see ``fp8_experts``)."""
+    return {"x_up": (r, d), "x_down": (r, f), "dy_down": (r, d), "dy_up": (r, 2 * f)}
+
+
 #: (model, tensor-parallel size): serving layouts whose expert GEMMs the ``serving`` section times.
 SERVE_CASES = (("qwen3-235b-a22b", 8), ("qwen3-235b-a22b", 4), ("deepseek-v3", 8), ("qwen3-30b-a3b", 1),
                ("gpt-oss-120b", 2), ("mixtral-8x7b", 8))
@@ -153,7 +181,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             s = timed_gemm(8192, 8192, 8192, dtype)
             out["reference"].append({"dtype": dtype, "m": 8192, "n": 8192, "k": 8192, "s": s,
                                      "tflops": _rate(s, 8192, 8192, 8192)})
-            if args.only_serving:
+            if args.only_serving or args.only_fp8_experts:
                 print(f"{dtype}: 8192^3 {out['reference'][-1]['tflops']:.0f} TFLOP/s", flush=True)
                 continue
             for k in K_SWEEP:
@@ -174,7 +202,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     shapes = {m[0]: m[1:] for m in MOE_SHAPES}
     dev = torch.device("cuda")
-    for model, ep, tokens in () if args.only_serving else EXPERT_CASES:
+    for model, ep, tokens in () if args.only_serving or args.only_fp8_experts else EXPERT_CASES:
         d, f, n_exp, top_k = shapes[model]
         local, r = rows_per_expert(n_exp, top_k, ep, tokens)
         row: dict[str, Any] = {"model": model, "ep": ep, "tokens": tokens, "local_experts": local, "rows": r,
@@ -216,9 +244,72 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         lg = row["loop_graph_s"]
         print(f"{model:>16} ep{ep:<3} T{tokens:<6} L={local:<4} r={r:<6} "
               + " ".join(f"{k}={v * 1e3:.3f}ms" for k, v in lg.items()), flush=True)
-    out["serving"] = _measure_serving(torch, reps, out["errors"]) if not args.skip_serving else []
+    out["fp8_experts"] = (_measure_fp8_experts(torch, reps, out["errors"])
+                          if "fp8" in dtypes and not args.only_serving else [])
+    save()
+    out["serving"] = ([] if args.skip_serving or args.only_fp8_experts
+                      else _measure_serving(torch, reps, out["errors"]))
     save()
     return out
+
+
+def _measure_fp8_experts(torch: Any, reps: int, errors: list[str]) -> list[dict[str, Any]]:
+    """The ``fp8_experts`` section (module doc): per case, the six expert GEMMs in BF16 and FP8 and the FP8
+    quantization of the four per-expert tensors, each as a graph-replayed loop over the local experts."""
+    shapes = {m[0]: m[1:] for m in MOE_SHAPES}
+    dev = torch.device("cuda")
+    f8 = torch.float8_e4m3fn
+    rows_out: list[dict[str, Any]] = []
+    try:  # amax, then one fused pass writing the row-wise and the column-wise copies (what TE's kernels do)
+        @torch.compile(fullgraph=True)
+        def quant(x: Any) -> Any:
+            y = x.float() * (448.0 / x.abs().amax().float())
+            return y.to(f8), y.t().contiguous().to(f8)
+    except Exception as exc:  # noqa: BLE001 - a build without the compiler: the eager figures only
+        errors.append(f"fp8 experts: torch.compile unavailable ({str(exc).splitlines()[0][:120]})")
+        quant = None
+    for model, ep, tokens in FP8_EXPERT_CASES:
+        d, f, n_exp, top_k = shapes[model]
+        local, r = rows_per_expert(n_exp, top_k, ep, tokens)
+        row: dict[str, Any] = {"model": model, "ep": ep, "tokens": tokens, "local_experts": local, "rows": r,
+                               "bf16_s": {}, "fp8_s": {}, "quant_s": {}}
+        try:
+            for name, (m, n, k) in expert_gemm_shapes(r, d, f).items():
+                for dtype in ("bf16", "fp8"):
+                    g = _Gemms(torch, m, n, k, dtype, local)
+                    row[f"{dtype}_s"][name] = graph_seconds(torch, g.run, reps)
+                    del g
+            for name, (rr, cc) in quantized_tensors(r, d, f).items():
+                xs = [torch.randn(rr, cc, device=dev, dtype=torch.bfloat16) for _ in range(local)]
+                whole = torch.randn(local * rr, cc, device=dev, dtype=torch.bfloat16)
+
+                def eager(xs: list[Any] = xs) -> None:
+                    for x in xs:
+                        torch.linalg.vector_norm(x, float("inf"))  # the amax pass
+                        x.to(f8).t().contiguous()  # row-wise copy, then the column-wise one from it
+
+                def fused(xs: list[Any] = xs) -> None:
+                    for x in xs:
+                        quant(x)
+
+                row["quant_s"][name] = graph_seconds(torch, eager, reps)
+                if quant is not None:
+                    row.setdefault("quant_fused_s", {})[name] = graph_seconds(torch, fused, reps)
+                    row.setdefault("quant_grouped_s", {})[name] = graph_seconds(torch, lambda w=whole: quant(w), reps)
+                del xs, whole
+        except (RuntimeError, TypeError) as exc:  # out of memory, or a kernel this build lacks
+            errors.append(f"fp8 experts {model} ep{ep} T{tokens}: {str(exc).splitlines()[0][:200]}")
+            torch.cuda.empty_cache()
+            continue
+        torch.cuda.empty_cache()
+        rows_out.append(row)
+        b, q8, qq = (sum(row[k].values()) for k in ("bf16_s", "fp8_s", "quant_s"))
+        qf = sum(row.get("quant_fused_s", {}).values())
+        qg = sum(row.get("quant_grouped_s", {}).values())
+        print(f"fp8 experts {model:>16} ep{ep:<3} T{tokens:<6} L={local:<4} r={r:<6} bf16 {b * 1e3:.3f}ms "
+              f"fp8 {q8 * 1e3:.3f}ms quant eager/fused/grouped {qq * 1e3:.3f}/{qf * 1e3:.3f}/{qg * 1e3:.3f}ms",
+              flush=True)
+    return rows_out
 
 
 def _measure_serving(torch: Any, reps: int, errors: list[str]) -> list[dict[str, Any]]:
@@ -355,9 +446,54 @@ def compare(path: str) -> int:
                   f" forward+backward (eager) {row['grouped_fwd_bwd_up_s'] / (lg['fwd_up'] + lg['dgrad_up'] + lg['wgrad_up']):.2f}x")
         elif "grouped_error" in row:
             print(f"{'':>38} grouped kernel: {row['grouped_error']}")
+    if data.get("fp8_experts"):
+        _compare_fp8_experts(data["fp8_experts"], ref, device, eff, catalog)
     if data.get("serving"):
         _compare_serving(data["serving"], ref, device, eff)
     return 0
+
+
+def _compare_fp8_experts(rows: list[dict[str, Any]], ref: dict[str, Any], device: Any, eff: Any,
+                         catalog: dict[str, Any]) -> None:
+    """The ``fp8_experts`` section against the training planner, in absolute time with the family's GEMM fraction
+    scaled so that the planner's BF16 8192^3 GEMM takes the measured time (the FP8 rate then follows from the
+    family's low_precision_factor and the FP8 short-K law, as in a prediction). Per case: the six expert GEMMs in
+    BF16 and FP8 (planner: 3 x the forward pair, as the training planner charges them), the quantization of the
+    experts' operands (planner: ``train.compute.expert_quant_ops``, forward inputs and backward output gradients),
+    and FP8 + quantization over BF16, measured and modelled."""
+    from xpuplan.perf.ops import short_k_factor
+    from xpuplan.perf.roofline import OpCost, cost_gemm, op_seconds
+    from xpuplan.train.compute import expert_quant_ops
+
+    r0 = ref["bf16"]
+    mod0 = float(op_seconds(cost_gemm(8192, 8192, 8192, "bf16"), device, "bf16", eff)[2])
+    e = eff.model_copy(update={"gemm_peak_fraction": eff.gemm_peak_fraction * mod0 / r0["s"]})
+
+    def gemm_s(m: int, n: int, k: int, dtype: str, hidden: int | None = None) -> float:
+        g = cost_gemm(m, n, k, dtype)
+        if hidden is not None:
+            g = OpCost(g.name, g.op_class, g.flops, g.bytes, float(min(m, n)), k_factor=short_k_factor(k, hidden, dtype))
+        return float(op_seconds(g, device, dtype, e)[2])
+
+    print("\nfp8_experts: expert GEMMs of one MoE layer, forward + backward, graph-replayed loops over the local "
+          "experts; measured (planner), ms; GEMM fraction scaled to the measured bf16 8192^3 rate; fp8 quant: the "
+          "grouped measurement where there is one (else per expert fused, else eager)")
+    print(f"{'model':>16} {'ep':>3} {'T':>6} {'L':>4} {'r':>6} {'bf16 GEMMs':>17} {'fp8 GEMMs':>17} {'fp8 quant':>17}"
+          f" {'(fp8+quant)/bf16':>18}")
+    for row in rows:
+        m = catalog[row["model"]]
+        d, f, L, r = m.d_model, m.moe.expert_ffn_dim, row["local_experts"], row["rows"]
+        meas = {k: sum(row[f"{k}_s"].values()) for k in ("bf16", "fp8", "quant")}
+        for k in ("quant_fused", "quant_grouped"):
+            if row.get(f"{k}_s"):
+                meas["quant"] = sum(row[f"{k}_s"].values())  # the closest to Transformer Engine measured
+        mod = {dt: 3.0 * L * (gemm_s(r, 2 * f, d, dt) + gemm_s(r, d, f, dt, hidden=d)) for dt in ("bf16", "fp8")}
+        q_fwd, q_bwd = expert_quant_ops(m, float(L * r), 1, "fp8")
+        mod["quant"] = sum(float(op_seconds(op, device, "bf16", e)[2]) for op in (q_fwd, q_bwd))
+        cells = [f"{meas[k] * 1e3:7.2f} ({mod[k] * 1e3:6.2f})" for k in ("bf16", "fp8", "quant")]
+        ratio = f"{(meas['fp8'] + meas['quant']) / meas['bf16']:.2f} ({(mod['fp8'] + mod['quant']) / mod['bf16']:.2f})"
+        print(f"{row['model']:>16} {row['ep']:>3} {row['tokens']:>6} {L:>4} {r:>6} "
+              + " ".join(f"{c:>17}" for c in cells) + f" {ratio:>18}")
 
 
 def _compare_serving(rows: list[dict[str, Any]], ref: dict[str, Any], device: Any, eff: Any) -> None:
@@ -402,6 +538,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--skip-serving", action="store_true", help="leave out the serving section")
     ap.add_argument("--only-serving", action="store_true", help="measure the serving section alone")
+    ap.add_argument("--only-fp8-experts", action="store_true",
+                    help="measure the fp8_experts section alone (with the 8192^3 references)")
     args = ap.parse_args()
     if args.compare:
         return compare(args.compare)

@@ -197,16 +197,54 @@ def test_router_and_probability_bytes(monkeypatch):
     assert full.dense_elem == bare.dense_elem
 
 
-def test_fp8_casts_count_every_routed_copy():
+def test_fp8_casts_of_an_moe_layer_leave_the_routed_experts_to_their_own_quantisation():
+    """The layer-input casts of an MoE layer cover attention (and shared experts); every routed copy's operands are
+    quantised by expert_quant_ops: forward inputs (hidden + width) and backward output gradients (hidden + 2 x width
+    for a gated expert), 6 B per element in FP8 (amax pass, cast, row-wise and column-wise copies)."""
     q = get_model("qwen3-30b-a3b")
     tokens = 1000
     op = _cast_op(q, tokens, 1, moe=True)
     d, k, f = q.d_model, q.moe.top_k, q.moe.expert_ffn_dim
     o = q.n_heads * q.v_head_dim
-    assert op.bytes == pytest.approx(tokens * (d + k * d + o + k * f) * FP8_CAST_BYTES_PER_ELEMENT)
+    assert op.bytes == pytest.approx(tokens * (d + o) * FP8_CAST_BYTES_PER_ELEMENT)  # no shared expert in Qwen3
+    fwd, bwd = compute.expert_quant_ops(q, tokens * k, 1, "fp8")
+    assert compute.EXPERT_QUANT_BYTES_PER_ELEMENT["fp8"] == 6.0
+    assert fwd.bytes == pytest.approx(tokens * k * (d + f) * 6.0)
+    assert bwd.bytes == pytest.approx(tokens * k * (d + 2 * f) * 6.0)
+    fwd2, _ = compute.expert_quant_ops(q, tokens * k, 2, "fp8")  # expert-TP 2 halves the width on a rank
+    assert fwd2.bytes == pytest.approx(tokens * k * (d + f / 2) * 6.0)
+    ds = get_model("deepseek-v3")  # a shared expert's input and width stay with the layer casts
+    sh = _cast_op(ds, tokens, 1, moe=True)
+    assert sh.bytes == pytest.approx(tokens * (2 * ds.d_model + ds.n_heads * ds.v_head_dim
+                                               + ds.moe.n_shared_experts * ds.moe.shared_ffn) * 3.0)
     dense = _cast_op(get_model("llama3-8b"), tokens, 1, moe=False)
     m = get_model("llama3-8b")
     assert dense.bytes == pytest.approx(tokens * (2 * m.d_model + m.n_heads * m.v_head_dim + m.ffn_dim) * 3.0)
+
+
+def test_routed_expert_quantisation_is_charged_once_forward_and_once_backward():
+    """FP8 MoE layers carry the experts' quantisation in moe_quant_fwd (re-run by full recomputation) and
+    moe_quant_bwd (the output gradients), not in the elementwise time the backward doubles; BF16 carries none,
+    and dense layers are untouched."""
+    dev = get_device(H100)
+    eff = efficiency_for(dev)
+    q = get_model("qwen3-30b-a3b")
+    kw = dict(micro_batch=1, seq_len=4096, tp=1, cp=1, ep=16, sp=False)
+    f8 = compute.layer_compute(q, dev, eff, precision="fp8", **kw)
+    b16 = compute.layer_compute(q, dev, eff, precision="bf16", **kw)
+    assert b16.moe_quant_fwd == b16.moe_quant_bwd == 0.0
+    assert f8.moe_quant_fwd > 0 and f8.moe_quant_bwd > f8.moe_quant_fwd  # 2 x width in the gated backward
+    bw = dev.memory_bandwidth * eff.memory_bw_fraction
+    rows = 4096 * q.moe.top_k
+    assert f8.moe_quant_fwd == pytest.approx(rows * (q.d_model + q.moe.expert_ffn_dim) * 6.0 / bw, rel=0.05)
+    table = {n: np.asarray([getattr(f8, n)]) for n in compute.LayerCompute.__dataclass_fields__}
+    lay = type("L", (), {"full_rec": np.asarray([False]), "sel_rec": np.asarray([False]),
+                         "multi_stage": np.asarray([False]), "Ls": np.asarray([48.0])})()
+    sc = compute.stage_compute(table, lay, q, frozen=False)
+    zero = {**table, "moe_quant_fwd": np.asarray([0.0]), "moe_quant_bwd": np.asarray([0.0])}
+    sc0 = compute.stage_compute(zero, lay, q, frozen=False)
+    assert sc.fwd[0] - sc0.fwd[0] == pytest.approx(q.n_moe_layers * f8.moe_quant_fwd)
+    assert sc.bwd[0] - sc0.bwd[0] == pytest.approx(q.n_moe_layers * f8.moe_quant_bwd)
 
 
 # ---- per-expert launches and the host sync ------------------------------------------------------

@@ -163,6 +163,21 @@ FP8_CAST_BYTES_PER_ELEMENT: Final = 3.0
 FP4_CAST_BYTES_PER_ELEMENT: Final = 2.0 + 0.5 + 1.0 / 16.0
 #: Quantisation traffic per GEMM-input element by training precision (bf16/fp16 plans quantise nothing).
 CAST_BYTES_PER_ELEMENT: Final = {"fp8": FP8_CAST_BYTES_PER_ELEMENT, "fp4": FP4_CAST_BYTES_PER_ELEMENT}
+#: Quantisation traffic per element of a routed expert's GEMM operand in low-precision training. Transformer Engine's
+#: grouped expert GEMMs (``GroupedLinear``, what Megatron-Core's MoE experts run) quantise tensors that no earlier
+#: kernel can quantise on the way out (the permuted tokens, the activation's output, the output gradients), so the
+#: per-tensor scaling of its FP8 recipe (current scaling) pays a pass of its own: an amax reduction (read 2 B), then
+#: one cast writing the row-wise copy and, for the weight gradient, the column-wise (transposed) copy Hopper's FP8
+#: GEMMs need (read 2 B, write 1 + 1 B): ``Float8CurrentScalingQuantizer::quantize_impl``
+#: (transformer_engine/pytorch/csrc/quantizer.cpp @d0067d0: ``nvte_compute_amax_with_config``, then
+#: ``nvte_quantize_v2``); the grouped form (``nvte_group_compute_amax``, ``nvte_group_quantize``, csrc/extensions/
+#: cast.cpp) moves the same bytes. NVFP4: the per-tensor amax of its second-level scale, the cast, two 0.5-byte
+#: copies and an FP8 scale per 16 elements of each. Dense layers keep :data:`CAST_BYTES_PER_ELEMENT`: their norms
+#: compute the amax in the norm kernel (``FUSED_NORM_AMAX_FP8``, csrc/extensions/normalization.cpp).
+#: Measured on a lent H100 (docs/measurement.md, fifth session): the expert GEMMs themselves follow the FP8 law within
+#: 1-13%, and the quantisation of Qwen3-30B-A3B's routed tensors takes 3-4x the older charge even with fused kernels.
+EXPERT_QUANT_BYTES_PER_ELEMENT: Final = {"fp8": 2.0 + 2.0 + 1.0 + 1.0, "fp4": 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0}
+
 #: Share of a model's linear layers NVFP4 training keeps in BF16 for stability: NVIDIA's recipe keeps
 #: the first two and the last eight of the 62 blocks of its 12B model in BF16 (16%; arXiv 2509.25149,
 #: §4.1, "about 15% of the linear layers"). Their GEMMs run at the bf16 rate; the rest in FP4.
@@ -190,6 +205,9 @@ class LayerCompute:
     ``sac_dense`` / ``sac_moe``: what PyTorch's op-level selective activation checkpointing re-runs of a layer's
     forward (:func:`op_sac_linear_shares`: the matmuls whose outputs it does not save but the backward needs,
     and every elementwise op), for stacks whose ``selective_recompute`` is ``op_sac``.
+    ``moe_quant_fwd`` / ``moe_quant_bwd``: in FP8/FP4 training, the quantisation of the routed experts' GEMM
+    inputs (forward, re-run by full recomputation) and of their output gradients (backward),
+    :data:`EXPERT_QUANT_BYTES_PER_ELEMENT` each (:func:`expert_quant_ops`).
     """
 
     dense_gemm: float
@@ -206,6 +224,8 @@ class LayerCompute:
     moe_sync: float = 0.0
     sac_dense: float = 0.0
     sac_moe: float = 0.0
+    moe_quant_fwd: float = 0.0
+    moe_quant_bwd: float = 0.0
 
 
 def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> float:
@@ -282,19 +302,36 @@ def attention_core_ops(
 
 
 def _cast_op(model: ModelArch, tokens: int, tp: int, moe: bool, precision: str = "fp8") -> OpCost:
-    """FP8/FP4 (Transformer Engine) quantisation of every GEMM input per forward: read bf16, write the
-    low-precision copy (:data:`CAST_BYTES_PER_ELEMENT`)."""
+    """FP8/FP4 (Transformer Engine) quantisation of the GEMM inputs of a layer's attention and dense (or shared-expert)
+    MLP per forward: read bf16, write the low-precision copy (:data:`CAST_BYTES_PER_ELEMENT`). The routed experts'
+    operands are :func:`expert_quant_ops`."""
     q_in = model.d_model  # QKV and MLP-up inputs
     o_in = model.n_heads * model.v_head_dim / tp
     if moe and model.moe is not None:
-        f = (model.moe.top_k * model.moe.expert_ffn_dim + model.moe.n_shared_experts * model.moe.shared_ffn) / tp
-        # every routed copy of a token is quantised for its expert's up/gate GEMM (top_k x hidden)
-        up_in = model.d_model * (model.moe.top_k + (1 if model.moe.n_shared_experts else 0))
+        shared = model.moe.n_shared_experts
+        f = shared * model.moe.shared_ffn / tp
+        up_in = model.d_model if shared else 0.0
     else:
         f = model.ffn_dim / tp
         up_in = q_in
     elems = tokens * (q_in + up_in + o_in + f)
     return OpCost(f"{precision} casts", "elementwise", elems, elems * CAST_BYTES_PER_ELEMENT[precision])
+
+
+def expert_quant_ops(model: ModelArch, routed_rows: float, etp: int, precision: str) -> tuple[OpCost, OpCost]:
+    """(forward, backward) quantisation of one rank's routed-expert GEMM operands in FP8/FP4 training, for
+    ``routed_rows`` token copies on the rank: the forward quantises the up/gate input (hidden) and the down
+    projection's input (the expert width / etp); the backward the output gradients of the down projection (hidden)
+    and of the gated up projection (2 x width / etp), :data:`EXPERT_QUANT_BYTES_PER_ELEMENT` each."""
+    moe = model.moe
+    assert moe is not None
+    width = moe.expert_ffn_dim / etp
+    n_up = 2.0 if model.mlp == "gated" else 1.0
+    per = EXPERT_QUANT_BYTES_PER_ELEMENT[precision]
+    fwd = routed_rows * (model.d_model + width)
+    bwd = routed_rows * (model.d_model + n_up * width)
+    return (OpCost(f"experts {precision} quantisation", "elementwise", fwd, fwd * per),
+            OpCost(f"experts {precision} gradient quantisation", "elementwise", bwd, bwd * per))
 
 
 def _eager_extra_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost:
@@ -400,6 +437,7 @@ def layer_compute(
     sac_dense = sac_gemm(dense_ops) + de if op_sac else 0.0
     sac_moe = 0.0
     mg = me = 0.0
+    quant_fwd = quant_bwd = 0.0
     if model.moe is not None:
         base = without_attention(layer_ops(model, batch=micro_batch, q_len=s_loc, kv_len=s_loc, tp=tp,
                                            dtype=precision, moe_layer=True))
@@ -422,6 +460,9 @@ def layer_compute(
                             tokens / shard * model.moe.n_routed_experts * MOE_ROUTER_BYTES_PER_SCORE)]
         if precision in CAST_BYTES_PER_ELEMENT:
             moe_extra.append(_cast_op(model, tokens, tp, moe=True, precision=precision))
+            # the rank's routed copies (folded: its sequence shard, as ep_ops above)
+            q_fwd, q_bwd = expert_quant_ops(model, tokens * model.moe.top_k * etp / tp, etp, precision)
+            quant_fwd, quant_bwd = (_op_seconds(op, device, precision, eff) for op in (q_fwd, q_bwd))
         if eager:
             moe_extra.append(_eager_extra_op(model, tokens, tp, moe=True))
         if lora:
@@ -471,7 +512,8 @@ def layer_compute(
                           name="mla kv up-projection")
         up = sum(_op_seconds(op, device, precision, eff) for op in (q_up, kv_up) if op is not None)
     sync = moe_host_sync_s(eff) if model.moe is not None and moe_host_sync else 0.0
-    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up, sync, sac_dense, sac_moe)
+    return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up, sync, sac_dense, sac_moe,
+                        quant_fwd, quant_bwd)
 
 
 @dataclass(frozen=True)
@@ -503,10 +545,11 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
 
     def fwd(kind: str) -> np.ndarray:
         f = c[f"{kind}_gemm"] + c["attn_fwd"] + c[f"{kind}_elem"]
-        return f + c["moe_sync"] if kind == "moe" else f
+        return f + c["moe_sync"] + c["moe_quant_fwd"] if kind == "moe" else f
 
     def bwd(kind: str) -> np.ndarray:
-        return gbf * c[f"{kind}_gemm"] + c["attn_bwd"] + ELEMENTWISE_BACKWARD_FACTOR * c[f"{kind}_elem"]
+        b = gbf * c[f"{kind}_gemm"] + c["attn_bwd"] + ELEMENTWISE_BACKWARD_FACTOR * c[f"{kind}_elem"]
+        return b + c["moe_quant_bwd"] if kind == "moe" else b
 
     def recomp(kind: str) -> np.ndarray:
         # selective: the attention core (and, for MLA, the up-projections from the latents); op-level
