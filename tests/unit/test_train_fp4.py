@@ -69,3 +69,20 @@ def test_fp4_launch_commands():
         with pytest.raises(UserInputError) as err:
             emit_launch(e.plan, MODEL, c, JOB, fw)
         assert err.value.field == "emit"
+
+
+def test_the_share_of_bf16_layers_in_fp4_training_is_the_stacks():
+    """Megatron-Core's and Megatron-Bridge's NVFP4 recipes keep no layer in BF16 (first_last_layers_bf16 off); NVIDIA's
+    pre-training recipe keeps ~15% (the default for other stacks). The BF16 share slows an FP4 step's GEMMs, and only
+    an FP4 step's."""
+    assert training_stack("megatron-core").fp4_bf16_layer_fraction == 0.0
+    assert training_stack("nemo").fp4_bf16_layer_fraction == 0.0
+    assert training_stack("torchtitan").fp4_bf16_layer_fraction == FP4_BF16_LAYER_FRACTION
+    c = Cluster.from_catalog("B200", 64)
+    mc = training_stack("megatron-core")
+    paper = mc.model_copy(update={"fp4_bf16_layer_fraction": FP4_BF16_LAYER_FRACTION})
+    plan = make_plan(n_devices=64, global_batch_seqs=64, tp=8, pp=2, micro_batch=1, precision="fp4", model=MODEL)
+    fast, slow = (estimate(MODEL, c, plan, JOB, stack=s) for s in (mc, paper))
+    assert fast.step.compute_s < slow.step.compute_s
+    p8 = make_plan(n_devices=64, global_batch_seqs=64, tp=8, pp=2, micro_batch=1, precision="fp8", model=MODEL)
+    assert estimate(MODEL, c, p8, JOB, stack=mc).step.compute_s == estimate(MODEL, c, p8, JOB, stack=paper).step.compute_s

@@ -143,6 +143,13 @@ class TrainingStack(_Strict):
                                                                  "16-bit working copy; fp32 master in the optimizer) "
                                                                  "and all-gathers them in FP8; false: 16-bit weights "
                                                                  "plus cached FP8 copies")
+    fp4_bf16_layer_fraction: float = Field(
+        default=0.15, ge=0.0, le=1.0,
+        description="share of the linear layers FP4 (NVFP4) training keeps in BF16, their GEMMs at the bf16 rate: "
+                    "0.15 is NVIDIA's NVFP4 pre-training recipe for stability (arXiv 2509.25149, section 4.1: the "
+                    "first two and last eight of 62 blocks); 0 where the stack's NVFP4 recipe keeps none "
+                    "(Megatron-Core's --first-last-layers-bf16 is off by default, Megatron-Bridge's "
+                    "bf16_with_nvfp4_mixed keeps it off)")
     attention_kernel: AttentionKernel = Field(
         default="native", description="fused attention the stack runs: native (the device's best: cuDNN / "
                                       "FlashAttention-3 on Hopper via Transformer Engine, vendor kernels elsewhere) "

@@ -178,9 +178,11 @@ CAST_BYTES_PER_ELEMENT: Final = {"fp8": FP8_CAST_BYTES_PER_ELEMENT, "fp4": FP4_C
 #: 1-13%, and the quantisation of Qwen3-30B-A3B's routed tensors takes 3-4x the older charge even with fused kernels.
 EXPERT_QUANT_BYTES_PER_ELEMENT: Final = {"fp8": 2.0 + 2.0 + 1.0 + 1.0, "fp4": 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0}
 
-#: Share of a model's linear layers NVFP4 training keeps in BF16 for stability: NVIDIA's recipe keeps
-#: the first two and the last eight of the 62 blocks of its 12B model in BF16 (16%; arXiv 2509.25149,
-#: §4.1, "about 15% of the linear layers"). Their GEMMs run at the bf16 rate; the rest in FP4.
+#: Share of a model's linear layers NVFP4 training keeps in BF16 for stability in NVIDIA's pre-training recipe: the
+#: first two and the last eight of the 62 blocks of its 12B model (16%; arXiv 2509.25149, §4.1, "about 15% of the
+#: linear layers"). Their GEMMs run at the bf16 rate; the rest in FP4. The default of
+#: ``TrainingStack.fp4_bf16_layer_fraction``; stacks whose NVFP4 recipe keeps no BF16 layer set 0 (layer_compute's
+#: ``fp4_bf16_layers``).
 FP4_BF16_LAYER_FRACTION: Final = 0.15
 
 #: Cross-entropy over the logits: fp32 softmax and loss read and write each logit once (fused).
@@ -373,6 +375,7 @@ def layer_compute(
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
     lora: bool = False, fp8_attention: bool = False, moe_host_sync: bool = True, etp: int | None = None,
     op_sac: bool = False, fp8_output_head: bool = False, grouped_expert_gemm: bool = False,
+    fp4_bf16_layers: float = FP4_BF16_LAYER_FRACTION,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
@@ -390,7 +393,8 @@ def layer_compute(
     ``op_sac``: also time what op-level selective checkpointing re-runs (``sac_dense``, ``sac_moe``:
     :func:`op_sac_linear_shares` of the projections, plus the layer's forward elementwise ops).
     ``fp8_output_head``: an FP8/FP4 plan runs the output head's GEMM at its precision too; else at 16 bits
-    (:func:`head_precision`).
+    (:func:`head_precision`). ``fp4_bf16_layers``: the share of the linear layers an FP4 plan keeps in BF16
+    (``TrainingStack.fp4_bf16_layer_fraction``; :data:`FP4_BF16_LAYER_FRACTION` by default).
     """
     s_loc = max(1, seq_len // cp)
     etp = tp if etp is None else etp
@@ -400,9 +404,8 @@ def layer_compute(
         for op in ops:
             t = _op_seconds(op, device, gemm_precision, eff)
             if op.op_class == "gemm":
-                if gemm_precision == "fp4":  # the recipe's BF16 layers run their GEMMs at the bf16 rate
-                    t = ((1.0 - FP4_BF16_LAYER_FRACTION) * t
-                         + FP4_BF16_LAYER_FRACTION * _op_seconds(op, device, "bf16", eff))
+                if gemm_precision == "fp4" and fp4_bf16_layers > 0:  # the recipe's BF16 layers: the bf16 rate
+                    t = (1.0 - fp4_bf16_layers) * t + fp4_bf16_layers * _op_seconds(op, device, "bf16", eff)
                 g += t
             else:
                 if sp and tp > 1 and (op.name.startswith("norm") or op.name.startswith("residual")):

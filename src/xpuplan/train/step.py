@@ -177,7 +177,8 @@ class StepModel:
                     lora=self.job.method != "full", fp8_attention=self.stack.fp8_attention,
                     fp8_output_head=self.stack.fp8_output_head,
                     moe_host_sync=self.stack.moe_host_sync, op_sac=self.stack.selective_recompute == "op_sac",
-                    grouped_expert_gemm=self.stack.expert_gemm == "grouped")
+                    grouped_expert_gemm=self.stack.expert_gemm == "grouped",
+                    fp4_bf16_layers=self.stack.fp4_bf16_layer_fraction)
             vals.append(self._compute[k])
         return {n: np.asarray([getattr(v, n) for v in vals], dtype=float)[inv] for n in LayerCompute.__dataclass_fields__}
 
