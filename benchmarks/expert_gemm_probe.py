@@ -387,6 +387,10 @@ def compare(path: str) -> int:
         if got != (d, f, e, k):
             print(f"MOE_SHAPES[{mid}] = {(d, f, e, k)} but the catalog holds {got}", file=sys.stderr)
             return 1
+    bad = _malformed_rows(data, catalog)
+    if bad:
+        print(f"--compare {path}: {bad}", file=sys.stderr)
+        return 2
     dev_id = "H200" if "H200" in data["device"] else "H100"
     device = get_device(dev_id)
     eff = default_assumptions().efficiency(device)
@@ -451,6 +455,30 @@ def compare(path: str) -> int:
     if data.get("serving"):
         _compare_serving(data["serving"], ref, device, eff)
     return 0
+
+
+#: Fields every row of a measured section must carry for ``--compare`` (the ones it reads).
+ROW_FIELDS: dict[str, tuple[str, ...]] = {
+    "experts": ("model", "ep", "tokens", "local_experts", "rows", "loop_graph_s"),
+    "fp8_experts": ("model", "ep", "tokens", "local_experts", "rows", "bf16_s", "fp8_s", "quant_s"),
+    "serving": ("model", "tp", "tokens", "experts", "rows", "width", "hidden", "s"),
+}
+
+
+def _malformed_rows(data: dict[str, Any], catalog: dict[str, Any]) -> str | None:
+    """Why a measurement's section rows cannot be compared (the first missing field or unknown model, named as
+    ``section[i].field``), or None."""
+    for section, fields in ROW_FIELDS.items():
+        rows = data.get(section) or []
+        if not isinstance(rows, list):
+            return f"field {section!r} is not a list of rows"
+        for i, row in enumerate(rows):
+            missing = [f for f in fields if not isinstance(row, dict) or f not in row]
+            if missing:
+                return f"field '{section}[{i}].{missing[0]}' is missing"
+            if row["model"] not in catalog:
+                return f"field '{section}[{i}].model': {row['model']!r} is not a MoE preset of the catalog"
+    return None
 
 
 def _compare_fp8_experts(rows: list[dict[str, Any]], ref: dict[str, Any], device: Any, eff: Any,

@@ -75,3 +75,20 @@ def test_compare_prints_the_fp8_expert_section_against_the_planner(probe, tmp_pa
     measured_ratio, modelled = line.split()[-2:]
     assert float(measured_ratio) == pytest.approx((6 * 0.7e-4 + 4 * 2e-5) / (6 * 1e-4), abs=0.01)
     assert 0.3 < float(modelled.strip("()")) < 1.5
+
+
+@pytest.mark.parametrize(("row", "field"), [
+    ({"model": "qwen3-30b-a3b"}, "fp8_experts[0].ep"),
+    ({"model": "nope", "ep": 1, "tokens": 1, "local_experts": 1, "rows": 1, "bf16_s": {}, "fp8_s": {},
+      "quant_s": {}}, "fp8_experts[0].model"),
+])
+def test_compare_names_the_field_of_a_malformed_fp8_row(probe, tmp_path, capsys, row, field) -> None:
+    import json
+
+    data = json.loads((BENCHMARKS / "data" / "device_runs" / "h100_fp8_experts_2026-11-27.json").read_text())
+    data["fp8_experts"] = [row]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    sys.argv = ["expert_gemm_probe.py", "--compare", str(path)]
+    assert probe.main() == 2
+    assert field in capsys.readouterr().err
