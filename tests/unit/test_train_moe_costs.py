@@ -343,3 +343,17 @@ def test_token_count_exchange_is_a_latency_bound_all_gather():
     one = phases.group_time_s("all_gather", np.asarray([counts]), c, np.asarray([8]), np.asarray([1]))[0]
     assert t[0] == 0.0 and t[1] == pytest.approx(one) and t[2] == pytest.approx(2 * one)
     assert 0 < one < 1e-4  # a few latency steps, no bandwidth to speak of
+
+
+def test_op_level_checkpointing_re_runs_the_experts_forward_quantisation(monkeypatch):
+    """torchtitan's op-level checkpointing re-runs every forward elementwise op; the experts' FP8 quantisation is
+    one of them (before 0.4.14 it sat in the elementwise time; it must not drop out of the re-run)."""
+    dev = get_device(H100)
+    eff = efficiency_for(dev)
+    q = get_model("qwen3-30b-a3b")
+    kw = dict(micro_batch=1, seq_len=4096, tp=1, cp=1, ep=8, sp=False, precision="fp8", op_sac=True)
+    full = compute.layer_compute(q, dev, eff, **kw)
+    monkeypatch.setattr(compute, "EXPERT_QUANT_BYTES_PER_ELEMENT", {"fp8": 0.0, "fp4": 0.0})
+    bare = compute.layer_compute(q, dev, eff, **kw)
+    assert full.moe_quant_fwd > bare.moe_quant_fwd
+    assert full.sac_moe - bare.sac_moe == pytest.approx(full.moe_quant_fwd - bare.moe_quant_fwd)

@@ -475,7 +475,8 @@ def layer_compute(
         moe_ops = ([op for op in base if not op.name.startswith("experts") and op.name != MOE_COMBINE_OP]
                    + experts + moe_extra)
         mg, me = classify(moe_ops)
-        sac_moe = sac_gemm(moe_ops) + me if op_sac else 0.0
+        # op-level checkpointing re-runs the forward's elementwise ops, the experts' quantisation among them
+        sac_moe = sac_gemm(moe_ops) + me + quant_fwd if op_sac else 0.0
         # per-expert GEMM launch/tail: Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local
         # expert (over several streams), each with the family's fixed kernel overhead; the roofline charged
         # one per op above. Two expert GEMMs per forward. A single grouped kernel (torch._grouped_mm, DeepGEMM)
