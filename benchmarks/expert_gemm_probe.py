@@ -362,8 +362,7 @@ def compare(path: str) -> int:
     from xpuplan.catalog import get_device
     from xpuplan.catalog.assumptions import default_assumptions
     from xpuplan.models import list_models
-    from xpuplan.perf.ops import GEMM_K_TILE_OVERHEAD, short_k_factor
-    from xpuplan.perf.roofline import OpCost, cost_gemm, op_seconds
+    from xpuplan.perf.ops import GEMM_K_TILE_OVERHEAD
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -400,12 +399,7 @@ def compare(path: str) -> int:
         return seconds / (flops * ref_s / (2.0 * 8192**3))
 
     def model_s(m: int, n: int, k: int, dtype: str, hidden: int | None = None) -> float:
-        """The planner's time for one GEMM. ``hidden``: time its short K as the planner does an expert down
-        projection (perf.ops.layer_ops): the short-K factor relative to K = hidden, the size law on M and N."""
-        g = cost_gemm(m, n, k, dtype)
-        if hidden is not None:
-            g = OpCost(g.name, g.op_class, g.flops, g.bytes, float(min(m, n)), k_factor=short_k_factor(k, hidden, dtype))
-        return float(op_seconds(g, device, dtype, eff)[2])
+        return planner_gemm_s(m, n, k, dtype, device, eff, hidden)
 
     print(f"{data['device']} (torch {data['torch']}); modelled as catalog {dev_id} with its family's efficiency "
           f"(gemm_peak_fraction {eff.gemm_peak_fraction}, gemm_half_dim {eff.gemm_half_dim}, "
@@ -457,6 +451,19 @@ def compare(path: str) -> int:
     return 0
 
 
+def planner_gemm_s(m: int, n: int, k: int, dtype: str, device: Any, eff: Any, hidden: int | None = None) -> float:
+    """The planner's time for one GEMM on ``device`` under ``eff``. ``hidden``: time its short K as the planner does
+    an expert down projection (perf.ops.layer_ops): the short-K factor relative to K = hidden, the size law on M and
+    N."""
+    from xpuplan.perf.ops import short_k_factor
+    from xpuplan.perf.roofline import OpCost, cost_gemm, op_seconds
+
+    g = cost_gemm(m, n, k, dtype)
+    if hidden is not None:
+        g = OpCost(g.name, g.op_class, g.flops, g.bytes, float(min(m, n)), k_factor=short_k_factor(k, hidden, dtype))
+    return float(op_seconds(g, device, dtype, eff)[2])
+
+
 #: Fields every row of a measured section must carry for ``--compare`` (the ones it reads).
 ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "experts": ("model", "ep", "tokens", "local_experts", "rows", "loop_graph_s"),
@@ -489,8 +496,7 @@ def _compare_fp8_experts(rows: list[dict[str, Any]], ref: dict[str, Any], device
     BF16 and FP8 (planner: 3 x the forward pair, as the training planner charges them), the quantization of the
     experts' operands (planner: ``train.compute.expert_quant_ops``, forward inputs and backward output gradients),
     and FP8 + quantization over BF16, measured and modelled."""
-    from xpuplan.perf.ops import short_k_factor
-    from xpuplan.perf.roofline import OpCost, cost_gemm, op_seconds
+    from xpuplan.perf.roofline import cost_gemm, op_seconds
     from xpuplan.train.compute import expert_quant_ops
 
     r0 = ref["bf16"]
@@ -498,10 +504,7 @@ def _compare_fp8_experts(rows: list[dict[str, Any]], ref: dict[str, Any], device
     e = eff.model_copy(update={"gemm_peak_fraction": eff.gemm_peak_fraction * mod0 / r0["s"]})
 
     def gemm_s(m: int, n: int, k: int, dtype: str, hidden: int | None = None) -> float:
-        g = cost_gemm(m, n, k, dtype)
-        if hidden is not None:
-            g = OpCost(g.name, g.op_class, g.flops, g.bytes, float(min(m, n)), k_factor=short_k_factor(k, hidden, dtype))
-        return float(op_seconds(g, device, dtype, e)[2])
+        return planner_gemm_s(m, n, k, dtype, device, e, hidden)
 
     print("\nfp8_experts: expert GEMMs of one MoE layer, forward + backward, graph-replayed loops over the local "
           "experts; measured (planner), ms; GEMM fraction scaled to the measured bf16 8192^3 rate; fp8 quant: the "
