@@ -71,6 +71,39 @@ def test_report_has_cdfs_and_series_inline(tmp_path, suffix):
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "<script" not in text
 
 
+BURST = """\
+model: llama3-8b
+duration_s: 600
+drain_s: 600
+pools:
+  - name: a
+    hardware: nvidia-h100-sxm-80gb
+classes:
+  - name: bench
+    arrival: burst
+    requests: 32
+    input_len: 256
+    output_len: 32
+"""
+
+
+def test_a_burst_run_is_reported_over_its_makespan_not_the_arrival_window(tmp_path):
+    """A run of bursts says its rates are over the makespan (seconds, not the 600 s duration_s it was given), in
+    the table, the JSON and the report."""
+    path = _write(tmp_path, BURST)
+    r = runner.invoke(app, ["simulate", path])
+    assert r.exit_code == 0, r.output
+    assert "the makespan" in r.output and "s of arrivals" not in r.output
+    d = json.loads(runner.invoke(app, ["simulate", path, "--json"]).stdout)
+    assert d["rate_window"] == "makespan" and d["duration_s"] < 60
+    out = tmp_path / "r.md"
+    assert runner.invoke(app, ["simulate", path, "--report", str(out)]).exit_code == 0
+    text = out.read_text()
+    assert "makespan" in text and "simulated arrivals" not in text
+    plain = json.loads(runner.invoke(app, ["simulate", _write(tmp_path, SMALL, "p.yaml"), "--json"]).stdout)
+    assert plain["rate_window"] == "arrivals"
+
+
 @pytest.mark.parametrize("name", ["simulate-hybrid-online.yaml", "simulate-domestic.yaml",
                                   "simulate-bursty-trace.yaml"])
 def test_examples_run(name):

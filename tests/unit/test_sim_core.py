@@ -190,6 +190,7 @@ def test_a_burst_run_rate_does_not_depend_on_the_arrival_window_it_was_given():
         return simulate(cfg, seed=0)
 
     short, long = run(0.001), run(600.0)
+    assert long.rate_window == short.rate_window == "makespan"
     assert long.output_tokens_per_s == pytest.approx(short.output_tokens_per_s)
     assert long.duration_s == pytest.approx(short.duration_s) and long.duration_s < 60.0
     assert long.duration_s == pytest.approx(max(c.e2e.p99_s or 0.0 for c in long.classes), rel=0.05)

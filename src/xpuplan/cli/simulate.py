@@ -53,7 +53,9 @@ def simulate(
     if json_:
         print_json(res.to_dict())
         return
-    console.print(f"simulated {res.duration_s:g} s of arrivals (seed {res.seed}): {res.arrived:,} requests, "
+    window = (f"served in {res.duration_s:,.2f} s (the makespan: rates are over it)" if res.rate_window == "makespan"
+              else f"simulated {res.duration_s:g} s of arrivals")
+    console.print(f"{window} (seed {res.seed}): {res.arrived:,} requests, "
                   f"{res.completed:,} completed, {res.dropped:,} dropped, {res.unfinished:,} unfinished")
     rows = [[g.name, g.completed, f"{_ms(g.ttft.p50_s)} / {_ms(g.ttft.p99_s)}",
              f"{_ms(g.tpot.p50_s)} / {_ms(g.tpot.p99_s)}",

@@ -52,7 +52,9 @@ def _pool_rows(res: SimulationResult) -> tuple[list[str], list[list[str]]]:
 
 
 def _summary(res: SimulationResult) -> list[tuple[str, str]]:
-    out = [("simulated arrivals", f"{res.duration_s:g} s (run ended at {res.simulated_s:.1f} s), seed {res.seed}"),
+    window = (("makespan (rates are over it)", f"{res.duration_s:,.2f} s, seed {res.seed}") if res.rate_window == "makespan"
+              else ("simulated arrivals", f"{res.duration_s:g} s (run ended at {res.simulated_s:.1f} s), seed {res.seed}"))
+    out = [window,
            ("requests", f"{res.arrived:,} arrived, {res.completed:,} completed, {res.dropped:,} dropped, "
                         f"{res.unfinished:,} unfinished"),
            ("output tokens/s", f"{res.output_tokens_per_s:,.0f}"),

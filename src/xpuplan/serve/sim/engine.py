@@ -444,7 +444,7 @@ def summarise(sim: Simulation) -> SimulationResult:
         quant[c.name] = d
     names = [p.name for p in sim.pools]
     return SimulationResult(
-        seed=sim.seed, duration_s=dur, simulated_s=sim.now, arrived=arrived, completed=int(ttft.size),
+        seed=sim.seed, duration_s=dur, rate_window="makespan" if bursts_only else "arrivals", simulated_s=sim.now, arrived=arrived, completed=int(ttft.size),
         dropped=dropped, unfinished=max(0, arrived - int(ttft.size) - dropped), classes=classes, pools=pools,
         output_tokens=out_tokens, output_tokens_per_s=out_tokens / dur,
         slo_attainment=(good / arrived if arrived else None) if any_slo else None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -83,13 +83,14 @@ class Series(_Out):
 class SimulationResult(_Out):
     """Everything a simulation measured; the same config and seed give the same result.
 
-    ``duration_s`` is the window every rate is per second of: the arrival window, or for a run whose classes are
-    all bursts, its makespan (first request to last completion). ``simulated_s`` is the simulated clock at the end,
-    drain included."""
+    ``duration_s`` is the window every rate is per second of, which ``rate_window`` names: ``arrivals`` (the
+    arrival window) or, for a run whose classes are all bursts, ``makespan`` (first request to last completion).
+    ``simulated_s`` is the simulated clock at the end, drain included."""
 
     schema_version: str = SCHEMA_VERSION
     seed: int
     duration_s: float
+    rate_window: Literal["arrivals", "makespan"] = "arrivals"
     simulated_s: float
     arrived: int
     completed: int
