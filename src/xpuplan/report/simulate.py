@@ -51,6 +51,13 @@ def _pool_rows(res: SimulationResult) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def _subtitle(res: SimulationResult) -> str:
+    def n(k: int, what: str) -> str:
+        return f"{k} {what}" + ("" if k == 1 else "es" if what.endswith("s") else "s")
+
+    return f"{n(len(res.classes), 'traffic class')} on {n(len(res.pools), 'pool')}, seed {res.seed}"
+
+
 def _summary(res: SimulationResult) -> list[tuple[str, str]]:
     window = (("makespan (rates are over it)", f"{res.duration_s:,.2f} s, seed {res.seed}") if res.rate_window == "makespan"
               else ("simulated arrivals", f"{res.duration_s:g} s (run ended at {res.simulated_s:.1f} s), seed {res.seed}"))
@@ -100,7 +107,7 @@ def render_html(res: SimulationResult) -> str:
          section("Charts", "<div class='grid'>" + "".join(f"<div>{c}</div>" for c in _charts(res)) + "</div>")]
     if res.notes:
         s.append(section("Notes", bullets(res.notes)))
-    return html_page(TITLE, f"{len(res.classes)} traffic classes on {len(res.pools)} pools, seed {res.seed}",
+    return html_page(TITLE, _subtitle(res),
                      schema_version=res.schema_version, sections=s, facts_note=NOTE)
 
 
@@ -112,5 +119,5 @@ def render_markdown(res: SimulationResult) -> str:
     out += [c + "\n" for c in _charts(res)]
     if res.notes:
         out += ["## Notes", ""] + [f"- {n}" for n in res.notes] + [""]
-    return md_page(TITLE, f"{len(res.classes)} traffic classes on {len(res.pools)} pools, seed {res.seed}",
+    return md_page(TITLE, _subtitle(res),
                    schema_version=res.schema_version, body=out, facts_note=NOTE)
