@@ -8,6 +8,7 @@ field path (``devices[2].memory.bandwidth_gb_per_s.value``) is looked up in that
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -91,13 +92,28 @@ def line_for(loc: tuple[Any, ...], lines: dict[Path_t, int]) -> int | None:
     return lines.get(())
 
 
+def input_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """``loc`` as far as it names places in ``data``: pydantic appends the member type of a union
+    (``constrained-float``, ``str``) to the location of a bad scalar; a missing key stays."""
+    node = data
+    for i, part in enumerate(loc):
+        if isinstance(node, Mapping):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif i:
+            return loc[:i]
+    return loc
+
+
 def validation_error(
-    exc: ValidationError, file: str, lines: dict[Path_t, int], prefix: tuple[Any, ...] = ()
+    exc: ValidationError, file: str, lines: dict[Path_t, int], prefix: tuple[Any, ...] = (), data: Any = None
 ) -> UserInputError:
     """Turn the first pydantic error into a UserInputError naming file, line and field."""
     errors = exc.errors()
     first = errors[0]
-    loc = prefix + tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p and p.startswith("function")))
+    raw = tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p and p.startswith("function")))
+    loc = prefix + (input_loc(raw, data) if data is not None else raw)
     msg = first["msg"]
     extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return UserInputError(msg + extra, field=format_loc(loc), file=file, line=line_for(loc, lines))
@@ -108,7 +124,7 @@ def load_model(model: type[M], data: Any, file: str, lines: dict[Path_t, int], p
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise validation_error(exc, file, lines, prefix) from None
+        raise validation_error(exc, file, lines, prefix, data) from None
 
 
 def load_file(model: type[M], path: str | Path) -> M:

@@ -131,6 +131,17 @@ def test_engine_versions_are_data() -> None:
     assert not later.engine("TensorRT-LLM v0.9.0").gqa_shared_kv_load
 
 
+def test_engine_host_cost_per_request_is_overridable_data() -> None:
+    a = default_assumptions()
+    assert a.engine("vLLM 0.10.2").host_s_per_sequence == pytest.approx(10e-6)
+    mine = a.with_overrides({"engines": {"vllm": {"host_us_per_sequence": 4.0,
+                                                  "min_versions": {"async_scheduling": "0.10"}}}})
+    assert mine.engine("vLLM 0.10.2").host_s_per_sequence == pytest.approx(4e-6)
+    assert mine.engine("vLLM 0.10.2").async_scheduling  # the user says their build overlaps scheduling
+    used = mine.used(engines=["vLLM 0.10.2"])["engines"]["vllm"]
+    assert used["host_s_per_sequence"] == pytest.approx(4e-6) and used["async_scheduling"] is True
+
+
 # -- validation of overrides ------------------------------------------------------------------------
 @pytest.mark.parametrize(("overrides", "field"), [
     ({"linktypes": {}}, "linktypes"),
@@ -142,6 +153,8 @@ def test_engine_versions_are_data() -> None:
     ({"efficiency": {"families": {"tpu": {"memory_bw_fraction": 2}}}}, "efficiency.families.tpu.memory_bw_fraction"),
     ({"engines": {"vllm": {"gpu_memory_fraction": 1.2}}}, "engines.vllm.gpu_memory_fraction"),
     ({"engines": {"vllm": {"step_overhead_ms": "no-such-overhead"}}}, None),
+    ({"engines": {"vllm": {"host_us_per_sequence": "no-such-overhead"}}}, None),
+    ({"engines": {"vllm": {"host_us_per_sequence": -1}}}, "engines.vllm.host_us_per_sequence"),
     ({"state_recipes": {"bf16-adam": {"master_bytes_per_param": -4}}}, "state_recipes.bf16-adam.master_bytes_per_param"),
     ({"comparison_set": []}, "comparison_set"),
     ({"link_types": {"nvlink": {"latency_us": float("inf")}}}, "link_types.nvlink.latency_us"),
@@ -168,6 +181,10 @@ def test_override_file_errors_name_file_line_and_field(tmp_path: Path) -> None:
     with pytest.raises(UserInputError) as err:
         load_assumptions([f])
     assert (err.value.line, err.value.field) == (3, "efficiency.defaults.gemm_peak_fractoin")
+    f.write_text("engines:\n  vllm:\n    host_us_per_sequence: -3\n")  # a number-or-name field
+    with pytest.raises(UserInputError) as err:
+        load_assumptions([f])
+    assert (err.value.line, err.value.field) == (3, "engines.vllm.host_us_per_sequence")
     f.write_text("")
     with pytest.raises(UserInputError, match="empty"):
         load_assumptions([f])

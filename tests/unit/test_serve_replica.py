@@ -221,6 +221,41 @@ def test_engine_names_and_versions():
     assert e.value.field == "engine"
 
 
+def test_vllm_schedules_asynchronously_from_014_only():
+    """vLLM turns asynchronous scheduling on by default from 0.14.0 (0.13 and earlier: off); a name
+    without a version is a current build. Its per-request host cost is data, not zero; C++ runtimes
+    have none."""
+    assert not engine_profile("vLLM 0.10.2 (ROCm 7.0.0 build)").async_scheduling
+    assert not engine_profile("vLLM v0.13.0").async_scheduling
+    assert engine_profile("vLLM v0.14.0").async_scheduling
+    assert engine_profile("vllm").async_scheduling
+    assert engine_profile("vLLM-Ascend v0.9.1").host_s_per_sequence == pytest.approx(10e-6)
+    assert engine_profile("TensorRT-LLM v0.9.0").host_s_per_sequence == 0.0
+
+
+def test_synchronous_engine_loop_adds_host_time_per_scheduled_request(tmp_path):
+    rep = _rep(tmp_path, engine="vLLM 0.10.2")
+    per_seq = rep.engine.host_s_per_sequence
+    small = step_time(rep, decode_seqs=128, decode_context=1000)
+    big = step_time(rep, decode_seqs=256, decode_context=1000)
+    assert small.overhead_s == pytest.approx(128 * per_seq)
+    assert big.overhead_s - small.overhead_s == pytest.approx(128 * per_seq)
+    # a prompt split into chunks is one request per chunk in the step, beside the decoding ones
+    mixed = step_time(rep, decode_seqs=10, decode_context=1000, prefill_tokens=2048, prefill_len=1024)
+    assert mixed.overhead_s == pytest.approx(12 * per_seq)
+
+
+def test_asynchronous_scheduling_hides_host_time_under_the_device_step(tmp_path):
+    rep = _rep(tmp_path, engine="vLLM v0.14.0")
+    st = step_time(rep, decode_seqs=256, decode_context=1000)
+    assert st.overhead_s == 0.0  # 2.6 ms of host work under a longer device step
+    slow_host = dataclasses.replace(rep, engine=dataclasses.replace(rep.engine, host_s_per_sequence=1e-3))
+    st2 = step_time(slow_host, decode_seqs=256, decode_context=1000)
+    device_s = st2.ops_s + st2.dequant_s + st2.comm_s
+    assert 0.256 > device_s  # the host is now the bottleneck: the step lasts as long as the host work
+    assert st2.total_s == pytest.approx(0.256)
+
+
 def test_gqa_without_kv_sharing_reads_kv_per_query_head(tmp_path):
     new = _rep(tmp_path, LLAMA3_70B, tp=8, engine="trtllm")
     old = _rep(tmp_path, LLAMA3_70B, tp=8, engine="TensorRT-LLM v0.6.1")

@@ -48,7 +48,7 @@ from xpuplan.catalog.efficiency import (
     FamilyRule,
 )
 from xpuplan.catalog.stacks import TrainingStack, load_stacks
-from xpuplan.datafile import Path_t, format_loc, line_for, load_model, parse_text, read_text
+from xpuplan.datafile import Path_t, format_loc, input_loc, line_for, load_model, parse_text, read_text
 from xpuplan.errors import UserInputError
 from xpuplan.registry import normalise_alias
 
@@ -85,7 +85,7 @@ LINK_TYPE_SOURCE: Final = "link type"
 
 SourceLabel = str
 BatchingMode = Literal["continuous", "static"]
-EngineFeature = Literal["gqa_shared_kv_load", "custom_allreduce"]
+EngineFeature = Literal["gqa_shared_kv_load", "custom_allreduce", "async_scheduling"]
 
 #: What an engine's memory fraction is a fraction of (how it sizes its paged KV cache, ``serve.kv``):
 #: ``total`` device memory for everything the engine holds (vLLM ``gpu_memory_utilization``);
@@ -121,8 +121,11 @@ class EngineProfile:
     scheduling, input preparation, sampling and detokenisation hand-off, Python (vLLM/SGLang) or
     C++ (TensorRT-LLM, TurboMind, MindIE) runtime. ``launch_overhead_s_per_kernel`` is extra
     per-kernel dispatch cost on top of the device's ``kernel_overhead_s`` where the engine runs
-    eager kernels without graphs (plain PyTorch). ``min_versions``: (feature, first version with
-    it); a printed older version is modelled without the feature.
+    eager kernels without graphs (plain PyTorch). ``host_s_per_sequence`` is the host time each
+    scheduled sequence adds to a step (scheduler pass, output update, the workers' per-request
+    bookkeeping); with ``async_scheduling`` the host work of the next step runs while the device
+    computes this one, so only what exceeds the device time is exposed. ``min_versions``: (feature,
+    first version with it); a printed older version is modelled without the feature.
     """
 
     id: str
@@ -143,6 +146,8 @@ class EngineProfile:
     gqa_shared_kv_load: bool = True
     gqa_kv_reuse: float = 1.0
     custom_allreduce: bool = True
+    host_s_per_sequence: float = 0.0
+    async_scheduling: bool = False
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
     source: SourceLabel = "defaults"
@@ -275,6 +280,8 @@ class EngineSpec(_Strict):
     gqa_shared_kv_load: bool = True
     gqa_kv_reuse: float = Field(default=1.0, ge=0, le=1)
     custom_allreduce: bool = True
+    host_us_per_sequence: _NonNeg | str = 0.0
+    async_scheduling: bool = False
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
     device_defaults: DeviceDefaultsSpec | None = None
@@ -365,7 +372,8 @@ class EnginesFile(_Strict):
     @model_validator(mode="after")
     def _references(self) -> EnginesFile:
         for eid, spec in self.engines.items():
-            for key in ("step_overhead_ms", "encoder_overhead_ms", "launch_overhead_us_per_kernel"):
+            for key in ("step_overhead_ms", "encoder_overhead_ms", "launch_overhead_us_per_kernel",
+                        "host_us_per_sequence"):
                 ref = getattr(spec, key)
                 if isinstance(ref, str) and ref not in self.shared_overheads:
                     raise ValueError(f"engines.{eid}.{key}: unknown shared overhead {ref!r}; "
@@ -627,6 +635,8 @@ class Assumptions(BaseModel):
                 reserve_full_output=s.reserve_full_output, prefill_chunk_tokens=s.prefill_chunk_tokens, note=s.note,
                 encoder_overhead_s=self._seconds(s.encoder_overhead_ms, units.MS),
                 memory_fraction_of=s.memory_fraction_of, split_prompts=s.split_prompts, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
+                host_s_per_sequence=self._seconds(s.host_us_per_sequence, units.US),
+                async_scheduling=s.async_scheduling,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
                 build_fitted=tuple(BuildFitted(b.family, tuple(b.fields), _parse_version(b.from_version), b.note)
@@ -881,7 +891,8 @@ class Assumptions(BaseModel):
         engs = {}
         for name in dict.fromkeys(engines):
             e = self.engine(name)
-            engs[e.id] = {"step_overhead_s": e.step_overhead_s, "gpu_memory_fraction": e.gpu_memory_fraction,
+            engs[e.id] = {"step_overhead_s": e.step_overhead_s, "host_s_per_sequence": e.host_s_per_sequence,
+                          "async_scheduling": e.async_scheduling, "gpu_memory_fraction": e.gpu_memory_fraction,
                           "source": e.source}
         if engs:
             out["engines"] = engs
@@ -907,7 +918,7 @@ def _validate(model: type[M], data: Any, file: str | None, lines: dict[Path_t, i
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
-        loc = prefix + tuple(first["loc"])
+        loc = prefix + input_loc(tuple(first["loc"]), data)
         extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         raise UserInputError(first["msg"] + extra, field=format_loc(loc), line=line_for(loc, lines) if lines else None) from None
 

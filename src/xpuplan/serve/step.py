@@ -17,6 +17,7 @@ efficiency, not from the samples; collectives therefore vary with message size, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -280,9 +281,31 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
     every = np.ones(np.shape(tokens), dtype=bool)
     c, mem, t, _, k = _ops_seconds(rep, [(o, every) for o in head], sh, eff, op16, act16, None)
     zeros = np.zeros(np.broadcast(tokens, eff.kernel_overhead_s).shape)
+    ops_s, comm_s = ops_t + t + zeros, _comm_s(rep, sh.group_tokens) + zeros
+    host_s = exposed_host_s(rep, scheduled_sequences(ds, pt, plen), ops_s + dq_t + comm_s)
     return StepArrays(tokens=tokens + zeros, compute_s=comp + c + zeros, memory_s=memb + mem + zeros,
-                      ops_s=ops_t + t + zeros, kernels_s=kern + k + zeros, dequant_s=dq_t + zeros,
-                      comm_s=_comm_s(rep, sh.group_tokens) + zeros, overhead_s=rep.engine.step_overhead_s + zeros)
+                      ops_s=ops_s, kernels_s=kern + k + zeros, dequant_s=dq_t + zeros,
+                      comm_s=comm_s, overhead_s=rep.engine.step_overhead_s + host_s + zeros)
+
+
+def scheduled_sequences(decode_seqs: Any, prefill_tokens: Any, prefill_len: Any) -> Any:
+    """Requests an engine step schedules: every decoding sequence, and each prompt (or chunk) of
+    ``prefill_len`` tokens among the ``prefill_tokens``."""
+    if not (np.ndim(decode_seqs) or np.ndim(prefill_tokens) or np.ndim(prefill_len)):
+        return decode_seqs + (math.ceil(prefill_tokens / max(prefill_len, 1)) if prefill_tokens > 0 else 0.0)
+    return decode_seqs + np.where(np.asarray(prefill_tokens) > 0,
+                                  np.ceil(np.asarray(prefill_tokens) / np.maximum(prefill_len, 1)), 0.0)
+
+
+def exposed_host_s(rep: Replica, sequences: Any, device_s: Any) -> Any:
+    """Seconds of the engine's per-sequence host work (``host_s_per_sequence`` x ``sequences``) that
+    the step does not hide: all of it in a synchronous engine loop (schedule, run, update in turn);
+    with asynchronous scheduling the next step's host work runs under this step's ``device_s``, so
+    only what exceeds it."""
+    if not rep.engine.host_s_per_sequence:
+        return 0.0
+    host = rep.engine.host_s_per_sequence * np.asarray(sequences, dtype=float)
+    return np.maximum(host - device_s, 0.0) if rep.engine.async_scheduling else host
 
 
 def normalise(decode_seqs: Any = 0, decode_context: Any = 0, prefill_tokens: Any = 0, prefill_len: Any = None,
