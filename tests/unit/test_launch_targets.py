@@ -127,7 +127,8 @@ def _v(argv, flag):
 
 
 def test_vllm_realises_the_replica():
-    rep = make_replica(get_model("deepseek-v3"), get_device("H200"), tp=8, ep=2, dtype="fp8", memory_fraction=0.85)
+    rep = make_replica(get_model("deepseek-v3"), get_device("H200"), tp=8, ep=2, dtype="fp8", kv_dtype="fp8",
+                       memory_fraction=0.85)
     a = _argv(emit_plan(rep, "vllm", max_num_seqs=96, max_model_len=6000))
     assert a[:3] == ("vllm", "serve", "deepseek-ai/DeepSeek-V3")
     assert _v(a, "--tensor-parallel-size") == "8" and _v(a, "--data-parallel-size") == "2"
@@ -147,10 +148,20 @@ def test_vllm_on_ascend_is_vllm_ascend():
 
 
 def test_sglang_attention_dp_and_ep_layout():
-    rep = make_replica(get_model("deepseek-v3"), get_device("H200"), tp=8, ep=2, dtype="fp8")
+    rep = make_replica(get_model("deepseek-v3"), get_device("H200"), tp=8, ep=2, dtype="fp8", kv_dtype="fp8")
     a = _argv(emit_plan(rep, "sglang", max_num_seqs=64, max_model_len=4096))
     assert _v(a, "--tp-size") == "16" and _v(a, "--dp-size") == "2" and _v(a, "--ep-size") == "16"
     assert "--enable-dp-attention" in a and _v(a, "--kv-cache-dtype") == "fp8_e4m3"
+
+
+def test_a_16_bit_kv_cache_is_the_engines_default_and_needs_no_flag():
+    """FP8 weights on vLLM/SGLang keep the KV cache in the model dtype unless asked: the plan says so and the
+    command leaves --kv-cache-dtype at its default (auto), so what runs is what was planned."""
+    rep = make_replica(get_model("deepseek-v3"), get_device("H200"), tp=8, dtype="fp8", engine="vllm")
+    assert rep.precision.kv_dtype == "bf16"
+    for engine in ("vllm", "sglang"):
+        a = _argv(emit_plan(rep, engine, max_num_seqs=64, max_model_len=4096))
+        assert "--kv-cache-dtype" not in a or _v(a, "--kv-cache-dtype") in ("auto", "bfloat16", "bf16")
 
 
 def test_disaggregated_sglang_has_both_pools_and_the_router():

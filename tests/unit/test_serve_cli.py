@@ -26,7 +26,10 @@ def test_estimate_table():
             "--out", "256", "--dtype", "fp8")
     assert r.exit_code == 0, r.output
     assert "TTFT ms" in r.output and "TPOT ms" in r.output and "out tok/s" in r.output
-    assert "llama2-70b" in r.output and "KV fp8" in r.output
+    assert "llama2-70b" in r.output and "KV bf16" in r.output  # vLLM's --kv-cache-dtype auto: the model dtype
+    r8 = run("infer", "estimate", "--model", "llama2-70b", "--hw", H100, "--tp", "4", "--batch", "1", "--in", "512",
+             "--out", "256", "--dtype", "fp8", "--kv-dtype", "fp8")
+    assert r8.exit_code == 0 and "KV fp8" in r8.output, r8.output
 
 
 def test_estimate_json_and_max_batch():

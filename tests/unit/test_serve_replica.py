@@ -106,9 +106,21 @@ def test_kv_capacity_with_paged_blocks(tmp_path):
 
 def test_kv_heads_split_over_tp_and_replicated_beyond(tmp_path):
     gqa = LLAMA3_70B  # 8 KV heads
-    p8 = memory_plan(_rep(tmp_path, gqa, tp=8, dtype="fp8"))
-    full = kv_cache_bytes_per_token(gqa, "fp8")  # fp8 scheme -> fp8 KV on a device with fp8
+    p8 = memory_plan(_rep(tmp_path, gqa, tp=8, dtype="fp8", kv_dtype="fp8"))
+    full = kv_cache_bytes_per_token(gqa, "fp8")
     assert p8.kv_bytes_per_token == pytest.approx(full / 8)
+
+
+def test_the_engine_decides_the_kv_dtype_of_fp8_weights_when_none_is_given(tmp_path):
+    """TensorRT-LLM's FP8 checkpoints quantise the KV cache too; vLLM and SGLang keep it in the model's
+    dtype (``--kv-cache-dtype auto``) unless told, which halves the sequences the cache holds."""
+    assert _rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8", engine="trtllm").precision.kv_dtype == "fp8"
+    for engine in ("vllm", "vLLM 0.10.2", "sglang"):
+        assert _rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8", engine=engine).precision.kv_dtype == "bf16"
+    assert _rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8", kv_dtype="fp8").precision.kv_dtype == "fp8"
+    vllm = memory_plan(_rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8"))
+    trt = memory_plan(_rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8", engine="trtllm"))
+    assert vllm.kv_bytes_per_token == pytest.approx(2 * trt.kv_bytes_per_token)
 
 
 def test_does_not_fit_is_infeasible_with_a_hint(tmp_path):

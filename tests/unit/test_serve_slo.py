@@ -142,7 +142,7 @@ def test_encoder_attention_is_bidirectional(tmp_path):
 
 
 def test_emit_commands(tmp_path):
-    rep = _rep(tmp_path, LLAMA3_70B, tp=4, dtype="fp8")
+    rep = _rep(tmp_path, LLAMA3_70B, tp=4, dtype="fp8", kv_dtype="fp8")
     v = emit(rep, "vllm", max_num_seqs=128, max_model_len=4096)
     assert "--tensor-parallel-size 4" in v and "--quantization" not in v and "--max-num-seqs 128" in v
     assert "--kv-cache-dtype fp8" in v and "--gpu-memory-utilization 0.90" in v

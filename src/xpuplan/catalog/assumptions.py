@@ -124,7 +124,10 @@ class EngineProfile:
     eager kernels without graphs (plain PyTorch). ``host_s_per_sequence`` is the host time each
     scheduled sequence adds to a step (scheduler pass, output update, the workers' per-request
     bookkeeping); with ``async_scheduling`` the host work of the next step runs while the device
-    computes this one, so only what exceeds the device time is exposed. ``min_versions``: (feature,
+    computes this one, so only what exceeds the device time is exposed. ``fp8_kv_with_fp8_weights``:
+    whether a replica whose KV dtype is not given stores its KV cache in FP8 when its weights are
+    FP8/FP4 (TensorRT-LLM's quantised checkpoints), or in the model's 16-bit dtype (vLLM and SGLang:
+    ``--kv-cache-dtype auto``). ``min_versions``: (feature,
     first version with it); a printed older version is modelled without the feature.
     """
 
@@ -148,6 +151,7 @@ class EngineProfile:
     custom_allreduce: bool = True
     host_s_per_sequence: float = 0.0
     async_scheduling: bool = False
+    fp8_kv_with_fp8_weights: bool = True
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
     source: SourceLabel = "defaults"
@@ -282,6 +286,7 @@ class EngineSpec(_Strict):
     custom_allreduce: bool = True
     host_us_per_sequence: _NonNeg | str = 0.0
     async_scheduling: bool = False
+    fp8_kv_with_fp8_weights: bool = True
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
     device_defaults: DeviceDefaultsSpec | None = None
@@ -636,7 +641,7 @@ class Assumptions(BaseModel):
                 encoder_overhead_s=self._seconds(s.encoder_overhead_ms, units.MS),
                 memory_fraction_of=s.memory_fraction_of, split_prompts=s.split_prompts, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
                 host_s_per_sequence=self._seconds(s.host_us_per_sequence, units.US),
-                async_scheduling=s.async_scheduling,
+                async_scheduling=s.async_scheduling, fp8_kv_with_fp8_weights=s.fp8_kv_with_fp8_weights,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
                 build_fitted=tuple(BuildFitted(b.family, tuple(b.fields), _parse_version(b.from_version), b.note)

@@ -72,11 +72,13 @@ def normalise_scheme(name: str, *, field: str = "dtype") -> str:
     return key
 
 
-def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) -> Precision:
+def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None, *,
+                      fp8_kv_with_fp8_weights: bool = True) -> Precision:
     """The precision a replica of ``scheme`` really runs on ``device``.
 
-    ``kv_dtype`` None: fp8 for the fp8 and FP4 schemes on a device with fp8 tensor cores (the
-    TensorRT-LLM and vLLM FP8/NVFP4 recipes quantise the KV cache too), else the 16-bit activation dtype.
+    ``kv_dtype`` None: with ``fp8_kv_with_fp8_weights`` (the engine's default: TensorRT-LLM's FP8/NVFP4
+    checkpoints quantise the KV cache too) fp8 for the fp8 and FP4 schemes on a device with fp8 tensor
+    cores; otherwise (vLLM and SGLang store it in the model's dtype unless told) the 16-bit activation dtype.
     A device without the figure a scheme needs gets one error naming that figure (and a scheme that
     works with the figures it has, if any); an fp16-only device runs bf16 at its fp16 rate, with a note.
     """
@@ -128,7 +130,7 @@ def resolve_precision(scheme: str, device: Device, kv_dtype: str | None = None) 
     if kv_dtype is None:
         # FP8 KV with the fp8 and FP4 recipes (TensorRT-LLM / ModelOpt NVFP4 checkpoints quantise the
         # KV cache to FP8 too), on devices with fp8 tensor cores
-        kv = "fp8" if (s in ("fp8", *FP4_SCHEMES) and device.supports("fp8")) else act16
+        kv = "fp8" if (fp8_kv_with_fp8_weights and s in ("fp8", *FP4_SCHEMES) and device.supports("fp8")) else act16
     else:
         kv = kv_dtype.strip().casefold()
         if kv in ("auto", "bfloat16"):

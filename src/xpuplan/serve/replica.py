@@ -141,7 +141,7 @@ def make_replica(
     prof, picked = engine_device_defaults(prof, device)
     if picked:
         notes.append(picked)
-    prec = resolve_precision(dtype, device, kv_dtype)
+    prec = resolve_precision(dtype, device, kv_dtype, fp8_kv_with_fp8_weights=prof.fp8_kv_with_fp8_weights)
     frac = prof.gpu_memory_fraction if memory_fraction is None else memory_fraction
     validity.check_memory_fraction(frac)
     block = prof.block_size_tokens if block_size_tokens is None else _positive("block_size", block_size_tokens)
