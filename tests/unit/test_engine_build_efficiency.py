@@ -71,3 +71,34 @@ def test_an_unversioned_engine_name_says_the_values_are_the_older_builds() -> No
     assert note and "before 0.9" in note[0] and "vllm 0.9" in note[0]
     assert not [n for n in _eff("vLLM 0.10.2").notes if "amd-cdna3" in n]
     assert not [n for n in _eff("vllm", "H100").notes if "fitted on" in n]
+
+
+def test_a_device_entry_keeps_its_own_field_while_the_family_build_fields_take_the_prior() -> None:
+    """MI325X has a device entry (its own GEMM share); the FP8 share it inherits from the amd-cdna3 fit is still
+    the 2024 build's and gives way to the prior for a later build, field by field."""
+    a = default_assumptions()
+    mi325x = load_catalog().get("amd-mi325x-256gb")
+    assert a.efficiency(mi325x).source.startswith("device:")
+    new = _eff("vLLM 0.10.2", "amd-mi325x-256gb").eff
+    assert new.gemm_peak_fraction == a.efficiency(mi325x).gemm_peak_fraction  # the device's measured share
+    assert new.low_precision_factor == a.efficiency_prior(mi325x, "amd-cdna3").low_precision_factor
+
+
+def test_training_plans_take_the_prior_for_fields_fitted_on_a_serving_build() -> None:
+    """No training stack runs vLLM's 2024 ROCm kernels, so a training cluster of MI300X/MI325X gets the prior FP8
+    share and the link type's all-reduce latency; other families, and measured values, are untouched."""
+    from xpuplan.train.cluster import Cluster
+
+    a = default_assumptions()
+    for hw in (MI300X, "amd-mi325x-256gb"):
+        dev = load_catalog().get(hw)
+        eff = Cluster.from_catalog(hw, 8).efficiency
+        assert eff.low_precision_factor == a.efficiency_prior(dev, "amd-cdna3").low_precision_factor != \
+            a.efficiency(dev).low_precision_factor
+        assert eff.scale_up_latency_s is None and "training" in eff.source
+        assert eff.memory_bw_fraction == a.efficiency(dev).memory_bw_fraction  # fitted, not a build field: kept
+    assert a.serving_build_fields(load_catalog().get(MI300X)) == ("low_precision_factor", "scale_up_latency_s")
+    h100 = load_catalog().get("H100")
+    assert Cluster.from_catalog("H100", 8).efficiency == a.efficiency(h100)
+    mine = a.with_overrides({"efficiency": {"devices": {MI300X: {"low_precision_factor": 0.6}}}})
+    assert Cluster.from_catalog(MI300X, 8, assumptions=mine).efficiency.low_precision_factor == 0.6

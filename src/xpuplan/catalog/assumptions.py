@@ -585,6 +585,33 @@ class Assumptions(BaseModel):
         """Efficiency parameters for ``device``; ``.source`` names the most specific layer used."""
         return self._resolve(device)[0]
 
+    def efficiency_with_priors(self, device: Device, fields: Iterable[str], why: str) -> Efficiency:
+        """``device``'s efficiency with those of ``fields`` that its own family rule sets replaced by the
+        family's prior (link fields: None, so the link type decides), ``why`` added to the source. A field
+        a device entry, a calibration or a user override sets is a measurement of its own: kept."""
+        e, prov = self._resolve(device)
+        family = self.efficiency_family(device)
+        own = [f for f in dict.fromkeys(fields) if family is not None and prov.get(f) == f"family:{family}"]
+        if not own:
+            return e
+        prior = self.efficiency_prior(device, family)  # type: ignore[arg-type]
+        return e.merged({f: getattr(prior, f) for f in own}, f"{e.source} ({why}: {', '.join(own)} from the prior)")
+
+    def serving_build_fields(self, device: Device) -> tuple[str, ...]:
+        """Fields of ``device``'s family that were fitted on one serving engine's builds and describe
+        that build's kernels, not the hardware (``build_fitted`` in engines.yaml)."""
+        family = self.efficiency_family(device)
+        return tuple(dict.fromkeys(f for e in self.engines.values() for b in e.build_fitted if b.family == family
+                                   for f in b.fields))
+
+    def training_efficiency(self, device: Device) -> Efficiency:
+        """Efficiency for training plans on ``device``: :meth:`efficiency`, except the family fields fitted on
+        a serving engine's kernels (:meth:`serving_build_fields`), which no training stack runs: those take the
+        family's prior (amd-cdna3's FP8 share and all-reduce latency were fitted on vLLM's 2024 ROCm build)."""
+        fields = self.serving_build_fields(device)
+        return self.efficiency_with_priors(device, fields, "training: fitted on a serving build") if fields else \
+            self.efficiency(device)
+
     def efficiency_provenance(self, device: Device) -> dict[str, str]:
         """Where each efficiency parameter for ``device`` came from (``link type`` for link fields
         the link type decides)."""

@@ -183,17 +183,13 @@ def engine_build_efficiency(engine: EngineProfile, device: Device, assumptions: 
     that fields of the device's family fitted on older builds of the engine (``build_fitted`` in
     ``engines.yaml``) take the family's prior when the printed version is the later build.
     Calibrations, device entries and user overrides are measurements of their own: left as they are."""
-    e = assumptions.efficiency(device)
     family = assumptions.efficiency_family(device)
-    if not (e.source == f"family:{family}"):
-        return e
-    for b in engine.build_fitted:
-        if b.family == family and b.applies(engine.version):
-            prior = assumptions.efficiency_prior(device, family)
-            e = e.merged({f: getattr(prior, f) for f in b.fields},
-                         f"{e.source} (engine build {engine.id} >= {'.'.join(map(str, b.from_version))}: "
-                         f"{', '.join(b.fields)} from the prior)")
-    return e
+    later = [b for b in engine.build_fitted if b.family == family and b.applies(engine.version)]
+    if not later:
+        return assumptions.efficiency(device)
+    since = " / ".join(".".join(map(str, b.from_version)) for b in later)
+    return assumptions.efficiency_with_priors(device, [f for b in later for f in b.fields],
+                                              f"engine build {engine.id} >= {since}")
 
 
 def unversioned_build_notes(engine: EngineProfile, device: Device, assumptions: Assumptions,

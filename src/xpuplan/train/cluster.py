@@ -106,12 +106,12 @@ class Cluster:
 
         Bandwidths are per direction per device (scale-up in GB/s, scale-out in Gbit/s, as
         vendors print them); latencies in microseconds. ``efficiency`` (else
-        ``assumptions.efficiency(device)``) and the link types come from ``assumptions``
+        ``assumptions.training_efficiency(device)``) and the link types come from ``assumptions``
         (``None``: the built-in :func:`~xpuplan.catalog.assumptions.default_assumptions`).
         """
         a = assumptions or default_assumptions()
         dev = load_catalog().get(device) if isinstance(device, str) else device
-        eff = efficiency or a.efficiency(dev)
+        eff = efficiency or a.training_efficiency(dev)
         up_kind = scale_up_kind or _scale_up_kind(dev)
         out_kind = scale_out_kind or _scale_out_kind(dev)
         for name, kind in (("scale_up_kind", up_kind), ("scale_out_kind", out_kind)):
