@@ -247,6 +247,8 @@ def test_vllm_schedules_asynchronously_from_014_only():
 
 def test_synchronous_engine_loop_adds_host_time_per_scheduled_request(tmp_path):
     rep = _rep(tmp_path, engine="vLLM 0.10.2")
+    assert any("synchronously (asynchronous from 0.14)" in n and "10 µs" in n for n in rep.notes)
+    assert not any("synchronously" in n for n in _rep(tmp_path, engine="vllm").notes)
     per_seq = rep.engine.host_s_per_sequence
     small = step_time(rep, decode_seqs=128, decode_context=1000)
     big = step_time(rep, decode_seqs=256, decode_context=1000)

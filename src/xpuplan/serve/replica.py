@@ -148,6 +148,8 @@ def make_replica(
     seqs = prof.max_num_seqs if max_num_seqs is None else _positive("max_num_seqs", max_num_seqs)
     if prec.note:
         notes.append(prec.note)
+    if prof.host_s_per_sequence and not prof.async_scheduling:
+        notes.append(synchronous_host_note(prof))
     if tp * ep > max(device.scale_up_domain, 1):
         notes.append(f"tp·ep = {tp * ep} exceeds the {device.id} scale-up domain ({device.scale_up_domain}); "
                      "its collectives cross the scale-out network")
@@ -176,6 +178,15 @@ def engine_device_defaults(engine: EngineProfile, device: Device) -> tuple[Engin
     note = (f"{engine.name} {version} on {device.id}: {chunk:,} tokens per step and {seqs:,} sequences "
             f"(the engine's defaults for this device)")
     return replace(engine, prefill_chunk_tokens=chunk, max_num_seqs=seqs), note
+
+
+def synchronous_host_note(engine: EngineProfile) -> str:
+    """What a result says when the engine's per-request host work is not hidden under the device step."""
+    since = dict(engine.min_versions).get("async_scheduling")
+    later = f" (asynchronous from {'.'.join(map(str, since))})" if since else ""
+    version = ".".join(map(str, engine.version or ()))
+    return (f"{engine.name} {version}".strip() + f" schedules each step synchronously{later}: every running "
+            f"sequence adds {engine.host_s_per_sequence * 1e6:.0f} µs of host time to a step")
 
 
 def engine_build_efficiency(engine: EngineProfile, device: Device, assumptions: Assumptions) -> Efficiency:
