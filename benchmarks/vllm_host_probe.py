@@ -23,7 +23,10 @@ vLLM does not need a GPU for this; install it without its CUDA dependencies, e.g
     python benchmarks/vllm_host_probe.py 64 256 1024 2048 --json out.json
 
 (any torch build, CPU-only included). Written against vLLM 0.10.2's V1 classes; other versions may
-need the stand-in runner's attributes adjusted (the probe says which one is missing).
+need the stand-in runner's attributes adjusted (the probe says which one is missing). On a machine without
+network access, vLLM's ``*.py`` files can travel as a zip on ``PYTHONPATH`` (its compiled parts are not used here),
+its import-time dependencies as wheels, and ``numba`` as a stub module whose ``jit`` returns the function
+(docs/measurement.md, "sixth session", ran it so on a lent H200's host).
 """
 
 from __future__ import annotations

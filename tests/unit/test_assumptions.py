@@ -133,7 +133,7 @@ def test_engine_versions_are_data() -> None:
 
 def test_engine_host_cost_per_request_is_overridable_data() -> None:
     a = default_assumptions()
-    assert a.engine("vLLM 0.10.2").host_s_per_sequence == pytest.approx(10e-6)
+    assert a.engine("vLLM 0.10.2").host_s_per_sequence == pytest.approx(9e-6)
     mine = a.with_overrides({"engines": {"vllm": {"host_us_per_sequence": 4.0,
                                                   "min_versions": {"async_scheduling": "0.10"}}}})
     assert mine.engine("vLLM 0.10.2").host_s_per_sequence == pytest.approx(4e-6)
