@@ -192,8 +192,8 @@ def synchronous_host_note(engine: EngineProfile) -> str:
 def engine_build_efficiency(engine: EngineProfile, device: Device, assumptions: Assumptions) -> Efficiency:
     """The device's efficiency under ``assumptions`` for this engine build: the built-in one, except
     that fields of the device's family fitted on older builds of the engine (``build_fitted`` in
-    ``engines.yaml``) take the family's prior when the printed version is the later build.
-    Calibrations, device entries and user overrides are measurements of their own: left as they are."""
+    ``engines.yaml``) take the family's prior when the printed version is the later build. A field a
+    calibration, a device entry or a user override sets is a measurement of its own: left as it is."""
     family = assumptions.efficiency_family(device)
     later = [b for b in engine.build_fitted if b.family == family and b.applies(engine.version)]
     if not later:
