@@ -115,7 +115,7 @@ def test_the_engine_decides_the_kv_dtype_of_fp8_weights_when_none_is_given(tmp_p
     """TensorRT-LLM's FP8 checkpoints quantise the KV cache too; vLLM and SGLang keep it in the model's
     dtype (``--kv-cache-dtype auto``) unless told, which halves the sequences the cache holds."""
     assert _rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8", engine="trtllm").precision.kv_dtype == "fp8"
-    for engine in ("vllm", "vLLM 0.10.2", "sglang"):
+    for engine in ("vllm", "vLLM 0.10.2", "sglang", "lmdeploy"):
         assert _rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8", engine=engine).precision.kv_dtype == "bf16"
     assert _rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8", kv_dtype="fp8").precision.kv_dtype == "fp8"
     vllm = memory_plan(_rep(tmp_path, LLAMA3_70B, tp=8, dtype="fp8"))
