@@ -148,6 +148,8 @@ def test_simulate_report(tmp_path):
     g = d["classes"][0]
     both(f"{g['ttft']['p50_s'] * 1e3:,.1f}", page, md)
     assert page.count("<svg") >= 5
+    both("KV dtype", page, md)  # the pool's KV-cache dtype is the engine's default unless given
+    assert all(p["kv_dtype"] in ("bf16", "fp16", "fp8", "int8") for p in d["pools"])
 
 
 def test_fleet_optimize_report(tmp_path):

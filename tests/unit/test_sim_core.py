@@ -22,6 +22,15 @@ MIXED = {"input_len": {"dist": "lognormal", "mean": 400, "cv": 1}, "output_len":
                                                                                     "cv": 1}}
 
 
+def test_a_pool_reports_the_kv_dtype_its_engine_runs_by_default_or_as_given():
+    base = {"hardware": "nvidia-h100-sxm-80gb", "dtype": "fp8", "tp": 1}
+    cls = {"rate_rps": 2, "input_len": 128, "output_len": 16}
+    assert simulate(_one_pool({**base, "engine": "vllm"}, cls, duration=2), seed=1).pools[0].kv_dtype == "bf16"
+    assert simulate(_one_pool({**base, "engine": "trtllm"}, cls, duration=2), seed=1).pools[0].kv_dtype == "fp8"
+    given = _one_pool({**base, "engine": "vllm", "kv_dtype": "fp8"}, cls, duration=2)
+    assert simulate(given, seed=1).pools[0].kv_dtype == "fp8"
+
+
 def test_same_seed_same_result_other_seed_other_result():
     cfg = _one_pool({"hardware": "nvidia-h100-sxm-80gb", "replicas": 2}, {"rate_rps": 20, **MIXED}, duration=10)
     a, b = simulate(cfg, seed=5).to_dict(), simulate(cfg, seed=5).to_dict()

@@ -42,9 +42,9 @@ def _group_rows(groups: Sequence[GroupStats]) -> tuple[list[str], list[list[str]
 
 
 def _pool_rows(res: SimulationResult) -> tuple[list[str], list[list[str]]]:
-    head = ["pool", "hardware", "tp", "dtype", "engine", "batching", "replicas", "role", "utilisation",
+    head = ["pool", "hardware", "tp", "dtype", "KV dtype", "engine", "batching", "replicas", "role", "utilisation",
             "KV peak", "mean power W/device", "energy", "cost $"]
-    rows = [[p.name, p.hardware, str(p.tp), p.dtype, p.engine, p.batching, str(p.replicas), p.role,
+    rows = [[p.name, p.hardware, str(p.tp), p.dtype, p.kv_dtype, p.engine, p.batching, str(p.replicas), p.role,
              _pct(p.utilisation), _pct(p.kv_peak_fraction),
              "-" if p.mean_power_w is None else f"{p.mean_power_w:,.0f}", fmt_energy_j(p.energy_j),
              "-" if p.cost_usd is None else f"{p.cost_usd:,.2f}"] for p in res.pools]

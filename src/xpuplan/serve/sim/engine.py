@@ -415,7 +415,7 @@ def summarise(sim: Simulation) -> SimulationResult:
         mask = pool_arr == i
         pools.append(PoolStats(
             name=p.name, hardware=rep.device.id, model=rep.model.id, tp=rep.tp, dtype=rep.precision.scheme,
-            engine=rep.engine.id, batching=type(scheds[0]).name, replicas=len(scheds), devices=devices,
+            kv_dtype=rep.precision.kv_dtype, engine=rep.engine.id, batching=type(scheds[0]).name, replicas=len(scheds), devices=devices,
             role="prefill" if p.decode_target >= 0 else "decode" if p.is_decode_only else "serve",
             kv_blocks_per_replica=scheds[0].total if scheds[0].total < (1 << 40) else 0,
             kv_peak_fraction=max(s.peak_used / s.total for s in scheds) if scheds[0].total else 0.0,

@@ -53,6 +53,7 @@ class PoolStats(_Out):
     model: str
     tp: int
     dtype: str
+    kv_dtype: str
     engine: str
     batching: str
     replicas: int
