@@ -28,6 +28,7 @@ network access, vLLM's ``*.py`` files can travel as a zip on ``PYTHONPATH`` (its
 its import-time dependencies as wheels, and ``numba`` as a stub module whose ``jit`` returns the function
 (docs/measurement.md, "sixth session", ran it so on a lent H200's host).
 """
+# ruff: noqa: F401
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ PARTS = ("schedule", "pickle_broadcast", "update_states", "bookkeeping", "update
 
 
 def _import_vllm() -> dict[str, Any]:
+    # every name imported here is returned through locals(): ruff's F401 does not see that use
     try:
         import torch
         import vllm
@@ -52,7 +54,12 @@ def _import_vllm() -> dict[str, Any]:
         from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig
         from vllm.sampling_params import SamplingParams
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+        from vllm.v1.kv_cache_interface import (
+            FullAttentionSpec,
+            KVCacheConfig,
+            KVCacheGroupSpec,
+            KVCacheTensor,
+        )
         from vllm.v1.outputs import ModelRunnerOutput, SamplerOutput
         from vllm.v1.request import Request
         from vllm.v1.serial_utils import MsgpackEncoder
@@ -136,7 +143,7 @@ def measure(v: dict[str, Any], batch: int, *, prompt_len: int = 128, decode_step
         t7 = time.perf_counter()
         all_decoding = len(so.num_scheduled_tokens) == batch and so.total_num_scheduled_tokens == batch
         if step >= 5 and all_decoding:  # past warm-up, every request decoding one token
-            for k, dt in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t6 - t5, t7 - t6)):
+            for k, dt in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t6 - t5, t7 - t6), strict=True):
                 times[k].append(dt)
     if not times["schedule"]:
         raise SystemExit(f"vllm_host_probe: no all-decode step at batch {batch}")

@@ -127,7 +127,10 @@ class EngineProfile:
     computes this one, so only what exceeds the device time is exposed. ``fp8_kv_with_fp8_weights``:
     whether a replica whose KV dtype is not given stores its KV cache in FP8 when its weights are
     FP8/FP4 (TensorRT-LLM's quantised checkpoints), or in the model's 16-bit dtype (vLLM and SGLang:
-    ``--kv-cache-dtype auto``). ``min_versions``: (feature,
+    ``--kv-cache-dtype auto``). ``benchmark_dataset``: the dataset the engine's own throughput
+    benchmark samples by default (``workload/data/datasets.yaml``), for published runs that do not
+    name theirs; ``benchmark_closed_loop``: that benchmark keeps a fixed number of requests in flight
+    instead of sending every prompt at once. ``min_versions``: (feature,
     first version with it); a printed older version is modelled without the feature.
     """
 
@@ -152,6 +155,8 @@ class EngineProfile:
     host_s_per_sequence: float = 0.0
     async_scheduling: bool = False
     fp8_kv_with_fp8_weights: bool = True
+    benchmark_dataset: str | None = None
+    benchmark_closed_loop: bool = False
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
     source: SourceLabel = "defaults"
@@ -264,6 +269,15 @@ class SharedOverhead(_Strict):
 _NonNeg = Annotated[float, Field(ge=0)]
 
 
+class BenchmarkSpec(_Strict):
+    """How an engine's own throughput benchmark loads it: the dataset it samples by default and whether it
+    keeps a fixed number of requests in flight (closed loop) rather than sending every prompt at once."""
+
+    dataset: str = Field(min_length=1)
+    closed_loop: bool
+    note: str = Field(min_length=1)
+
+
 class EngineSpec(_Strict):
     """One entry of ``engines.yaml``; overheads are a number (in the key's unit) or a shared name."""
 
@@ -287,6 +301,7 @@ class EngineSpec(_Strict):
     host_us_per_sequence: _NonNeg | str = 0.0
     async_scheduling: bool = False
     fp8_kv_with_fp8_weights: bool = True
+    benchmark: BenchmarkSpec | None = None
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
     device_defaults: DeviceDefaultsSpec | None = None
@@ -669,6 +684,8 @@ class Assumptions(BaseModel):
                 memory_fraction_of=s.memory_fraction_of, split_prompts=s.split_prompts, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
                 host_s_per_sequence=self._seconds(s.host_us_per_sequence, units.US),
                 async_scheduling=s.async_scheduling, fp8_kv_with_fp8_weights=s.fp8_kv_with_fp8_weights,
+                benchmark_dataset=s.benchmark.dataset if s.benchmark else None,
+                benchmark_closed_loop=bool(s.benchmark and s.benchmark.closed_loop),
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
                 build_fitted=tuple(BuildFitted(b.family, tuple(b.fields), _parse_version(b.from_version), b.note)

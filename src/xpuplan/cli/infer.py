@@ -13,6 +13,7 @@ import typer
 
 from xpuplan.cli.common import band_line, cli_command, console, print_caveats, print_json, request, table
 from xpuplan.errors import InfeasibleError
+from xpuplan.report.format import dataset_line
 from xpuplan.units import GB
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
@@ -38,6 +39,8 @@ def estimate_cmd(
     batch: Annotated[str | None, typer.Option(help="batch / concurrency: 64, '1,8,64', '1:256' or 'max'")] = None,
     input_len: Annotated[int | None, typer.Option("--in", help="prompt tokens (sequence length for encoders)")] = None,
     output_len: Annotated[int | None, typer.Option("--out", help="generated tokens per request")] = None,
+    dataset: Annotated[str | None, typer.Option(help="benchmark dataset whose mean lengths the requests have (sharegpt), "
+                                                 "counted by the model's tokenizer; --in/--out override")] = None,
     dtype: Annotated[str | None, typer.Option(help="bf16, fp16, fp8, int8 (W8A8), int8-wo, int4-wo (AWQ/GPTQ), nvfp4, mxfp4")] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype: bf16, fp16, fp8, int8")] = None,
     engine: Annotated[str | None, typer.Option(help="vllm, sglang, trtllm, lmdeploy, mindie, pytorch, tensorrt")] = None,
@@ -80,6 +83,8 @@ def estimate_cmd(
                  f"engine {first['replica']['engine']}, {first['mode']} batching")
     src = results[0].get("efficiency_source") or results[0]["replica"]["efficiency_source"]
     console.print(table(title, cols, rows, caption=f"efficiency: {src}; pp={pp_} ep={ep_}"))
+    if res.dataset:
+        console.print(f"[dim]{dataset_line(res.dataset)}[/]", highlight=False, soft_wrap=True)
     printed: set[str] = set()
     for r in results:
         if "at_slo" in r:
@@ -159,6 +164,8 @@ def capacity_cmd(
     percentile: Annotated[float | None, typer.Option(help="percentile of the TTFT limit")] = None,
     input_len: Annotated[int | None, typer.Option("--in", help="mean prompt tokens")] = None,
     output_len: Annotated[int | None, typer.Option("--out", help="mean generated tokens")] = None,
+    dataset: Annotated[str | None, typer.Option(help="benchmark dataset whose mean lengths the requests have (sharegpt), "
+                                                 "counted by the model's tokenizer; --in/--out override")] = None,
     dtype: Annotated[str | None, typer.Option(help="precision scheme(s) to try, comma-separated (e.g. 'bf16,fp8,int4-wo')")] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype")] = None,
     engine: Annotated[str | None, typer.Option(help="serving engine (default: the device's first)")] = None,
@@ -195,6 +202,8 @@ def capacity_cmd(
     if plan.assumed_lengths and not json_:
         console.print(f"[dim]assuming {plan.input_len:g} prompt and {plan.output_len:g} output tokens per request "
                       "(--in/--out or --scenario to change)[/]")
+    if plan.dataset and not json_:
+        console.print(f"[dim]{dataset_line(plan.dataset)}[/]", highlight=False, soft_wrap=True)
     target, in_len, out_len, slo = plan.target_qps, plan.input_len, plan.output_len, plan.slo
     if json_:
         print_json(plan.to_dict())

@@ -32,6 +32,8 @@ from xpuplan.jobs.requests import (
     str_list,
 )
 from xpuplan.jobs.results import SERVE_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
+from xpuplan.workload.datasets import dataset_lengths, find_dataset, load_datasets
+from xpuplan.workload.serving import LengthDist, as_length, dataset_length_dists
 
 if TYPE_CHECKING:
     from xpuplan.catalog.device import Device
@@ -57,6 +59,9 @@ class _ServeCommon(Request):
     ep: Degree | None = Field(default=None, description="expert-parallel groups (MoE)")
     input_len: SeqLen | None = Field(default=None, description="prompt tokens per request")
     output_len: SeqLen | None = Field(default=None, description="generated tokens per request")
+    dataset: str | None = Field(default=None, min_length=1, max_length=200,
+                                description="benchmark dataset whose mean lengths the requests have where --in / --out "
+                                            "are not given (sharegpt; workload/data/datasets.yaml)")
     kv_dtype: Id | None = Field(default=None, description="KV-cache dtype")
     engine: Id | None = Field(default=None, description="serving engine")
     memory_fraction: Fraction | None = Field(default=None, description="device memory the engine may use (0-1]")
@@ -84,6 +89,9 @@ class _ServeCommon(Request):
                 raise flag_error(type(self), "hw", f"{len(n):,}-character id; ids are at most 200 characters")
         if self.emit_ is not None and self.emit_ not in EMITTERS:
             raise flag_error(type(self), "emit_", f"--emit must be one of {', '.join(EMITTERS)} (got {self.emit_!r})")
+        if self.dataset is not None and find_dataset(self.dataset) is None:
+            raise flag_error(type(self), "dataset", f"unknown dataset {self.dataset!r}; known: "
+                             + ", ".join(sorted(load_datasets().datasets)))
         return self
 
 
@@ -159,6 +167,9 @@ class InferEstimateResult(Result):
     output_len: int
     dtype: str
     encoder: bool = False
+    dataset: dict[str, Any] | None = Field(default=None, description="the benchmark dataset whose mean lengths "
+                                           "were used (--dataset or the scenario's), its tokenizer entry and source, "
+                                           "used_for: which lengths it gave")
 
 
 class CapacityOptionOut(Detail):
@@ -187,6 +198,9 @@ class CapacityResult(Result, Detail):
     options: list[CapacityOptionOut]
     infeasible: dict[str, list[str]]
     assumed_lengths: bool = Field(default=False, description="--in/--out were defaults, not given")
+    dataset: dict[str, Any] | None = Field(default=None, description="the benchmark dataset whose lengths were used "
+                                           "(--dataset or the scenario's), its tokenizer entry and source, used_for: "
+                                           "which lengths it gave")
     commands: list[str] = Field(default_factory=list, description="serve commands (--emit), as printed")
     launches: list[dict[str, Any]] = Field(default_factory=list, description="serve commands (--emit): target, "
                                            "pinned version, argv of each command, files, notes")
@@ -258,6 +272,25 @@ def _length(value: float | None, flag: str) -> float:
     return value
 
 
+def _lengths(req: _ServeCommon, sc: ServingScenario | None, m: Any
+             ) -> tuple[LengthDist | None, LengthDist | None, dict[str, Any] | None]:
+    """Prompt and output length distributions of a request: --in / --out (fixed) first, then --dataset,
+    then the scenario's lengths, then the scenario's dataset; a dataset's means are those of the model's
+    tokenizer (``workload.datasets``). None where nothing gives a length (the caller's default applies).
+    The third item is the dataset's entry with ``used_for``: the lengths it gave (None if none)."""
+    traffic = sc.traffic if sc else None
+    name, flag = ((req.dataset, "--dataset") if req.dataset else
+                  (traffic.dataset, "traffic.dataset") if traffic and traffic.dataset else (None, ""))
+    ds = dataset_lengths(name, m.vocab_size, field=flag) if name else None
+    ds_in, ds_out = dataset_length_dists(ds) if ds else (None, None)
+    file_in, file_out = (traffic.input, traffic.output) if traffic else (None, None)
+    d_in = as_length(req.input_len) if req.input_len is not None else (ds_in if req.dataset else file_in or ds_in)
+    d_out = as_length(req.output_len) if req.output_len is not None else (ds_out if req.dataset else file_out or ds_out)
+    used_for = [name for name, d, dd in (("input_len", d_in, ds_in), ("output_len", d_out, ds_out))
+                if dd is not None and d is dd]
+    return d_in, d_out, ({**ds.to_dict(), "used_for": used_for} if ds and used_for else None)
+
+
 def _assumptions_kw(planner: Any, ctx: RunContext, devices: list[Device]) -> dict[str, Any]:
     """``assumptions=`` for a planner that takes it (the planners are gaining the argument one by one)."""
     import inspect
@@ -309,9 +342,9 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     frac = _pick(req.memory_fraction, rs.memory_fraction if rs else None)
     traffic = sc.traffic if sc else None
     is_encoder = m.type == "encoder"
-    in_len = int(round(_length(_pick(req.input_len, traffic.input.average if traffic else None), "--in")))
-    out_len = int(round(_length(_pick(req.output_len, traffic.output.average if traffic else None,
-                                      1 if is_encoder else None), "--out")))
+    d_in, d_out, ds = _lengths(req, sc, m)
+    in_len = int(round(_length(d_in.average if d_in else None, "--in")))
+    out_len = int(round(_length(d_out.average if d_out else (1 if is_encoder else None), "--out")))
     if not is_encoder:  # a prompt (plus its output) longer than the model's context is the user's mistake
         m.check_context(in_len, "--in")
         m.check_context(in_len + out_len, "--out")
@@ -394,7 +427,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     return InferEstimateResult(
         model=m.id, results=results, infeasible=failures, commands=commands, launches=launches,
         slo=slo.to_dict() if (slo.ttft_s or slo.tpot_s) else None, pp=pp, ep=ep, input_len=in_len, output_len=out_len,
-        dtype=dt, encoder=is_encoder,
+        dtype=dt, encoder=is_encoder, dataset=ds,
         used=used(assumptions, devices, SERVE_FIGURES, precisions=[dt], engines=[e for e in engines if e]),
     )
 
@@ -444,15 +477,16 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
     target = _pick(req.qps, traffic.qps if traffic else None)
     if target is None:
         raise UserInputError("give --qps (target requests/s)", field="--qps")
-    in_len = _length(_pick(req.input_len, traffic.input.average if traffic else None, DEFAULT_INPUT_LEN), "--in")
-    out_len = _length(_pick(req.output_len, traffic.output.average if traffic else None, DEFAULT_OUTPUT_LEN), "--out")
+    d_in, d_out, ds = _lengths(req, sc, m)
+    in_len = _length(d_in.average if d_in else DEFAULT_INPUT_LEN, "--in")
+    out_len = _length(d_out.average if d_out else DEFAULT_OUTPUT_LEN, "--out")
     if m.type != "encoder":  # a prompt (plus its output) longer than the model's context is the user's mistake
         m.check_context(in_len, "--in")
         m.check_context(in_len + out_len, "--out")
     slo = _slo(req, sc)
     if slo.ttft_s is None and slo.tpot_s is None:
         raise UserInputError("give --ttft-ms and/or --tpot-ms", field="--ttft-ms")
-    tail_len = traffic.input.quantile(slo.percentile) if traffic and req.input_len is None else None
+    tail_len = d_in.quantile(slo.percentile) if d_in and req.input_len is None else None
     dtypes = str_list(req.dtype) or [rs.dtype if rs else "bf16"]
     if len(dtypes) > 16:
         raise UserInputError(f"{len(dtypes)} precision schemes; at most 16", field="--dtype")
@@ -463,7 +497,7 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
                         pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs and rs.ep > 1 else None),
                         memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
                         ttft_input_len=tail_len, disagg=req.disagg, **serving_inputs(req),
-                        input_lengths=traffic.input.nodes() if traffic and req.input_len is None else None,
+                        input_lengths=d_in.nodes() if d_in and req.input_len is None else None,
                         **_assumptions_kw(size_for_qps, ctx, devices))
     commands: list[str] = []
     launches: list[dict[str, Any]] = []
@@ -484,7 +518,7 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
                 launches.append({**clean(lp.to_dict()), "replicas": o.replicas if pool is None else None})
     engines = [o.replica.get("engine") for o in plan.options]
     res = CapacityResult(**clean(plan.to_dict()), commands=commands, launches=launches,
-                         assumed_lengths=req.input_len is None and req.output_len is None and traffic is None,
+                         assumed_lengths=d_in is None and d_out is None, dataset=ds,
                          used=used(ctx.assumptions(devices), devices, SERVE_FIGURES, precisions=dtypes,
                                    engines=[e for e in engines if isinstance(e, str)]))
     by_id = {d.id: d for d in devices}

@@ -10,6 +10,7 @@ from html import escape
 from typing import Any
 
 from xpuplan.jobs.serve import CapacityOptionOut, CapacityResult
+from xpuplan.report.format import dataset_line
 from xpuplan.report.page import bullets, html_page, kpis, md_page, md_table, section, table
 from xpuplan.report.svg import value_bars
 
@@ -86,6 +87,8 @@ def _notes(res: CapacityResult) -> list[str]:
     if res.assumed_lengths:
         notes.append(f"assumed {res.input_len:g} prompt and {res.output_len:g} output tokens per request "
                      "(--in/--out or --scenario to change)")
+    if res.dataset:
+        notes.append(dataset_line(res.dataset))
     for o in res.options:
         notes += [str(n) for n in o.replica.get("notes", []) or []]
         if o.disaggregated_error:

@@ -14,6 +14,8 @@ A scenario is a YAML (or JSON) file, validated at load with errors naming file, 
       batch: 64                        # requests decoded together (estimate)
       input_len: {dist: uniform, min: 256, max: 1024}
       output_len: 256                  # a number is a fixed length
+      # dataset: sharegpt              # instead of input_len/output_len: a benchmark dataset's mean lengths
+      #                                # for the model's tokenizer (workload/data/datasets.yaml)
     slo:
       ttft_ms: 2000
       tpot_ms: 50
@@ -36,6 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xpuplan.datafile import load_file
+from xpuplan.workload.datasets import DatasetLengths, find_dataset, load_datasets
 
 #: Request shape assumed when none is given (CLI and overview): a chat turn with some context.
 #: An assumption, printed whenever it is used; pass --in/--out or a scenario file for your traffic.
@@ -105,6 +108,8 @@ class LengthDist(_Strict):
         if self.dist == "normal":
             assert self.std is not None
             return max(1.0, NormalDist(self.mean, self.std).inv_cdf(q))
+        if q >= 1.0:  # the top of an exponential: its cap, else unbounded
+            return self.max if self.max is not None else math.inf
         value = -self.mean * math.log(1.0 - q)
         return min(value, self.max) if self.max is not None else value
 
@@ -139,6 +144,33 @@ def as_length(value: int | float | LengthDist) -> LengthDist:
     return value if isinstance(value, LengthDist) else LengthDist(dist="fixed", mean=float(value))
 
 
+def capped_exponential_scale(mean: float, cap: float) -> float:
+    """Scale ``m`` of an exponential capped at ``cap`` whose mean ``m·(1 - e^(-cap/m))`` is ``mean`` (< cap)."""
+    if not 0 < mean < cap:
+        raise ValueError(f"mean {mean:g} must lie in (0, cap {cap:g})")
+    lo, hi = mean, mean
+    while hi * (1.0 - math.exp(-cap / hi)) < mean:
+        hi *= 2.0
+    for _ in range(100):  # the capped mean grows with the scale: bisection
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if mid * (1.0 - math.exp(-cap / mid)) < mean else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def dataset_length_dists(d: DatasetLengths) -> tuple[LengthDist, LengthDist]:
+    """Prompt and output length distributions of a benchmark dataset (``workload.datasets``): its means
+    for the model's tokenizer in the dataset's shape. ``exponential``: capped at the benchmark tools'
+    prompt limit (prompts) and at their total limit less the mean prompt (outputs), scales solved so the
+    means are the dataset's. Without caps, or for the ``fixed`` shape, fixed lengths at the means."""
+    def one(mean: float, cap: float | None) -> LengthDist:
+        if d.shape != "exponential" or cap is None or cap <= mean:
+            return LengthDist(dist="fixed", mean=mean)
+        return LengthDist(dist="exponential", mean=capped_exponential_scale(mean, cap), max=cap)
+
+    out_cap = d.total_max - d.input_mean if d.total_max is not None else None
+    return one(d.input_mean, d.input_max), one(d.output_mean, out_cap)
+
+
 class ReplicaSpec(_Strict):
     tp: int | None = Field(default=None, ge=1, description="tensor-parallel devices (capacity searches when absent)")
     pp: int = Field(default=1, ge=1, description="pipeline stages")
@@ -152,15 +184,31 @@ class ReplicaSpec(_Strict):
 class Traffic(_Strict):
     qps: float | None = Field(default=None, gt=0, description="requests/s to serve")
     batch: int | None = Field(default=None, ge=1, description="requests decoded together (estimate)")
-    input_len: float | LengthDist = Field(description="prompt tokens: a number or a distribution")
-    output_len: float | LengthDist = Field(default=1.0, description="generated tokens: a number or a distribution")
+    input_len: float | LengthDist | None = Field(default=None, description="prompt tokens: a number or a distribution")
+    output_len: float | LengthDist | None = Field(default=None, description="generated tokens: a number or a "
+                                                  "distribution (default 1, or the dataset's)")
+    dataset: str | None = Field(default=None, min_length=1, max_length=200,
+                                description="benchmark dataset whose lengths the requests have where input_len / "
+                                            "output_len are not given (workload/data/datasets.yaml: sharegpt)")
+
+    @model_validator(mode="after")
+    def _check_lengths(self) -> Traffic:
+        if self.input_len is None and self.dataset is None:
+            raise ValueError("give input_len (a number or a distribution) or a dataset")
+        if self.dataset is not None and find_dataset(self.dataset) is None:
+            raise ValueError(f"unknown dataset {self.dataset!r}; known: {', '.join(sorted(load_datasets().datasets))}")
+        return self
 
     @property
-    def input(self) -> LengthDist:
-        return as_length(self.input_len)
+    def input(self) -> LengthDist | None:
+        """The prompt lengths the file gives (None: the dataset's, resolved for the model by the caller)."""
+        return None if self.input_len is None else as_length(self.input_len)
 
     @property
-    def output(self) -> LengthDist:
+    def output(self) -> LengthDist | None:
+        """The output lengths the file gives: 1 token where neither they nor a dataset are given."""
+        if self.output_len is None:
+            return None if self.dataset else as_length(1.0)
         return as_length(self.output_len)
 
 

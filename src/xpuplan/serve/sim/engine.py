@@ -138,6 +138,7 @@ class Simulation:
         self.rec_tpot: list[float] = []
         self.rec_e2e: list[float] = []
         self.rec_out: list[int] = []
+        self.rec_in: list[int] = []
         self.rec_pre: list[int] = []
         self.rec_finish: list[float] = []
         self.dropped_cls = [0] * len(config.classes)
@@ -233,6 +234,7 @@ class Simulation:
         self.rec_tpot.append((t - req.first_token_s) / (req.out_len - 1) if req.out_len > 1 else math.nan)
         self.rec_e2e.append(t - req.arrival_s)
         self.rec_out.append(req.out_len)
+        self.rec_in.append(req.in_len)
         self.rec_pre.append(req.preemptions)
         self.rec_finish.append(t)
 

@@ -75,7 +75,7 @@ def is_simulated_row(row: Any) -> bool:
 
 
 def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: ModelArch | None = None,
-                 seed: int = 0) -> float:
+                 seed: int = 0, lengths: tuple[list[int], list[int]] | None = None) -> float:
     """The row's metric predicted by a closed-loop simulation (module doc). UserInputError when the
     row lacks what is needed (lengths, a concurrency, a metric this predicts).
 
@@ -83,6 +83,8 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
     ``n_devices``, ``precision``). ``model``: the row's architecture; None looks the ``model``
     column up among the presets. The validation harness (a higher layer) passes
     ``validate.rows.model_from_row(row)`` so rows that describe their architecture work too.
+    ``lengths``: (prompt, output) tokens of each request of a finite run whose lengths vary (a
+    dataset-driven run), one pair per prompt in the order sent; None: the row's fixed lengths.
     """
     if row.metric not in METRICS:
         raise UserInputError(f"metric {row.metric!r} is not one the simulator predicts", field="metric")
@@ -96,14 +98,15 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
         model = get_model(str(row.get("model")))
     device = load_catalog().get(row.hardware)
     tp, pp, ep = row.get("tp") or 1, row.get("pp") or 1, row.get("ep") or 1
-    rep = make_replica(model, device, tp=tp, pp=pp, ep=ep, dtype=row.get("weight_dtype") or row.precision,
+    rep = make_replica(model, device, tp=tp, pp=pp, ep=ep, max_num_seqs=row.get("max_num_seqs"),
+                       dtype=row.get("weight_dtype") or row.precision,
                        kv_dtype=row.get("kv_dtype"), engine=row.get("engine"), assumptions=assumptions)
     if row.n_devices % rep.n_devices:
         raise UserInputError(f"n_devices ({row.n_devices}) is not a multiple of tp·pp·ep ({rep.n_devices})",
                              field="n_devices")
     replicas = row.n_devices // rep.n_devices
     if is_finite_run(row):
-        return _simulate_finite_run(row, rep, model, device.id, replicas, seed, assumptions)
+        return _simulate_finite_run(row, rep, model, device.id, replicas, seed, assumptions, lengths)
     if conc:
         per_replica = max(1, math.ceil(conc / replicas))
     else:
@@ -117,27 +120,36 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
                    "batching": "continuous",
                    "max_num_seqs": rep.max_num_seqs if not conc else max(rep.max_num_seqs, per_replica)}],
         "classes": [{"name": "bench", "arrival": "closed", "clients": per_replica, "input_len": in_len,
-                     "output_len": out_len}],
+                     "output_len": out_len,
+                     **({"lengths": {"input_len": lengths[0], "output_len": lengths[1], "source": "dataset lengths"}}
+                        if lengths is not None else {})}],
         "duration_s": duration, "drain_s": 0.0,
     })
     sim = Simulation(cfg, seed=seed, assumptions=assumptions, models={model.id: model})
     sim.run()
     t0 = WARMUP_SHARE * duration
-    return _metric(sim, row.metric, t0, duration - t0, replicas, rep.n_devices, in_len)
+    return _metric(sim, row.metric, t0, duration - t0, replicas, rep.n_devices)
 
 
 def _simulate_finite_run(row: Any, rep: Any, model: ModelArch, device_id: str, replicas: int, seed: int,
-                         assumptions: Assumptions | None) -> float:
-    """``num_prompts`` prompts at t = 0 on the row's replicas, served to the end (module doc)."""
+                         assumptions: Assumptions | None, lengths: tuple[list[int], list[int]] | None = None) -> float:
+    """``num_prompts`` prompts at t = 0 on the row's replicas, served to the end (module doc); with
+    ``lengths``, every ``replicas``-th request of the list goes to the simulated replica."""
     n = math.ceil(int(row.get("num_prompts")) / replicas)
     in_len, out_len = int(row.get("input_len")), int(row.get("output_len"))
+    if lengths is not None:
+        ins, outs = lengths[0][::replicas][:n], lengths[1][::replicas][:n]
+        bench: dict[str, Any] = {"name": "bench", "arrival": "trace", "trace": {
+            "times_s": [0.0] * len(ins), "input_len": ins, "output_len": outs, "source": "dataset lengths"}}
+        n = len(ins)
+    else:
+        bench = {"name": "bench", "arrival": "burst", "requests": n, "input_len": in_len, "output_len": out_len}
     cfg = SimConfig.model_validate({
         "model": model.id,
         "pools": [{"name": "row", "hardware": device_id, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "replicas": 1,
                    "dtype": rep.precision.scheme, "kv_dtype": rep.precision.kv_dtype, "engine": engine_name(row, rep),
                    "batching": "continuous", "max_num_seqs": rep.max_num_seqs}],
-        "classes": [{"name": "bench", "arrival": "burst", "requests": n, "input_len": in_len,
-                     "output_len": out_len}],
+        "classes": [bench],
         # arrivals end at once; the run is served to its last completion (drain far beyond any makespan)
         "duration_s": FINITE_ARRIVAL_WINDOW_S, "drain_s": FINITE_DRAIN_S,
     })
@@ -147,10 +159,10 @@ def _simulate_finite_run(row: Any, rep: Any, model: ModelArch, device_id: str, r
         raise UserInputError(f"{n - len(sim.rec_finish)} of the run's {n} prompts could not be served "
                              f"(longer than the KV cache holds)", field="num_prompts")
     # every request counts, and rates are over the makespan (the prompts all left at t = 0)
-    return _metric(sim, row.metric, 0.0, max(sim.rec_finish), replicas, rep.n_devices, in_len)
+    return _metric(sim, row.metric, 0.0, max(sim.rec_finish), replicas, rep.n_devices)
 
 
-def _metric(sim: Simulation, metric: str, t0: float, window: float, replicas: int, devices: int, in_len: int) -> float:
+def _metric(sim: Simulation, metric: str, t0: float, window: float, replicas: int, devices: int) -> float:
     """The row's metric over the requests completed from ``t0`` on, rates per second of ``window``."""
     done = [i for i, e2e in enumerate(sim.rec_e2e) if sim.rec_finish[i] >= t0]
     if not done:
@@ -161,7 +173,7 @@ def _metric(sim: Simulation, metric: str, t0: float, window: float, replicas: in
     if metric == "output_tokens_per_s_per_device":
         return out_tok / window / devices
     if metric == "total_tokens_per_s":
-        return (out_tok + in_len * len(done)) / window * replicas
+        return (out_tok + sum(sim.rec_in[i] for i in done)) / window * replicas
     if metric == "requests_per_s":
         return len(done) / window * replicas
     series = {"ttft_ms": sim.rec_ttft, "tpot_ms": sim.rec_tpot, "e2e_latency_ms": sim.rec_e2e}[metric]
