@@ -159,3 +159,32 @@ def test_lmdeploy_all_reduces_with_nccl_at_every_version():
     lmd = step_time(make_replica(m, dev, tp=4, dtype="fp16", engine="lmdeploy"), decode_seqs=64, decode_context=512)
     vll = step_time(make_replica(m, dev, tp=4, dtype="fp16", engine="vllm"), decode_seqs=64, decode_context=512)
     assert lmd.comm_s > vll.comm_s
+
+
+def _sim_scenario(**cls):
+    return {"model": "llama3-8b", "duration_s": 10,
+            "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb", "tp": 1, "replicas": 1}],
+            "classes": [{"name": "c", "arrival": "poisson", "rate_rps": 5, **cls}]}
+
+
+def test_a_simulated_class_may_draw_its_lengths_from_a_dataset():
+    from xpuplan.jobs.simulate import DATASET_SAMPLE, load_scenario
+
+    cfg, _ = load_scenario(_sim_scenario(dataset="sharegpt"))
+    lengths = cfg.classes[0].lengths
+    assert lengths is not None and len(lengths.input_len) == DATASET_SAMPLE
+    assert sum(lengths.input_len) / DATASET_SAMPLE == pytest.approx(215.2, rel=0.02)
+    assert "sharegpt" in lengths.source and "llama-3" in lengths.source
+
+
+@pytest.mark.parametrize(("cls", "words"), [
+    ({"dataset": "sharegpt", "input_len": 100}, "not both"),
+    ({"dataset": "alpaca"}, "unknown dataset"),
+    ({"dataset": 3}, "dataset name"),
+])
+def test_a_simulated_class_dataset_error_names_the_field(cls, words):
+    from xpuplan.jobs.simulate import load_scenario
+
+    with pytest.raises(UserInputError) as exc:
+        load_scenario(_sim_scenario(**cls))
+    assert exc.value.field == "classes[0].dataset" and words in str(exc.value)

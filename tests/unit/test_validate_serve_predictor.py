@@ -120,8 +120,8 @@ def test_a_closed_loop_benchmark_does_not_read_the_prompt_count_as_a_burst():
 
 
 def test_request_lengths_represent_the_dataset():
-    from xpuplan.validate.serve_predictor import request_lengths
     from xpuplan.workload.datasets import dataset_lengths
+    from xpuplan.workload.serving import dataset_request_lengths as request_lengths
 
     d = dataset_lengths("sharegpt", 128256)
     ins, outs = request_lengths(d, 400)
@@ -142,8 +142,8 @@ def test_a_max_batch_in_the_notes_caps_the_engines_running_sequences():
 
 
 def test_a_finite_dataset_run_counts_each_requests_own_prompt():
-    from xpuplan.validate.serve_predictor import request_lengths
     from xpuplan.workload.datasets import dataset_lengths
+    from xpuplan.workload.serving import dataset_request_lengths as request_lengths
 
     notes = "ShareGPT (200 sampled prompts)"
     total = predict(_ds_row(metric="total_tokens_per_s", notes=notes)).value

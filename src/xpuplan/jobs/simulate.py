@@ -2,7 +2,8 @@
 
 The scenario is YAML (or JSON) with the fields of :class:`xpuplan.serve.sim.SimConfig`; a class's
 ``trace`` and ``lengths`` are file paths (relative to the scenario file) that are read here, once,
-so the simulator itself reads no file. ``seed`` may be given in the file; ``--seed`` wins. Errors
+so the simulator itself reads no file; a class's ``dataset`` (a benchmark dataset, e.g. ``sharegpt``) becomes
+its ``lengths``, pairs representing the dataset for the scenario model's tokenizer. ``seed`` may be given in the file; ``--seed`` wins. Errors
 name the file, the line and the field; no traceback.
 """
 
@@ -61,6 +62,38 @@ class SimulateRequest(Request):
     price_per_device_hour: PositiveFloat | None = None
 
 
+#: Requests drawn to represent a benchmark dataset's lengths in a class (``dataset:``), sampled with replacement.
+DATASET_SAMPLE = 1000
+
+
+def _dataset_lengths(c: dict[str, Any], model: Any, field: str, file: str, lines: dict[Any, int],
+                     loc: tuple[Any, ...]) -> None:
+    """A class's ``dataset: NAME`` as its ``lengths``: pairs representing the dataset's distributions for the
+    scenario model's tokenizer (``workload.serving.dataset_request_lengths``); refused beside ``lengths``,
+    ``input_len`` or ``output_len``."""
+    from xpuplan.models import get_model
+    from xpuplan.workload.datasets import dataset_lengths
+    from xpuplan.workload.serving import dataset_request_lengths
+
+    name = c.pop("dataset")
+    clash = [k for k in ("lengths", "input_len", "output_len", "trace") if k in c]
+    if not isinstance(name, str) or not name.strip():
+        raise UserInputError("expected a dataset name (sharegpt)", field=field, file=file, line=line_for(loc, lines))
+    if clash:
+        raise UserInputError(f"give either dataset or {', '.join(clash)}, not both", field=field, file=file,
+                             line=line_for(loc, lines))
+    try:
+        vocab = get_model(str(model)).vocab_size
+    except UserInputError:
+        vocab = None  # the model's own error comes from the config's validation
+    try:
+        ds = dataset_lengths(name, vocab, field=field)
+    except UserInputError as exc:
+        raise UserInputError(exc.message, field=field, file=file, line=line_for(loc, lines)) from None
+    ins, outs = dataset_request_lengths(ds, DATASET_SAMPLE)
+    c["lengths"] = {"input_len": ins, "output_len": outs, "source": ds.describe()}
+
+
 def _resolve_files(data: dict[str, Any], base: Path | None, file: str, lines: dict[Any, int]) -> None:
     classes = data.get("classes")
     if not isinstance(classes, list):
@@ -68,6 +101,8 @@ def _resolve_files(data: dict[str, Any], base: Path | None, file: str, lines: di
     for i, c in enumerate(classes):
         if not isinstance(c, dict):
             continue
+        if "dataset" in c:
+            _dataset_lengths(c, data.get("model"), f"classes[{i}].dataset", file, lines, ("classes", i, "dataset"))
         for key, loader in (("trace", load_trace), ("lengths", load_lengths)):
             value = c.get(key)
             if value is None or isinstance(value, dict):

@@ -41,7 +41,7 @@ from xpuplan.serve.replica import Replica, make_replica, step_time
 from xpuplan.validate.core import Prediction
 from xpuplan.validate.rows import ValidationRow, model_from_row
 from xpuplan.workload.datasets import DatasetLengths, dataset_lengths, find_dataset, load_datasets
-from xpuplan.workload.serving import dataset_length_dists
+from xpuplan.workload.serving import dataset_request_lengths
 
 METRICS: Final = ("output_tokens_per_s", "output_tokens_per_s_per_device", "total_tokens_per_s", "requests_per_s",
                   "ttft_ms", "tpot_ms", "e2e_latency_ms")
@@ -151,22 +151,6 @@ def _prompts_in_notes(row: ValidationRow, assumptions: Assumptions | None) -> in
     return counts.pop() if len(counts) == 1 else None
 
 
-def request_lengths(ds: DatasetLengths, n: int, seed: int = 0) -> tuple[list[int], list[int]]:
-    """``n`` (prompt, output) pairs that represent the dataset's distributions: prompts and outputs at
-    the midpoints of ``n`` equal-probability bins (so a run of ``n`` prompts has the tail it would draw),
-    paired in a seeded random order, each pair held to the dataset's total cap."""
-    import numpy as np
-
-    d_in, d_out = dataset_length_dists(ds)
-    qs = [100.0 * (i + 0.5) / n for i in range(n)]
-    ins = [max(1, round(d_in.quantile(q))) for q in qs]
-    outs = [max(1, round(d_out.quantile(q))) for q in qs]
-    order = np.random.default_rng(seed).permutation(n)
-    ins = [ins[int(i)] for i in order]
-    cap = ds.total_max
-    return ins, [max(1, min(o, cap - i)) if cap else o for i, o in zip(ins, outs, strict=True)]
-
-
 def check_row(row: ValidationRow) -> None:
     """What the row must give before a replica is built, first cause first: a metric the planner
     predicts, then fixed lengths (a dataset-driven row without a dataset the planner knows cannot be
@@ -210,7 +194,7 @@ def _predict(row: ValidationRow, assumptions: Assumptions | None, ds: DatasetLen
         from xpuplan.serve.sim.validation import simulate_row
 
         value = simulate_row(row, assumptions, model=model_from_row(row),
-                             lengths=request_lengths(ds, DATASET_SAMPLE) if ds else None)
+                             lengths=dataset_request_lengths(ds, DATASET_SAMPLE) if ds else None)
         return Prediction(value, details={"method": "request-level simulation (closed loop)"})
     if _offline_queue_row(row) and not _finite_run_row(row) and row.metric in _QUEUE_METRICS:
         raise UserInputError(f"{row.metric} of an offline run depends on how many prompts wait: give num_prompts "
@@ -223,7 +207,7 @@ def _predict(row: ValidationRow, assumptions: Assumptions | None, ds: DatasetLen
         details.update(steady_state=value, method=f"request-level simulation of the finite run "
                        f"({row.get('num_prompts')} prompts at t = 0; rates over the makespan)")
         value = simulate_row(row, assumptions, model=model_from_row(row),
-                             lengths=request_lengths(ds, int(row.get("num_prompts"))) if ds else None)
+                             lengths=dataset_request_lengths(ds, int(row.get("num_prompts"))) if ds else None)
     elif _offline_queue_row(row):
         # Reported beside the analytic figure: the simulator with a prompt queue that never empties.
         from xpuplan.serve.sim.validation import simulate_row

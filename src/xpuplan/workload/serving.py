@@ -171,6 +171,25 @@ def dataset_length_dists(d: DatasetLengths) -> tuple[LengthDist, LengthDist]:
     return one(d.input_mean, d.input_max), one(d.output_mean, out_cap)
 
 
+def dataset_request_lengths(d: DatasetLengths, n: int, seed: int = 0) -> tuple[list[int], list[int]]:
+    """``n`` (prompt, output) token pairs that represent a dataset's distributions
+    (:func:`dataset_length_dists`): prompts and outputs at the midpoints of ``n`` equal-probability bins, so
+    a run of ``n`` prompts has the tail it would draw, paired in a seeded random order, each pair held to
+    the dataset's total cap."""
+    import numpy as np
+
+    if n < 1:
+        raise ValueError(f"n must be at least 1 (got {n})")
+    d_in, d_out = dataset_length_dists(d)
+    qs = [100.0 * (i + 0.5) / n for i in range(n)]
+    ins = [max(1, round(d_in.quantile(q))) for q in qs]
+    outs = [max(1, round(d_out.quantile(q))) for q in qs]
+    order = np.random.default_rng(seed).permutation(n)
+    ins = [ins[int(i)] for i in order]
+    cap = d.total_max
+    return ins, [max(1, min(o, cap - i)) if cap else o for i, o in zip(ins, outs, strict=True)]
+
+
 class ReplicaSpec(_Strict):
     tp: int | None = Field(default=None, ge=1, description="tensor-parallel devices (capacity searches when absent)")
     pp: int = Field(default=1, ge=1, description="pipeline stages")
