@@ -128,6 +128,8 @@ def test_infer_capacity_report(tmp_path):
     assert f"{best['devices']:,} devices ({best['replicas']:,} replicas)" in page  # the bar chart's label
     assert f"| {best['devices']:,} |" in md and best["limited_by"] in md
     assert "Devices per option" in page and "<svg" in page and "memory.bandwidth_gb_per_s" in md
+    # the "limited by" words wrap in a left-aligned cell; a right-aligned (nowrap) one pushed the table off the page
+    assert f"<td class=l>{best['limited_by']}</td>" in page
 
 
 def test_recommend_report(tmp_path):

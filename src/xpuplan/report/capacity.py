@@ -104,7 +104,7 @@ def render_html(res: CapacityResult) -> str:
     s = [f"<section>{kpis(_headline(res))}<p class='muted'>devices = replicas × devices per replica; latencies at "
          "the target load spread over the replicas</p></section>"]
     if res.options:
-        s.append(section("Options", table(head(res), _rows(res), win=0, left=(1, 2))))
+        s.append(section("Options", table(head(res), _rows(res), win=0, left=(1, 2, 10))))
         s.append(section("Devices per option", value_bars(
             [(option_label(o), float(o.devices), f"{o.devices:,} devices ({o.replicas:,} replicas)")
              for o in res.options], "devices per option", highlight=0)))
