@@ -316,3 +316,27 @@ def test_public_api_is_curated():
     }
     assert set(serve.__all__) == expected
     assert all(hasattr(serve, name) for name in serve.__all__)
+
+
+def test_vllm_ascend_0_9_1_prefills_whole_prompts_first_for_models_without_mla():
+    # vllm-ascend v0.9.1 platform.py (PR #2659) turns chunked prefill off for non-MLA models and raises the token
+    # budget to max_model_len; its release candidates and later releases keep vLLM's chunked prefill
+    from xpuplan.catalog import load_catalog
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.models import get_model
+    from xpuplan.serve.replica import make_replica
+
+    a = default_assumptions()
+    assert a.engine("vLLM-Ascend v0.9.1").prefill_first_non_mla.active
+    assert not a.engine("vLLM-Ascend v0.9.1rc3").prefill_first_non_mla.active
+    assert not a.engine("vLLM 0.9.1").prefill_first_non_mla.active  # the CUDA build
+    assert not a.engine("vllm-ascend v0.11.0").prefill_first_non_mla.active
+    npu = load_catalog().get("huawei-ascend-910b")
+    qwen = get_model("qwen3-8b")
+    rep = make_replica(qwen, npu, engine="vLLM-Ascend v0.9.1")
+    assert not rep.engine.chunked_prefill and rep.engine.prefill_chunk_tokens == qwen.max_seq_len
+    assert any("without chunked prefill" in n for n in rep.notes)
+    later = make_replica(qwen, npu, engine="vLLM-Ascend v0.11.0")
+    assert later.engine.chunked_prefill and later.engine.prefill_chunk_tokens < qwen.max_seq_len
+    mla = make_replica(get_model("deepseek-v3"), npu, tp=8, dtype="int8-wo", engine="vLLM-Ascend v0.9.1")
+    assert mla.engine.chunked_prefill

@@ -130,7 +130,9 @@ class EngineProfile:
     ``--kv-cache-dtype auto``). ``benchmark_dataset``: the dataset the engine's own throughput
     benchmark samples by default (``workload/data/datasets.yaml``), for published runs that do not
     name theirs; ``benchmark_closed_loop``: that benchmark keeps a fixed number of requests in flight
-    instead of sending every prompt at once. ``min_versions``: (feature,
+    instead of sending every prompt at once. ``prefill_first_non_mla``: releases of a build (vLLM-Ascend
+    0.9.1) that turn chunked prefill off for models without MLA (:class:`PrefillFirst`; applied by
+    ``serve.replica.make_replica``, which knows the model). ``min_versions``: (feature,
     first version with it); a printed older version is modelled without the feature.
     """
 
@@ -157,11 +159,33 @@ class EngineProfile:
     fp8_kv_with_fp8_weights: bool = True
     benchmark_dataset: str | None = None
     benchmark_closed_loop: bool = False
+    prefill_first_non_mla: PrefillFirst | None = None
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
     source: SourceLabel = "defaults"
     build_fitted: tuple[BuildFitted, ...] = ()
     device_defaults: DeviceDefaults | None = None
+
+
+@dataclass(frozen=True)
+class PrefillFirst:
+    """A build of an engine (``name_contains`` in the printed name) whose ``releases`` (printed versions,
+    exactly) turn chunked prefill off for models without MLA: prompts are prefilled whole, in steps of
+    their own scheduled before any decode step, with a token budget of the model's context. ``active``:
+    the printed name is one of them (set when the engine is resolved by name)."""
+
+    name_contains: str
+    releases: tuple[str, ...]
+    note: str
+    active: bool = False
+
+    def matches(self, name: str) -> bool:
+        """Whether a printed engine name is one of the releases of this build."""
+        key = name.casefold()
+        if self.name_contains.casefold() not in key:
+            return False
+        m = re.search(r"v?(\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?![\w.])", key)
+        return m is not None and m.group(1) in {r.casefold() for r in self.releases}
 
 
 @dataclass(frozen=True)
@@ -278,6 +302,15 @@ class BenchmarkSpec(_Strict):
     note: str = Field(min_length=1)
 
 
+class PrefillFirstSpec(_Strict):
+    """Releases of an engine build that turn chunked prefill off for models without MLA (see
+    :class:`PrefillFirst`)."""
+
+    name_contains: str = Field(min_length=1, description="substring of the printed engine name (the build)")
+    releases: list[str] = Field(min_length=1, description="printed versions, exactly (e.g. 0.9.1, 0.10.2rc1)")
+    note: str = Field(min_length=1, description="where the build does this, with the source")
+
+
 class EngineSpec(_Strict):
     """One entry of ``engines.yaml``; overheads are a number (in the key's unit) or a shared name."""
 
@@ -302,6 +335,7 @@ class EngineSpec(_Strict):
     async_scheduling: bool = False
     fp8_kv_with_fp8_weights: bool = True
     benchmark: BenchmarkSpec | None = None
+    prefill_first_non_mla: PrefillFirstSpec | None = None
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
     device_defaults: DeviceDefaultsSpec | None = None
@@ -686,6 +720,10 @@ class Assumptions(BaseModel):
                 async_scheduling=s.async_scheduling, fp8_kv_with_fp8_weights=s.fp8_kv_with_fp8_weights,
                 benchmark_dataset=s.benchmark.dataset if s.benchmark else None,
                 benchmark_closed_loop=bool(s.benchmark and s.benchmark.closed_loop),
+                prefill_first_non_mla=(PrefillFirst(s.prefill_first_non_mla.name_contains,
+                                                    tuple(s.prefill_first_non_mla.releases),
+                                                    s.prefill_first_non_mla.note)
+                                       if s.prefill_first_non_mla else None),
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
                 build_fitted=tuple(BuildFitted(b.family, tuple(b.fields), _parse_version(b.from_version), b.note)
@@ -724,6 +762,8 @@ class Assumptions(BaseModel):
             raise UserInputError(f"unknown serving engine {name!r}; known families: {', '.join(self._engines)}",
                                  field=field)
         prof = self._engines[family]
+        if prof.prefill_first_non_mla is not None and prof.prefill_first_non_mla.matches(key):
+            prof = replace(prof, prefill_first_non_mla=replace(prof.prefill_first_non_mla, active=True))
         m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", key)
         if m is None:
             return prof

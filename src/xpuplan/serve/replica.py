@@ -141,6 +141,9 @@ def make_replica(
     prof, picked = engine_device_defaults(prof, device)
     if picked:
         notes.append(picked)
+    prof, prefill_first = engine_model_rules(prof, model)
+    if prefill_first:
+        notes.append(prefill_first)
     prec = resolve_precision(dtype, device, kv_dtype, fp8_kv_with_fp8_weights=prof.fp8_kv_with_fp8_weights)
     frac = prof.gpu_memory_fraction if memory_fraction is None else memory_fraction
     validity.check_memory_fraction(frac)
@@ -161,6 +164,20 @@ def make_replica(
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
                    notes=tuple(notes), links=device_links(device, e, assumptions=a),
                    speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
+
+
+def engine_model_rules(engine: EngineProfile, model: ModelArch) -> tuple[EngineProfile, str | None]:
+    """The engine as it runs ``model``: a build release that turns chunked prefill off for models without
+    MLA (``EngineProfile.prefill_first_non_mla``, active for the printed name) prefills whole prompts in
+    steps of their own, ahead of decode, with a token budget of the model's context (the build raises
+    ``max_num_batched_tokens`` to ``max_model_len`` then); a note says so. Unchanged (and None) otherwise."""
+    rule = engine.prefill_first_non_mla
+    if rule is None or not rule.active or model.mla is not None or not engine.chunked_prefill:
+        return engine, None
+    budget = max(engine.prefill_chunk_tokens, model.max_seq_len)
+    changed = replace(engine, chunked_prefill=False, prefill_chunk_tokens=budget)
+    return changed, (f"{engine.name} build without chunked prefill for models without MLA: whole prompts, prefilled "
+                     f"before decoding, up to {budget:,} tokens per step ({rule.note})")
 
 
 def engine_device_defaults(engine: EngineProfile, device: Device) -> tuple[EngineProfile, str | None]:
