@@ -86,6 +86,8 @@ LINK_TYPE_SOURCE: Final = "link type"
 SourceLabel = str
 BatchingMode = Literal["continuous", "static"]
 EngineFeature = Literal["gqa_shared_kv_load", "custom_allreduce", "async_scheduling"]
+#: Engines that compute their memory fraction and prefill chunk from the device and layout (serve.engine_memory).
+MemoryDefaultsRule = Literal["sglang-server-args"]
 
 #: What an engine's memory fraction is a fraction of (how it sizes its paged KV cache, ``serve.kv``):
 #: ``total`` device memory for everything the engine holds (vLLM ``gpu_memory_utilization``);
@@ -132,7 +134,9 @@ class EngineProfile:
     name theirs; ``benchmark_closed_loop``: that benchmark keeps a fixed number of requests in flight
     instead of sending every prompt at once. ``prefill_first_non_mla``: releases of a build (vLLM-Ascend
     0.9.1) that turn chunked prefill off for models without MLA (:class:`PrefillFirst`; applied by
-    ``serve.replica.make_replica``, which knows the model). ``min_versions``: (feature,
+    ``serve.replica.make_replica``, which knows the model). ``memory_defaults``: the name of a rule by which the
+    engine computes its memory fraction and prefill chunk from the device and the layout (``serve.engine_memory``;
+    SGLang's ``server_args``), applied by ``make_replica`` unless the user gives a fraction. ``min_versions``: (feature,
     first version with it); a printed older version is modelled without the feature.
     """
 
@@ -160,6 +164,7 @@ class EngineProfile:
     benchmark_dataset: str | None = None
     benchmark_closed_loop: bool = False
     prefill_first_non_mla: PrefillFirst | None = None
+    memory_defaults: MemoryDefaultsRule | None = None
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
     source: SourceLabel = "defaults"
@@ -336,6 +341,7 @@ class EngineSpec(_Strict):
     fp8_kv_with_fp8_weights: bool = True
     benchmark: BenchmarkSpec | None = None
     prefill_first_non_mla: PrefillFirstSpec | None = None
+    memory_defaults: MemoryDefaultsRule | None = None
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
     device_defaults: DeviceDefaultsSpec | None = None
@@ -724,6 +730,7 @@ class Assumptions(BaseModel):
                                                     tuple(s.prefill_first_non_mla.releases),
                                                     s.prefill_first_non_mla.note)
                                        if s.prefill_first_non_mla else None),
+                memory_defaults=s.memory_defaults,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
                 build_fitted=tuple(BuildFitted(b.family, tuple(b.fields), _parse_version(b.from_version), b.note)

@@ -35,10 +35,12 @@ from xpuplan.serve.constants import (
     default_engine,
     engine_profile,
 )
+from xpuplan.serve.engine_memory import MEMORY_DEFAULT_RULES
 from xpuplan.serve.plan import NO_SPECULATION, ServingPlan, Speculation
 from xpuplan.serve.precision import Precision, resolve_precision
 from xpuplan.serve.step import step_arrays
 from xpuplan.serve.validity import check_parallelism
+from xpuplan.units import MiB
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,6 +146,9 @@ def make_replica(
     prof, prefill_first = engine_model_rules(prof, model)
     if prefill_first:
         notes.append(prefill_first)
+    prof, computed = engine_memory_defaults(prof, device, tp, pp, user_fraction=memory_fraction is not None)
+    if computed:
+        notes.append(computed)
     prec = resolve_precision(dtype, device, kv_dtype, fp8_kv_with_fp8_weights=prof.fp8_kv_with_fp8_weights)
     frac = prof.gpu_memory_fraction if memory_fraction is None else memory_fraction
     validity.check_memory_fraction(frac)
@@ -178,6 +183,23 @@ def engine_model_rules(engine: EngineProfile, model: ModelArch) -> tuple[EngineP
     changed = replace(engine, chunked_prefill=False, prefill_chunk_tokens=budget)
     return changed, (f"{engine.name} build without chunked prefill for models without MLA: whole prompts, prefilled "
                      f"before decoding, up to {budget:,} tokens per step ({rule.note})")
+
+
+def engine_memory_defaults(engine: EngineProfile, device: Device, tp: int, pp: int, *, user_fraction: bool = False
+                           ) -> tuple[EngineProfile, str | None]:
+    """The engine with the memory fraction and prefill chunk its own rule computes for ``device`` and a replica of
+    ``tp`` × ``pp`` ranks (``EngineProfile.memory_defaults``: SGLang's ``server_args``; serve.engine_memory), and a
+    note saying so; a fraction the user gives is kept. Unchanged (and None) for engines without such a rule."""
+    if engine.memory_defaults is None:
+        return engine, None
+    md = MEMORY_DEFAULT_RULES[engine.memory_defaults](engine.version, device.memory_bytes / MiB, tp, pp)
+    frac = engine.gpu_memory_fraction if user_fraction else md.memory_fraction
+    changed = replace(engine, gpu_memory_fraction=frac, prefill_chunk_tokens=md.prefill_chunk_tokens)
+    version = ".".join(str(v) for v in engine.version) if engine.version else "(current build)"
+    what = (f"{md.prefill_chunk_tokens:,}-token prefill chunks" if user_fraction else
+            f"mem_fraction_static {md.memory_fraction:.3f} and {md.prefill_chunk_tokens:,}-token prefill chunks")
+    return changed, (f"{engine.name} {version} on {device.id} at tp{tp}·pp{pp}: {what} (its server_args defaults, "
+                     f"{md.regime})")
 
 
 def engine_device_defaults(engine: EngineProfile, device: Device) -> tuple[EngineProfile, str | None]:
