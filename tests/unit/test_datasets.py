@@ -168,7 +168,8 @@ def _sim_scenario(**cls):
 
 
 def test_a_simulated_class_may_draw_its_lengths_from_a_dataset():
-    from xpuplan.jobs.simulate import DATASET_SAMPLE, load_scenario
+    from xpuplan.jobs.simulate import load_scenario
+    from xpuplan.workload.serving import DATASET_SAMPLE_PAIRS as DATASET_SAMPLE
 
     cfg, _ = load_scenario(_sim_scenario(dataset="sharegpt"))
     lengths = cfg.classes[0].lengths

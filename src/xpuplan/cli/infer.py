@@ -13,8 +13,8 @@ import typer
 
 from xpuplan.cli.common import band_line, cli_command, console, print_caveats, print_json, request, table
 from xpuplan.errors import InfeasibleError
-from xpuplan.report.format import dataset_line
 from xpuplan.units import GB
+from xpuplan.workload.datasets import dataset_line
 
 app = typer.Typer(help="Inference: TTFT, TPOT, tokens/s, QPS per card, devices for a target load.", no_args_is_help=True)
 

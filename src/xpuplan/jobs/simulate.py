@@ -62,10 +62,6 @@ class SimulateRequest(Request):
     price_per_device_hour: PositiveFloat | None = None
 
 
-#: Requests drawn to represent a benchmark dataset's lengths in a class (``dataset:``), sampled with replacement.
-DATASET_SAMPLE = 1000
-
-
 def _dataset_lengths(c: dict[str, Any], model: Any, field: str, file: str, lines: dict[Any, int],
                      loc: tuple[Any, ...]) -> None:
     """A class's ``dataset: NAME`` as its ``lengths``: pairs representing the dataset's distributions for the
@@ -90,7 +86,7 @@ def _dataset_lengths(c: dict[str, Any], model: Any, field: str, file: str, lines
         ds = dataset_lengths(name, vocab, field=field)
     except UserInputError as exc:
         raise UserInputError(exc.message, field=field, file=file, line=line_for(loc, lines)) from None
-    ins, outs = dataset_request_lengths(ds, DATASET_SAMPLE)
+    ins, outs = dataset_request_lengths(ds)
     c["lengths"] = {"input_len": ins, "output_len": outs, "source": ds.describe()}
 
 

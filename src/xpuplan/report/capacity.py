@@ -10,9 +10,9 @@ from html import escape
 from typing import Any
 
 from xpuplan.jobs.serve import CapacityOptionOut, CapacityResult
-from xpuplan.report.format import dataset_line
 from xpuplan.report.page import bullets, html_page, kpis, md_page, md_table, section, table
 from xpuplan.report.svg import value_bars
+from xpuplan.workload.datasets import dataset_line
 
 TITLE = "Serving capacity"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from xpuplan import units
 
 
@@ -66,14 +64,3 @@ def fmt_figure(value: float, unit: str, path: str = "") -> str:
 def fmt_number(x: float) -> str:
     """A plain quantity: thousands separators from 1,000, else four significant digits."""
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-
-def dataset_line(ds: dict[str, Any]) -> str:
-    """The benchmark-dataset lengths a serving result used (its ``dataset`` field), in one line."""
-    tok = (f"{ds['tokenizer']} tokenizer counts assumed: the model's vocabulary has no entry"
-           if ds["tokenizer_assumed"] else f"{ds['tokenizer']} tokenizer")
-    used = ds.get("used_for", ["input_len", "output_len"])
-    parts = [f"mean prompt {ds['input_mean']:g}" if "input_len" in used else "",
-             f"mean output {ds['output_mean']:g}" if "output_len" in used else ""]
-    return (f"lengths from {ds['dataset']}: {', '.join(p for p in parts if p)} tokens "
-            f"({tok}; source: workload/data/datasets.yaml)")

@@ -56,9 +56,6 @@ _DECODE_RATE_METRICS: Final = ("output_tokens_per_s", "tpot_ms", "output_tokens_
 #: the run's size (num_prompts) or the load generator's concurrency.
 _QUEUE_METRICS: Final = ("ttft_ms", "e2e_latency_ms")
 
-#: Requests drawn to represent a dataset's lengths in a closed-loop simulation (sampled with replacement).
-DATASET_SAMPLE: Final = 1000
-
 #: Largest tensor-parallel degree of the conventional layout (one server; see the training predictor).
 CONVENTIONAL_TP_MAX: Final = 8
 
@@ -194,7 +191,7 @@ def _predict(row: ValidationRow, assumptions: Assumptions | None, ds: DatasetLen
         from xpuplan.serve.sim.validation import simulate_row
 
         value = simulate_row(row, assumptions, model=model_from_row(row),
-                             lengths=dataset_request_lengths(ds, DATASET_SAMPLE) if ds else None)
+                             lengths=dataset_request_lengths(ds) if ds else None)
         return Prediction(value, details={"method": "request-level simulation (closed loop)"})
     if _offline_queue_row(row) and not _finite_run_row(row) and row.metric in _QUEUE_METRICS:
         raise UserInputError(f"{row.metric} of an offline run depends on how many prompts wait: give num_prompts "

@@ -8,10 +8,11 @@ entry of a model's vocabulary size (else the dataset's default tokenizer, and sa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -82,16 +83,25 @@ class DatasetLengths:
 
     def describe(self) -> str:
         """One line for results and notes: the dataset, the tokenizer and the means used."""
-        how = (f"the {self.tokenizer} tokenizer's counts, assumed: the model's vocabulary has no entry"
-               if self.tokenizer_assumed else f"{self.tokenizer} tokenizer")
-        return (f"{self.dataset}: mean prompt {self.input_mean:g} and reference output {self.output_mean:g} tokens "
-                f"({how}; workload/data/datasets.yaml)")
+        return dataset_line(self.to_dict())
 
     def to_dict(self) -> dict[str, object]:
         return {"dataset": self.dataset, "name": self.name, "tokenizer": self.tokenizer,
                 "tokenizer_assumed": self.tokenizer_assumed, "input_mean": self.input_mean,
                 "output_mean": self.output_mean, "input_max": self.input_max, "total_max": self.total_max,
                 "shape": self.shape, "source": self.source}
+
+
+def dataset_line(ds: Mapping[str, Any]) -> str:
+    """A dataset's lengths as a result gives them (:meth:`DatasetLengths.to_dict`, with ``used_for`` where only
+    some lengths came from it), in one line."""
+    tok = (f"{ds['tokenizer']} tokenizer counts assumed: the model's vocabulary has no entry"
+           if ds["tokenizer_assumed"] else f"{ds['tokenizer']} tokenizer")
+    used = ds.get("used_for", ["input_len", "output_len"])
+    parts = [f"mean prompt {ds['input_mean']:g}" if "input_len" in used else "",
+             f"mean output {ds['output_mean']:g}" if "output_len" in used else ""]
+    return (f"lengths from {ds['dataset']}: {', '.join(p for p in parts if p)} tokens "
+            f"({tok}; source: workload/data/datasets.yaml)")
 
 
 @lru_cache(maxsize=4)

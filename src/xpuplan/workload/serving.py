@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from statistics import NormalDist
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -171,7 +171,13 @@ def dataset_length_dists(d: DatasetLengths) -> tuple[LengthDist, LengthDist]:
     return one(d.input_mean, d.input_max), one(d.output_mean, out_cap)
 
 
-def dataset_request_lengths(d: DatasetLengths, n: int, seed: int = 0) -> tuple[list[int], list[int]]:
+#: Length pairs drawn to represent a dataset's lengths where requests are sampled from it with replacement (a
+#: simulated traffic class, a closed-loop validation run): enough that the tail to the tools' caps is in the list.
+DATASET_SAMPLE_PAIRS: Final = 1000
+
+
+def dataset_request_lengths(d: DatasetLengths, n: int = DATASET_SAMPLE_PAIRS, seed: int = 0
+                            ) -> tuple[list[int], list[int]]:
     """``n`` (prompt, output) token pairs that represent a dataset's distributions
     (:func:`dataset_length_dists`): prompts and outputs at the midpoints of ``n`` equal-probability bins, so
     a run of ``n`` prompts has the tail it would draw, paired in a seeded random order, each pair held to
