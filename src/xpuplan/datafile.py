@@ -94,16 +94,29 @@ def line_for(loc: tuple[Any, ...], lines: dict[Path_t, int]) -> int | None:
 
 def input_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """``loc`` as far as it names places in ``data``: pydantic appends the member type of a union
-    (``constrained-float``, ``str``) to the location of a bad scalar; a missing key stays."""
-    node = data
+    (``constrained-float``, ``str``) to the location of a bad scalar, and puts it between a mapping and
+    its bad field (``input_len.LengthDist.mean``); those tags are dropped. A missing key (the last part)
+    stays."""
+    node: Any = data
+    out: list[Any] = []
     for i, part in enumerate(loc):
         if isinstance(node, Mapping):
+            if part not in node and i + 1 < len(loc):
+                continue  # a union member's name between a mapping and one of its keys
             node = node.get(part)
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
         elif i:
-            return loc[:i]
-    return loc
+            return tuple(out)
+        out.append(part)
+    return tuple(out)
+
+
+def primary_error(errors: list[Any]) -> Any:
+    """The error to report first: a value's own problem ("greater than 0") before the type mismatches pydantic
+    adds for the other members of a union ("a valid number", "a valid dictionary"); the first error otherwise."""
+    mismatch = ("_type", "_parsing")
+    return next((e for e in errors if not str(e.get("type", "")).endswith(mismatch)), errors[0])
 
 
 def validation_error(
@@ -111,7 +124,7 @@ def validation_error(
 ) -> UserInputError:
     """Turn the first pydantic error into a UserInputError naming file, line and field."""
     errors = exc.errors()
-    first = errors[0]
+    first = primary_error(errors)
     raw = tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p and p.startswith("function")))
     loc = prefix + (input_loc(raw, data) if data is not None else raw)
     msg = first["msg"]

@@ -189,3 +189,19 @@ def test_a_simulated_class_dataset_error_names_the_field(cls, words):
     with pytest.raises(UserInputError) as exc:
         load_scenario(_sim_scenario(**cls))
     assert exc.value.field == "classes[0].dataset" and words in str(exc.value)
+
+
+@pytest.mark.parametrize(("traffic", "field"), [
+    ("{qps: 5, input_len: -4}", "traffic.input_len"),
+    ("{qps: 5, input_len: 0}", "traffic.input_len"),
+    ("{qps: 5, input_len: {dist: fixed, mean: -2}}", "traffic.input_len.mean"),
+])
+def test_an_impossible_length_is_reported_by_its_own_field(tmp_path, traffic, field):
+    # the value's own problem, not the union's "not a number" / "not a dictionary" for the other member
+    from xpuplan.workload.serving import load_serving_scenario
+
+    sc = tmp_path / "sc.yaml"
+    sc.write_text(f"model: llama3-8b\ntraffic: {traffic}\n", encoding="utf-8")
+    with pytest.raises(UserInputError) as exc:
+        load_serving_scenario(sc)
+    assert exc.value.field == field and "greater than 0" in str(exc.value) and exc.value.line == 2

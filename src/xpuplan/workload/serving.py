@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from statistics import NormalDist
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -206,12 +206,16 @@ class ReplicaSpec(_Strict):
     memory_fraction: float | None = Field(default=None, gt=0, le=1, description="device memory the engine may use")
 
 
+#: A length given as a number: positive tokens.
+_Tokens = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
 class Traffic(_Strict):
     qps: float | None = Field(default=None, gt=0, description="requests/s to serve")
     batch: int | None = Field(default=None, ge=1, description="requests decoded together (estimate)")
-    input_len: float | LengthDist | None = Field(default=None, description="prompt tokens: a number or a distribution")
-    output_len: float | LengthDist | None = Field(default=None, description="generated tokens: a number or a "
-                                                  "distribution (default 1, or the dataset's)")
+    input_len: _Tokens | LengthDist | None = Field(default=None, description="prompt tokens: a number or a distribution")
+    output_len: _Tokens | LengthDist | None = Field(default=None, description="generated tokens: a number or a "
+                                                   "distribution (default 1, or the dataset's)")
     dataset: str | None = Field(default=None, min_length=1, max_length=200,
                                 description="benchmark dataset whose lengths the requests have where input_len / "
                                             "output_len are not given (workload/data/datasets.yaml: sharegpt)")
