@@ -181,24 +181,28 @@ def capacity_cmd(
     scenario: ScenarioOpt = None,
     emit_: EmitOpt = None,
     report: Annotated[str | None, typer.Option(help="write a report: out.html (self-contained) or out.md")] = None,
+    lang: Annotated[str, typer.Option(help="language of the --report: en or zh")] = "en",
     json_: Json = False,
 ) -> None:
     """Devices of each hardware option needed to serve --qps within the TTFT/TPOT SLO."""
     args = dict(locals())
     args.pop("report")
+    args.pop("lang")
+    from xpuplan.i18n import catalogue
     from xpuplan.jobs.serve import CapacityRequest, CapacityResult, infer_capacity
     from xpuplan.report import report_format, write_report
 
+    catalogue(lang)  # an unknown language is refused before the job runs (field --lang)
     if report:
         report_format(report)
     try:
         plan = infer_capacity(request(CapacityRequest, **args))
     except InfeasibleError as exc:
         if report and isinstance(exc.result, CapacityResult):
-            write_report(exc.result, report)  # every option infeasible: the report says why
+            write_report(exc.result, report, lang)  # every option infeasible: the report says why
         raise
     if report:
-        write_report(plan, report)
+        write_report(plan, report, lang)
     if plan.assumed_lengths and not json_:
         console.print(f"[dim]assuming {plan.input_len:g} prompt and {plan.output_len:g} output tokens per request "
                       "(--in/--out or --scenario to change)[/]")

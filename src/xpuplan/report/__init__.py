@@ -48,14 +48,24 @@ def _renderer(result: Any) -> Any:
     return importlib.import_module(RENDERERS[name])
 
 
-def render_html(result: Any) -> str:
-    """The self-contained HTML report of ``result``."""
-    return str(_renderer(result).render_html(result))
+def _lang_kw(fn: Any, lang: str | None) -> dict[str, str]:
+    """``lang=`` for a renderer that is written in several languages (the others are English; a
+    recommendation carries its own language)."""
+    import inspect
+
+    return {"lang": lang} if lang is not None and "lang" in inspect.signature(fn).parameters else {}
 
 
-def render_markdown(result: Any) -> str:
-    """The Markdown report of ``result``."""
-    return str(_renderer(result).render_markdown(result))
+def render_html(result: Any, lang: str | None = None) -> str:
+    """The self-contained HTML report of ``result`` (in ``lang`` where its renderer has that language)."""
+    fn = _renderer(result).render_html
+    return str(fn(result, **_lang_kw(fn, lang)))
+
+
+def render_markdown(result: Any, lang: str | None = None) -> str:
+    """The Markdown report of ``result`` (in ``lang`` where its renderer has that language)."""
+    fn = _renderer(result).render_markdown
+    return str(fn(result, **_lang_kw(fn, lang)))
 
 
 def report_format(path: str | Path) -> str:
@@ -70,14 +80,15 @@ def report_format(path: str | Path) -> str:
     return fmt
 
 
-def write_report(result: Any, path: str | Path) -> Path:
-    """Write the report of ``result`` to ``path`` (HTML for ``.html``/``.htm``, Markdown for ``.md``).
+def write_report(result: Any, path: str | Path, lang: str | None = None) -> Path:
+    """Write the report of ``result`` to ``path`` (HTML for ``.html``/``.htm``, Markdown for ``.md``), in
+    ``lang`` (en, zh) where its renderer has that language.
 
     Written to a temporary file beside ``path`` and renamed over it, so an interrupted run never
     leaves half a report."""
     p = Path(path)
     fmt = report_format(p)
-    text = render_html(result) if fmt == "html" else render_markdown(result)
+    text = render_html(result, lang) if fmt == "html" else render_markdown(result, lang)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)

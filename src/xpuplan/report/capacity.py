@@ -9,11 +9,13 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from xpuplan.i18n import t
 from xpuplan.jobs.serve import CapacityOptionOut, CapacityResult
 from xpuplan.report.page import bullets, html_page, kpis, md_page, md_table, section, table
 from xpuplan.report.svg import value_bars
 from xpuplan.workload.datasets import dataset_line
 
+#: The report's title in English (``cap.title`` in the i18n catalogue; kept for older imports).
 TITLE = "Serving capacity"
 
 
@@ -26,37 +28,45 @@ def option_label(o: CapacityOptionOut) -> str:
     return f"{o.hardware} tp{r['tp']} pp{r['pp']} {r['precision']['scheme']}"
 
 
-def _slo(res: CapacityResult) -> str:
+def _slo(res: CapacityResult, lang: str = "en") -> str:
     s = res.slo
     parts = []
     if s.get("ttft_s") is not None:
         parts.append(f"TTFT P{s.get('percentile', 99):g} ≤ {fmt_ms(s['ttft_s'])}")
     if s.get("tpot_s") is not None:
         parts.append(f"TPOT ≤ {fmt_ms(s['tpot_s'])}")
-    return ", ".join(parts) or "no latency limit"
+    return ", ".join(parts) or t("cap.no_limit", lang)
 
 
-def _subtitle(res: CapacityResult) -> str:
-    return (f"{res.model}: {res.target_qps:g} req/s, {res.input_len:g} prompt + {res.output_len:g} output tokens, "
-            f"{_slo(res)}")
+def _subtitle(res: CapacityResult, lang: str = "en") -> str:
+    return t("cap.subtitle", lang, model=res.model, qps=f"{res.target_qps:g}", inp=f"{res.input_len:g}",
+             out=f"{res.output_len:g}", slo=_slo(res, lang))
 
 
-def head(res: CapacityResult) -> list[str]:
-    return ["hardware", "replica", "engine", "req/s per replica", "replicas", "devices",
-            "devices, 80% band", f"TTFT P{res.slo.get('percentile', 99):g} at target", "TPOT at target",
-            "out tok/s at target",
-            "limited by", "disaggregated devices"]
+def limited_by(text: str, lang: str = "en") -> str:
+    """The planner's binding constraint in ``lang`` (TTFT/TPOT names stay as they are)."""
+    words = {"concurrency limit (KV cache or max_num_seqs)": "cap.limit.concurrency",
+             "prefill saturation": "cap.limit.prefill"}
+    return t(words[text], lang) if text in words else text
 
 
-def _rows(res: CapacityResult) -> list[list[str]]:
+def head(res: CapacityResult, lang: str = "en") -> list[str]:
+    p = f"{res.slo.get('percentile', 99):g}"
+    return [t(f"cap.col.{k}", lang) for k in ("hardware", "replica", "engine", "rate", "replicas", "devices", "band")] + [
+        t("cap.ttft_at_target", lang, p=p), t("cap.tpot_at_target", lang), t("cap.col.out", lang),
+        t("cap.limited_by", lang), t("cap.col.disagg", lang)]
+
+
+def _rows(res: CapacityResult, lang: str = "en") -> list[list[str]]:
     rows = []
     for o in res.options:
         r, at = o.replica, o.at_target
-        dis = str(o.disaggregated["devices"]) if o.disaggregated else ("infeasible" if o.disaggregated_error else "-")
+        dis = (str(o.disaggregated["devices"]) if o.disaggregated else
+               (t("cap.infeasible_cell", lang) if o.disaggregated_error else "-"))
         rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']} {r['precision']['scheme']}", str(r["engine"]),
                      f"{o.max_requests_per_s_per_replica:.3g}", f"{o.replicas:,}", f"{o.devices:,}", _band(o),
                      fmt_ms(at["ttft_p_s"]) if at else "-", fmt_ms(at["tpot_s"]) if at else "-",
-                     f"{at['output_tokens_per_s']:,.0f}" if at else "-", o.limited_by, dis])
+                     f"{at['output_tokens_per_s']:,.0f}" if at else "-", limited_by(o.limited_by, lang), dis])
     return rows
 
 
@@ -68,72 +78,82 @@ def _band(o: CapacityOptionOut) -> str:
     return f"{lo:,.0f} - {hi:,.0f}"
 
 
-def _headline(res: CapacityResult) -> list[tuple[str, str]]:
+def _headline(res: CapacityResult, lang: str = "en") -> list[tuple[str, str]]:
     if not res.options:
-        return [("feasible options", "0"), ("target", f"{res.target_qps:g} req/s")]
+        return [(t("cap.kpi_options", lang), "0"), (t("cap.kpi_target", lang), f"{res.target_qps:g} req/s")]
     b = res.options[0]
     r = b.replica
-    out = [("fewest devices", f"{b.devices:,}"),
-           (f"hardware (tp{r['tp']} pp{r['pp']} {r['precision']['scheme']}, {r['engine']})", b.hardware),
-           ("limited by", b.limited_by)]
+    out = [(t("cap.kpi_fewest", lang), f"{b.devices:,}"),
+           (t("cap.kpi_hardware", lang, replica=f"tp{r['tp']} pp{r['pp']} {r['precision']['scheme']}",
+              engine=r["engine"]), b.hardware),
+           (t("cap.limited_by", lang), limited_by(b.limited_by, lang))]
     if b.at_target:
-        out.append((f"TTFT P{res.slo.get('percentile', 99):g} at target", fmt_ms(b.at_target["ttft_p_s"])))
-        out.append(("TPOT at target", fmt_ms(b.at_target["tpot_s"])))
+        out.append((t("cap.ttft_at_target", lang, p=f"{res.slo.get('percentile', 99):g}"),
+                    fmt_ms(b.at_target["ttft_p_s"])))
+        out.append((t("cap.tpot_at_target", lang), fmt_ms(b.at_target["tpot_s"])))
     return out
 
 
-def _notes(res: CapacityResult) -> list[str]:
-    notes: list[str] = []
-    if res.assumed_lengths:
-        notes.append(f"assumed {res.input_len:g} prompt and {res.output_len:g} output tokens per request "
-                     "(--in/--out or --scenario to change)")
+def _notes(res: CapacityResult, lang: str = "en") -> list[str]:
+    """The report's notes: its own (in ``lang``) first, then the planner's (in English)."""
+    notes = _own_notes(res, lang)
     if res.dataset:
         notes.append(dataset_line(res.dataset))
     for o in res.options:
         notes += [str(n) for n in o.replica.get("notes", []) or []]
         if o.disaggregated_error:
-            notes.append(f"{o.hardware} disaggregated: {o.disaggregated_error}")
+            notes.append(t("cap.disagg_error", lang, hw=o.hardware, error=o.disaggregated_error))
     return list(dict.fromkeys(notes))
 
 
-def _infeasible(res: CapacityResult) -> list[str]:
-    return [f"{hw}: {reasons[-1] if reasons else 'no feasible configuration'}" for hw, reasons in res.infeasible.items()]
+def _own_notes(res: CapacityResult, lang: str) -> list[str]:
+    return [t("cap.assumed", lang, inp=f"{res.input_len:g}", out=f"{res.output_len:g}")] if res.assumed_lengths else []
 
 
-def render_html(res: CapacityResult) -> str:
-    s = [f"<section>{kpis(_headline(res))}<p class='muted'>devices = replicas × devices per replica; latencies at "
-         "the target load spread over the replicas</p></section>"]
+def _notes_title(res: CapacityResult, notes: list[str], lang: str) -> str:
+    """"Notes", saying the planner's notes are in English where the report is not."""
+    planner = len(notes) > len(_own_notes(res, lang))
+    return t("cap.notes", lang) + (t("cap.notes_english", lang) if planner else "")
+
+
+def _infeasible(res: CapacityResult, lang: str = "en") -> list[str]:
+    return [f"{hw}: {reasons[-1] if reasons else t('cap.no_feasible', lang)}" for hw, reasons in res.infeasible.items()]
+
+
+def render_html(res: CapacityResult, lang: str = "en") -> str:
+    s = [f"<section>{kpis(_headline(res, lang))}<p class='muted'>{escape(t('cap.explain', lang))}</p></section>"]
     if res.options:
-        s.append(section("Options", table(head(res), _rows(res), win=0, left=(1, 2, 10))))
-        s.append(section("Devices per option", value_bars(
-            [(option_label(o), float(o.devices), f"{o.devices:,} devices ({o.replicas:,} replicas)")
-             for o in res.options], "devices per option", highlight=0)))
+        s.append(section(t("cap.options", lang), table(head(res, lang), _rows(res, lang), win=0, left=(1, 2, 10))))
+        s.append(section(t("cap.devices_per_option", lang), value_bars(
+            [(option_label(o), float(o.devices), t("cap.bar_label", lang, devices=f"{o.devices:,}",
+                                                   replicas=f"{o.replicas:,}"))
+             for o in res.options], t("cap.devices_per_option", lang), highlight=0)))
     if res.infeasible:
-        s.append(section("No feasible configuration", bullets(_infeasible(res))))
-    notes = _notes(res)
+        s.append(section(t("cap.infeasible", lang), bullets(_infeasible(res, lang))))
+    notes = _notes(res, lang)
     if notes:
-        s.append(section("Notes", bullets(notes)))
+        s.append(section(_notes_title(res, notes, lang), bullets(notes)))
     if res.commands:
-        s.append(section("Serve commands", "".join(f"<pre><code>{escape(c)}</code></pre>" for c in res.commands)))
+        s.append(section(t("cap.commands", lang), "".join(f"<pre><code>{escape(c)}</code></pre>" for c in res.commands)))
     used: Any = res.used
-    return html_page(TITLE, _subtitle(res), schema_version=res.schema_version, sections=s,
+    return html_page(t("cap.title", lang), _subtitle(res, lang), schema_version=res.schema_version, sections=s,
                      figures=used.figures if used else (), assumptions=used.assumptions if used else None,
-                     caveats=used.caveats if used else ())
+                     caveats=used.caveats if used else (), lang=lang)
 
 
-def render_markdown(res: CapacityResult) -> str:
-    out = [md_table(["quantity", "value"], _headline(res)), "",
-           "_devices = replicas × devices per replica; latencies at the target load spread over the replicas_", ""]
+def render_markdown(res: CapacityResult, lang: str = "en") -> str:
+    out = [md_table([t("cap.quantity", lang), t("page.value", lang)], _headline(res, lang)), "",
+           f"_{t('cap.explain', lang)}_", ""]
     if res.options:
-        out += ["## Options", "", md_table(head(res), _rows(res)), ""]
+        out += [f"## {t('cap.options', lang)}", "", md_table(head(res, lang), _rows(res, lang)), ""]
     if res.infeasible:
-        out += ["## No feasible configuration", ""] + [f"- {x}" for x in _infeasible(res)] + [""]
-    notes = _notes(res)
+        out += [f"## {t('cap.infeasible', lang)}", ""] + [f"- {x}" for x in _infeasible(res, lang)] + [""]
+    notes = _notes(res, lang)
     if notes:
-        out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+        out += [f"## {_notes_title(res, notes, lang)}", ""] + [f"- {n}" for n in notes] + [""]
     if res.commands:
-        out += ["## Serve commands", ""] + [f"```\n{c}\n```" for c in res.commands] + [""]
+        out += [f"## {t('cap.commands', lang)}", ""] + [f"```\n{c}\n```" for c in res.commands] + [""]
     used: Any = res.used
-    return md_page(TITLE, _subtitle(res), schema_version=res.schema_version, body=out,
+    return md_page(t("cap.title", lang), _subtitle(res, lang), schema_version=res.schema_version, body=out,
                    figures=used.figures if used else (), assumptions=used.assumptions if used else None,
-                   caveats=used.caveats if used else ())
+                   caveats=used.caveats if used else (), lang=lang)

@@ -164,4 +164,5 @@ def render_markdown(rec: Recommendation) -> str:
         out.append("")
     w = rec.options[0]
     return md_page(t("report.title", lang), rec.title or rec.scenario, schema_version=rec.schema_version, body=out,
-                   figures=w.figures, assumptions=rec.assumptions, facts_note=t("report.generated", lang))
+                   figures=w.figures, assumptions=rec.assumptions, facts_note=t("report.generated", lang),
+                   lang=lang)
