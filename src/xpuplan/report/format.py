@@ -55,7 +55,7 @@ _DISPLAY = {"FLOP/s": ("TFLOP/s", 1e12), "OP/s": ("TOP/s", 1e12), "B": ("GB", un
 def fmt_figure(value: float, unit: str, path: str = "") -> str:
     """A catalog figure given in SI units, in the unit a datasheet uses (TFLOP/s, GB, GB/s; Gbit/s for a
     figure the catalog keeps in Gbit/s, named by its ``path``)."""
-    shown, div = _DISPLAY.get(unit, (unit, 1.0))
+    shown, div = _DISPLAY.get(unit, ("" if unit == "1" else unit, 1.0))  # "1": a ratio (PUE), no unit
     if unit == "B/s" and "gbit" in path:
         shown, div = "Gbit/s", units.GBIT
     return f"{value / div:,.4g} {shown}".rstrip()
