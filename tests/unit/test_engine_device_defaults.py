@@ -37,7 +37,12 @@ def test_an_unversioned_or_older_vllm_keeps_the_profile(engine: str) -> None:
 
 
 def test_a_user_sequence_limit_wins_over_the_device_default() -> None:
-    assert _rep("nvidia-h100-sxm-80gb", "vllm 0.11", max_num_seqs=64).max_num_seqs == 64
+    rep = _rep("nvidia-h100-sxm-80gb", "vllm 0.11", max_num_seqs=64)
+    assert rep.max_num_seqs == rep.engine.max_num_seqs == 64
+    assert rep.engine.prefill_chunk_tokens == 8192  # the token budget is still the device's default
+    # the note says which limit was given and does not claim the device default of 1,024 sequences
+    assert any("8,192 tokens per step" in n and "64 sequences (max_num_seqs as given)" in n for n in rep.notes)
+    assert not any("1,024 sequences" in n for n in rep.notes)
 
 
 def test_the_rule_leaves_kinds_it_does_not_name_alone() -> None:

@@ -140,7 +140,7 @@ def make_replica(
         engine = default_engine(device.ecosystem.serving_engines, encoder=model.type == "encoder", assumptions=a)
     prof = engine_profile(engine, assumptions=a)
     notes: list[str] = []
-    prof, picked = engine_device_defaults(prof, device)
+    prof, picked = engine_device_defaults(prof, device, max_num_seqs)
     if picked:
         notes.append(picked)
     prof, prefill_first = engine_model_rules(prof, model)
@@ -202,10 +202,12 @@ def engine_memory_defaults(engine: EngineProfile, device: Device, tp: int, pp: i
                      f"{md.regime})")
 
 
-def engine_device_defaults(engine: EngineProfile, device: Device) -> tuple[EngineProfile, str | None]:
+def engine_device_defaults(engine: EngineProfile, device: Device,
+                           max_num_seqs: int | None = None) -> tuple[EngineProfile, str | None]:
     """The engine with the scheduling defaults it picks on ``device`` (``device_defaults`` in
     ``engines.yaml``: vLLM from 0.9 sizes its token budget and sequence limit by the device's memory and
-    name), and a note saying so; the engine unchanged and None where no such rule applies."""
+    name), and a note saying so; the engine unchanged and None where no such rule applies. A
+    ``max_num_seqs`` the user gives replaces the picked sequence limit (the note says so)."""
     rule = engine.device_defaults
     if rule is None or not rule.applies(engine.version):
         return engine, None
@@ -214,6 +216,10 @@ def engine_device_defaults(engine: EngineProfile, device: Device) -> tuple[Engin
         return engine, None
     chunk, seqs = picked
     version = ".".join(str(v) for v in engine.version or ())
+    if max_num_seqs is not None:
+        note = (f"{engine.name} {version} on {device.id}: {chunk:,} tokens per step (the engine's default for "
+                f"this device) and {max_num_seqs:,} sequences (max_num_seqs as given)")
+        return replace(engine, prefill_chunk_tokens=chunk, max_num_seqs=max_num_seqs), note
     note = (f"{engine.name} {version} on {device.id}: {chunk:,} tokens per step and {seqs:,} sequences "
             f"(the engine's defaults for this device)")
     return replace(engine, prefill_chunk_tokens=chunk, max_num_seqs=seqs), note
