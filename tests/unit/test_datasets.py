@@ -10,6 +10,7 @@ import pytest
 from xpuplan.catalog.assumptions import default_assumptions
 from xpuplan.errors import UserInputError
 from xpuplan.workload.datasets import DATA_FILE, dataset_lengths, find_dataset, load_datasets
+from xpuplan.workload.lengths import LengthDist
 from xpuplan.workload.serving import capped_exponential_scale, dataset_length_dists
 
 
@@ -66,8 +67,10 @@ def test_every_engine_benchmark_dataset_is_a_known_dataset():
 @pytest.mark.parametrize(("mean", "cap"), [(215.2, 1024), (203.0, 1833), (900.0, 1024)])
 def test_the_capped_exponential_keeps_the_mean(mean, cap):
     m = capped_exponential_scale(mean, cap)
-    assert m * (1 - math.exp(-cap / m)) == pytest.approx(mean, rel=1e-9)
-    assert m >= mean  # the cap cuts the tail, so the scale sits above the mean
+    # lengths are cut to [1 token, cap]: mean 1 + m·(e^(-1/m) - e^(-cap/m)), the distribution's own average
+    assert 1 + m * (math.exp(-1 / m) - math.exp(-cap / m)) == pytest.approx(mean, rel=1e-9)
+    assert LengthDist(dist="exponential", mean=m, max=cap).average == pytest.approx(mean, rel=1e-9)
+    assert m >= mean - 1  # the cap cuts the tail, so the scale sits near or above the mean
 
 
 def test_the_shape_keeps_the_dataset_means_and_caps():

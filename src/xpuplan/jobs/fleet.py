@@ -35,12 +35,10 @@ catalog TDP (busy power, a conservative bound for the power constraint).
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from statistics import NormalDist
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -51,6 +49,7 @@ from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.fleet.optimize import FleetConstraints, FleetPlan, HardwareOption, RequestClass, optimize_mix
 from xpuplan.jobs.context import RunContext, default_context
 from xpuplan.jobs.requests import MAX_DEVICES, Id, LatencyMs, ModelRef, Percentile, PositiveFloat, Request
+from xpuplan.workload.lengths import LengthDist, number_to_fixed
 
 #: Default horizon of ``total_cost``: one year of 365.25 days.
 DEFAULT_HORIZON_HOURS = units.YEAR / units.HOUR
@@ -74,30 +73,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LengthIn(_Strict):
-    """Token lengths: ``fixed`` (``mean``) or ``lognormal`` (``mean``, ``cv`` = std / mean, cut to
-    [``min``, ``max``]); the same shapes the request-level simulator samples."""
-
-    dist: Literal["fixed", "lognormal"] = "fixed"
-    mean: PositiveFloat
-    cv: float = Field(default=0.0, ge=0, le=10, allow_inf_nan=False)
-    min: int = Field(default=1, ge=1)
-    max: int = Field(default=1 << 20, ge=1)
-
-    def quantile(self, percentile: float) -> float:
-        """Length at ``percentile`` (lognormal with the given mean and cv; cut to [min, max])."""
-        if self.dist == "fixed" or self.cv == 0:
-            return self.mean
-        sigma2 = math.log1p(self.cv ** 2)
-        mu = math.log(self.mean) - sigma2 / 2.0
-        q = math.exp(mu + math.sqrt(sigma2) * NormalDist().inv_cdf(percentile / 100.0))
-        return min(max(q, self.min), self.max)
-
-
-def _length(v: Any) -> Any:
-    return {"dist": "fixed", "mean": v} if isinstance(v, int | float) and not isinstance(v, bool) else v
-
-
 class SLOIn(_Strict):
     ttft_ms: LatencyMs | None = None
     tpot_ms: LatencyMs | None = None
@@ -114,8 +89,8 @@ class ClassIn(_Strict):
     name: Annotated[str, Field(min_length=1, max_length=100)]
     model: ModelRef | None = None
     rate_per_s: float = Field(le=1e9, allow_inf_nan=False, description="requests/s (Poisson arrivals)")
-    input_len: LengthIn
-    output_len: LengthIn
+    input_len: LengthDist
+    output_len: LengthDist
     slo: SLOIn
 
     @field_validator("rate_per_s")
@@ -131,7 +106,7 @@ class ClassIn(_Strict):
     @classmethod
     def _lengths(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = {k: _length(v) if k in ("input_len", "output_len") else v for k, v in data.items()}
+            data = {k: number_to_fixed(v) if k in ("input_len", "output_len") else v for k, v in data.items()}
         return data
 
 
@@ -262,8 +237,8 @@ def _classes(ls: LoadedScenario, ctx: RunContext) -> list[RequestClass]:
             m = ctx.model(name)
         slo = SLO(ttft_s=None if c.slo.ttft_ms is None else c.slo.ttft_ms * units.MS,
                   tpot_s=None if c.slo.tpot_ms is None else c.slo.tpot_ms * units.MS, percentile=c.slo.percentile)
-        out.append(RequestClass(name=c.name, model=m, rate_per_s=c.rate_per_s, input_len=c.input_len.mean,
-                                output_len=c.output_len.mean, slo=slo,
+        out.append(RequestClass(name=c.name, model=m, rate_per_s=c.rate_per_s, input_len=c.input_len.average,
+                                output_len=c.output_len.average, slo=slo,
                                 ttft_input_len=c.input_len.quantile(c.slo.percentile)))
     return out
 
@@ -354,10 +329,6 @@ def _device_limits(ls: LoadedScenario, ctx: RunContext) -> list[tuple[str, int]]
 # ---------------------------------------------------------------------------------------
 # verification (request-level simulator) and training hybrid
 # ---------------------------------------------------------------------------------------
-def _sim_length(x: LengthIn) -> dict[str, Any]:
-    return {"dist": x.dist, "mean": x.mean, "cv": x.cv, "min": x.min, "max": x.max}
-
-
 def verify_plan(ls: LoadedScenario, plan: FleetPlan, *, seed: int | None = None,
                 duration_s: float | None = None) -> dict[str, Any]:
     """Simulate each class on its own pools (one pool per hardware/TP/dtype of the mix, requests
@@ -381,7 +352,7 @@ def verify_plan(ls: LoadedScenario, plan: FleetPlan, *, seed: int | None = None,
             "model": c.model or sc.model, "pools": pools, "duration_s": duration,
             "routing": {"policy": "least_outstanding" if len(pools) > 1 else "round_robin"},
             "classes": [{"name": c.name, "rate_rps": c.rate_per_s, "arrival": "poisson",
-                         "input_len": _sim_length(c.input_len), "output_len": _sim_length(c.output_len),
+                         "input_len": c.input_len, "output_len": c.output_len,
                          "slo": {k: v for k, v in (("ttft_ms", c.slo.ttft_ms), ("tpot_ms", c.slo.tpot_ms))
                                  if v is not None}}],
         })

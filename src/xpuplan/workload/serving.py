@@ -21,24 +21,24 @@ A scenario is a YAML (or JSON) file, validated at load with errors naming file, 
       tpot_ms: 50
       percentile: 99
 
-Length distributions: ``fixed`` (``mean``), ``uniform`` (``min``, ``max``), ``normal`` (``mean``,
-``std``, clipped at 1), ``exponential`` (``mean``, optional ``max``), ``empirical`` (``values``: measured
-lengths, e.g. a dataset's prompt lengths). The planner uses the mean for throughput and KV sizing, the SLO
+Length distributions (:mod:`xpuplan.workload.lengths`, the same model the simulator and the fleet optimizer
+read): ``fixed`` (``mean``), ``uniform`` (``min``, ``max``), ``normal`` (``mean``, ``std``), ``lognormal``
+(``mean``, ``cv``), ``exponential`` (``mean``), ``empirical`` (``values``: measured lengths, e.g. a dataset's
+prompt lengths); every shape is cut to [``min`` (default 1), ``max``]. The planner uses the mean for throughput and KV sizing, the SLO
 percentile of the input length for the TTFT tail, and integrates the prefill service time over the input
 distribution (:meth:`LengthDist.nodes`) for the prompt queue (M/G/1: its mean and second moment).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from statistics import NormalDist
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xpuplan.datafile import load_file
 from xpuplan.workload.datasets import DatasetLengths, find_dataset, load_datasets
+from xpuplan.workload.lengths import LengthDist, as_length
 
 #: Request shape assumed when none is given (CLI and overview): a chat turn with some context.
 #: An assumption, printed whenever it is used; pass --in/--out or a scenario file for your traffic.
@@ -50,110 +50,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LengthDist(_Strict):
-    """Token-length distribution of prompts or outputs."""
-
-    dist: Literal["fixed", "uniform", "normal", "exponential", "empirical"] = "fixed"
-    mean: float | None = Field(default=None, gt=0, description="mean tokens (fixed, normal, exponential)")
-    min: float | None = Field(default=None, gt=0, description="smallest length (uniform)")
-    max: float | None = Field(default=None, gt=0, description="largest length (uniform; cap for exponential)")
-    std: float | None = Field(default=None, ge=0, description="standard deviation (normal)")
-    values: list[float] | None = Field(default=None, min_length=1, max_length=100_000,
-                                       description="measured lengths, each equally likely (empirical)")
-
-    @model_validator(mode="after")
-    def _check(self) -> LengthDist:
-        if self.dist == "empirical":
-            if not self.values or any(not (v > 0 and math.isfinite(v)) for v in self.values):
-                raise ValueError("empirical needs values: a list of positive lengths")
-            return self
-        if self.dist == "uniform":
-            if self.min is None or self.max is None or self.max < self.min:
-                raise ValueError("uniform needs min <= max")
-        elif self.mean is None:
-            raise ValueError(f"{self.dist} needs mean")
-        if self.dist == "normal" and self.std is None:
-            raise ValueError("normal needs std")
-        return self
-
-    @property
-    def average(self) -> float:
-        """Mean tokens."""
-        if self.dist == "empirical":
-            assert self.values is not None
-            return sum(self.values) / len(self.values)
-        if self.dist == "uniform":
-            assert self.min is not None and self.max is not None
-            return (self.min + self.max) / 2.0
-        assert self.mean is not None
-        if self.dist == "exponential" and self.max is not None:
-            # mean of an exponential truncated (capped) at max: m·(1 - e^(-max/m))
-            return self.mean * (1.0 - math.exp(-self.max / self.mean))
-        return self.mean
-
-    def quantile(self, percentile: float) -> float:
-        """Length at ``percentile`` (0-100)."""
-        q = percentile / 100.0
-        if self.dist == "empirical":
-            assert self.values is not None
-            xs = sorted(self.values)
-            return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
-        if self.dist == "fixed":
-            assert self.mean is not None
-            return self.mean
-        if self.dist == "uniform":
-            assert self.min is not None and self.max is not None
-            return self.min + q * (self.max - self.min)
-        assert self.mean is not None
-        if self.dist == "normal":
-            assert self.std is not None
-            return max(1.0, NormalDist(self.mean, self.std).inv_cdf(q))
-        if q >= 1.0:  # the top of an exponential: its cap, else unbounded
-            return self.max if self.max is not None else math.inf
-        value = -self.mean * math.log(1.0 - q)
-        return min(value, self.max) if self.max is not None else value
-
-
-    @property
-    def is_fixed(self) -> bool:
-        return self.dist == "fixed" or (self.dist == "empirical" and len(set(self.values or ())) == 1)
-
-    def nodes(self, n: int = 8) -> list[tuple[float, float]]:
-        """(length, probability) pairs that integrate a function of the length over the distribution:
-        the mean of each of ``n`` equal-probability bins (an empirical list: its values, grouped into
-        at most ``n`` bins of sorted values). A fixed length is one node."""
-        if self.is_fixed:
-            return [(self.average, 1.0)]
-        if self.dist == "empirical":
-            assert self.values is not None
-            xs = sorted(self.values)
-            k = min(n, len(xs))
-            out = []
-            for i in range(k):
-                part = xs[i * len(xs) // k:(i + 1) * len(xs) // k]
-                out.append((sum(part) / len(part), len(part) / len(xs)))
-            return out
-        # bin i's representative: its conditional mean, from SUB quantiles at the midpoints of equal
-        # sub-bins (so the nodes keep the distribution's mean, tail included)
-        sub = 32
-        return [(sum(max(1.0, self.quantile(100.0 * (i + (j + 0.5) / sub) / n)) for j in range(sub)) / sub, 1.0 / n)
-                for i in range(n)]
-
-
-def as_length(value: int | float | LengthDist) -> LengthDist:
-    return value if isinstance(value, LengthDist) else LengthDist(dist="fixed", mean=float(value))
-
-
 def capped_exponential_scale(mean: float, cap: float) -> float:
-    """Scale ``m`` of an exponential capped at ``cap`` whose mean ``m·(1 - e^(-cap/m))`` is ``mean`` (< cap)."""
-    if not 0 < mean < cap:
-        raise ValueError(f"mean {mean:g} must lie in (0, cap {cap:g})")
-    lo, hi = mean, mean
-    while hi * (1.0 - math.exp(-cap / hi)) < mean:
+    """Scale ``m`` of an exponential cut to [1, ``cap``] tokens whose mean (``LengthDist.average``:
+    ``1 + m·(e^(-1/m) - e^(-cap/m))``) is ``mean`` (1 < mean < cap)."""
+    if not 1 < mean < cap:
+        raise ValueError(f"mean {mean:g} must lie in (1, cap {cap:g})")
+
+    def cut_mean(m: float) -> float:
+        return LengthDist(dist="exponential", mean=m, max=cap).average
+
+    lo, hi = mean / 2.0, mean
+    while cut_mean(hi) < mean:
         hi *= 2.0
-    for _ in range(100):  # the capped mean grows with the scale: bisection
+    for _ in range(100):  # the cut mean grows with the scale: bisection
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if mid * (1.0 - math.exp(-cap / mid)) < mean else (lo, mid)
+        lo, hi = (mid, hi) if cut_mean(mid) < mean else (lo, mid)
     return 0.5 * (lo + hi)
 
 

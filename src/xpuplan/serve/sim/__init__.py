@@ -24,7 +24,6 @@ The design, assumptions and validation are in docs/simulator.md.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +35,6 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.serve.disagg import time_kv_transfer_s
 from xpuplan.serve.sim.config import (
     EmpiricalLengths,
-    LengthDist,
     PoolConfig,
     RoutingConfig,
     SimConfig,
@@ -56,6 +54,7 @@ from xpuplan.serve.sim.result import (
 )
 from xpuplan.serve.sim.routing import ROUTERS, Router, register_router
 from xpuplan.serve.sim.schedulers import SCHEDULERS, Scheduler, register_scheduler
+from xpuplan.workload.lengths import LengthDist
 
 __all__ = [
     "ROUTERS",
@@ -84,9 +83,9 @@ __all__ = [
     "unloaded_latency_s",
 ]
 
-#: z-score of the 1st percentile of a normal distribution: the short end of a lognormal length
-#: distribution used by the unloaded-latency check (a request that short still misses the SLO).
-_Z_P1 = 2.326
+#: Percentile of a class's length distributions that stands for a short request in the unloaded-latency
+#: check (a request that short still misses the SLO).
+SHORT_REQUEST_PERCENTILE = 1.0
 
 
 def parse_config(data: Any) -> SimConfig:
@@ -107,18 +106,15 @@ def parse_config(data: Any) -> SimConfig:
 
 
 def _short_lengths(c: TrafficClass) -> tuple[int, int]:
-    """A short request of class ``c``: the fixed lengths, the 1st percentile of lognormal ones, or the
-    shortest of an empirical list or trace."""
+    """A short request of class ``c``: the 1st percentile of its length distributions (a fixed length
+    itself), or the shortest of an empirical list or trace."""
     if c.trace is not None and c.arrival == "trace":
         return min(c.trace.input_len), min(c.trace.output_len)
     if c.lengths is not None:
         return min(c.lengths.input_len), min(c.lengths.output_len)
 
     def short(d: LengthDist) -> int:
-        if d.dist == "fixed" or d.cv == 0:
-            return max(d.min, round(d.mean))
-        s = math.sqrt(math.log1p(d.cv * d.cv))
-        return max(d.min, round(math.exp(math.log(d.mean) - s * s / 2 - _Z_P1 * s)))
+        return max(1, round(d.quantile(SHORT_REQUEST_PERCENTILE)))
 
     return short(c.input_len), short(c.output_len)
 

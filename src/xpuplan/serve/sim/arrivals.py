@@ -10,8 +10,9 @@
   trace several classes share go to the first of them).
 * ``burst``: ``requests`` requests at t = 0 (an offline benchmark run of a fixed number of prompts).
 
-Lengths: fixed, lognormal (mean and cv of the lengths themselves, i.e. σ² = ln(1 + cv²),
-μ = ln(mean) − σ²/2), or pairs drawn uniformly with replacement from an empirical list.
+Lengths: drawn from the class's length distributions (:func:`xpuplan.workload.lengths.sample_lengths`:
+fixed, uniform, normal, lognormal, exponential or an empirical list, cut to their bounds), or pairs drawn
+uniformly with replacement from an empirical list of (input, output) pairs.
 Each class draws from its own generator seeded by (seed, class index): adding a class does not
 change the others' requests.
 """
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xpuplan.serve.sim.config import LengthDist, TrafficClass
+from xpuplan.serve.sim.config import TrafficClass
+from xpuplan.workload.lengths import sample_lengths
 
 
 @dataclass(frozen=True)
@@ -84,16 +86,6 @@ def arrival_times(cls: TrafficClass, duration_s: float, rng: np.random.Generator
         keep = rng.random(cand.size) * peak < curve_rate(cls.rate_curve, cls.curve_period_s, cand)
         return cand[keep]
     raise AssertionError(cls.arrival)
-
-
-def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` token lengths (integers >= 1) from ``dist``."""
-    if dist.dist == "fixed" or dist.cv == 0:
-        x = np.full(n, float(dist.mean))
-    else:
-        s2 = math.log1p(dist.cv * dist.cv)
-        x = rng.lognormal(math.log(dist.mean) - s2 / 2.0, math.sqrt(s2), n)
-    return np.clip(np.rint(x), max(1, dist.min), dist.max).astype(np.int64)
 
 
 def class_arrivals(cls: TrafficClass, index: int, all_classes: list[TrafficClass], duration_s: float,

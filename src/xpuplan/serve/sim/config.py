@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xpuplan.errors import UserInputError
+from xpuplan.workload.lengths import LengthDist, number_to_fixed
 
 #: Seconds a static-batching replica waits for its batch to fill before it starts with fewer
 #: requests (a common setting of batching servers such as Triton's ``max_queue_delay``; user data).
@@ -28,21 +29,6 @@ Count = Annotated[int, Field(ge=1, le=1 << 24)]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LengthDist(_Model):
-    """A token-length distribution: ``fixed`` (always ``mean``) or ``lognormal`` with mean ``mean``
-    and coefficient of variation ``cv`` (std / mean), cut to [``min``, ``max``]."""
-
-    dist: Literal["fixed", "lognormal"] = "fixed"
-    mean: Pos
-    cv: NonNeg = 0.0
-    min: Count = 1
-    max: Count = 1 << 20
-
-
-def _length(v: Any) -> Any:
-    return {"dist": "fixed", "mean": v} if isinstance(v, int | float) and not isinstance(v, bool) else v
 
 
 class TraceData(_Model):
@@ -107,7 +93,7 @@ class TrafficClass(_Model):
             data = dict(data)
             for k in ("input_len", "output_len"):
                 if k in data:
-                    data[k] = _length(data[k])
+                    data[k] = number_to_fixed(data[k])
         return data
 
     @model_validator(mode="after")
