@@ -86,18 +86,21 @@ def optimize(
     seed: Annotated[int | None, typer.Option("--seed", help="simulator seed (default: the scenario's)")] = None,
     duration_s: Annotated[float | None, typer.Option("--duration", help="simulated seconds of arrivals")] = None,
     report: Annotated[str | None, typer.Option("--report", help="write out.html or out.md")] = None,
+    lang: Annotated[str, typer.Option(help="language of the --report: en or zh")] = "en",
     json_: Annotated[bool, typer.Option("--json", help="print the typed result as JSON")] = False,
 ) -> None:
     """Cheapest replicas of each hardware/TP/dtype per request class within the SLOs and constraints."""
+    from xpuplan.i18n import catalogue
     from xpuplan.jobs.fleet import FleetRequest, run_fleet_optimize
     from xpuplan.report import report_format, write_report
 
+    catalogue(lang)  # an unknown language is refused before the job runs (field --lang)
     if report:
         report_format(report)
     req = request(FleetRequest, scenario=scenario, verify=verify, repair=repair, seed=seed, duration_s=duration_s)
     plan = run_fleet_optimize(req)
     if report:
-        write_report(plan, report)
+        write_report(plan, report, lang)
     if json_:
         print_json(plan.to_dict())
         return

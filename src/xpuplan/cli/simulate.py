@@ -29,12 +29,15 @@ def simulate(
         "--price-per-device-hour", help="USD per device-hour for every pool (cost per million tokens)")] = None,
     json_: Annotated[bool, typer.Option("--json", help="machine-readable result")] = False,
     report: Annotated[str | None, typer.Option(help="write a report: out.html (self-contained) or out.md")] = None,
+    lang: Annotated[str, typer.Option(help="language of the --report: en or zh")] = "en",
 ) -> None:
     """Simulate a serving fleet request by request: latency percentiles per class and pool, SLO
     attainment, goodput, utilisation, KV use, energy and cost."""
+    from xpuplan.i18n import catalogue
     from xpuplan.jobs.simulate import SimulateRequest, run_simulate
     from xpuplan.report import report_format, write_report
 
+    catalogue(lang)  # an unknown language is refused before the job runs (field --lang)
     if report:
         report_format(report)
 
@@ -49,7 +52,7 @@ def simulate(
             task = bar.add_task("simulating", total=1.0)
             res = run_simulate(req, progress=lambda f: bar.update(task, completed=f))
     if report:
-        write_report(res, report)
+        write_report(res, report, lang)
     if json_:
         print_json(res.to_dict())
         return

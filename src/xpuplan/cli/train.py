@@ -201,15 +201,19 @@ def search_cmd(
                                                    "its own)")] = None,
     emit: Annotated[str | None, typer.Option(help=f"launch arguments of the best plan: {FRAMEWORKS_HELP}")] = None,
     report: Annotated[str | None, typer.Option(help="write a report: out.html (self-contained) or out.md")] = None,
+    lang: Annotated[str, typer.Option(help="language of the --report: en or zh")] = "en",
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Enumerate every valid plan, evaluate them all, rank by throughput; Pareto front over device counts.
     Progress is shown over device counts; Ctrl-C stops and prints what was found."""
     args = dict(locals())
     args.pop("report")
+    args.pop("lang")
+    from xpuplan.i18n import catalogue
     from xpuplan.jobs.train import TrainSearchRequest, TrainSearchResult, train_search
     from xpuplan.report import report_format, write_report
 
+    catalogue(lang)  # an unknown language is refused before the job runs (field --lang)
     if report:
         report_format(report)
 
@@ -228,7 +232,7 @@ def search_cmd(
             res = train_search(req, progress=progress)
         except InfeasibleError as exc:
             if report and isinstance(exc.result, TrainSearchResult):
-                write_report(exc.result, report)  # what was tried and why nothing fits
+                write_report(exc.result, report, lang)  # what was tried and why nothing fits
             if json_ or not isinstance(exc.result, TrainSearchResult):
                 raise
             bar.stop()
@@ -236,7 +240,7 @@ def search_cmd(
             render_infeasible(exc)
             raise typer.Exit(3) from None
     if report:
-        write_report(res, report)
+        write_report(res, report, lang)
     if json_:
         print_json(res.to_dict())
         return

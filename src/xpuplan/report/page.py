@@ -74,16 +74,17 @@ def _compact(v: Any) -> str:
     return s if len(s) <= ASSUMPTION_CHARS else s[: ASSUMPTION_CHARS - 1] + "…"
 
 
-def assumption_rows(assumptions: Any) -> list[tuple[str, str, str]]:
+def assumption_rows(assumptions: Any, lang: str = "en") -> list[tuple[str, str, str]]:
     """(name, value, source) per assumption: a ``Used.assumptions`` dict (nested, leaves
-    ``{value, source}``) or a list of ``{name, value, source}`` (the decision engine's)."""
+    ``{value, source}``) or a list of ``{name, value, source}`` (the decision engine's); the page's own
+    words (the assumption set's row, "trust") in ``lang``."""
     rows: list[tuple[str, str, str]] = []
     if isinstance(assumptions, list):
         for a in assumptions:
             if isinstance(a, dict):
                 src = str(a.get("source", ""))
                 if a.get("trust"):
-                    src += f" (trust {a['trust']})"
+                    src += f" ({t('page.trust', lang)} {a['trust']})"
                 rows.append((str(a.get("name", "")), _compact(a.get("value")), src))
         return rows
 
@@ -99,7 +100,7 @@ def assumption_rows(assumptions: Any) -> list[tuple[str, str, str]]:
     if isinstance(assumptions, dict):
         summary = assumptions.get("summary")
         if isinstance(summary, dict):
-            rows.append(("assumption set", f"fingerprint {summary.get('fingerprint', '-')}",
+            rows.append((t("page.assumption_set", lang), f"{t('page.fingerprint', lang)} {summary.get('fingerprint', '-')}",
                          str(summary.get("base", ""))))
         for k, v in assumptions.items():
             if k != "summary":
@@ -168,7 +169,7 @@ def html_page(title: str, subtitle: str, *, schema_version: Any, sections: Seque
          f"{escape(today())}</p></header>"]
     h += list(sections)
     figs = figure_rows(figures)
-    rows = assumption_rows(assumptions)
+    rows = assumption_rows(assumptions, lang)
     facts = []
     if caveats:
         facts.append(f"<h3>{escape(t('page.caveats', lang))}</h3>" + bullets(caveats))
@@ -220,7 +221,7 @@ def md_page(title: str, subtitle: str, *, schema_version: Any, body: Sequence[st
     figs = figure_rows(figures)
     out += [md_table([t(f"page.{k}", lang) for k in ("device", "figure", "value", "trust", "source")], figs) if figs
             else t("page.no_figures", lang), ""]
-    rows = assumption_rows(assumptions)
+    rows = assumption_rows(assumptions, lang)
     if rows:
         out += [f"### {t('page.assumptions', lang)}", "",
                 md_table([t("page.assumption", lang), t("page.value", lang), t("page.source", lang)], rows), ""]

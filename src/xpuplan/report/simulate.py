@@ -2,19 +2,27 @@
 
 The latency CDFs per class (TTFT, TPOT, end-to-end), the queue length, KV-cache use and utilisation
 per pool over time, and the tables of the result. Latencies are seconds in the result and shown in ms.
+Words come from the i18n catalogue (``sim.*``, English or Chinese); the simulator's notes stay as it
+wrote them (English).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xpuplan.i18n import t
 from xpuplan.report.format import fmt_energy_j
 from xpuplan.report.page import bullets, html_page, kpis, md_page, md_table, section, table
 from xpuplan.report.svg import line_chart
 from xpuplan.serve.sim.result import GroupStats, SimulationResult
 
+#: The report's title and closing note in English (``sim.title``, ``sim.note`` in the i18n catalogue).
 TITLE = "Request-level simulation"
 NOTE = "Model of the simulator and its assumptions: docs/simulator.md."
+#: Columns of the traffic-class and pool tables (``sim.col.*``).
+GROUP_COLS = ("name", "arrived", "completed", "ttft", "tpot", "e2e", "slo", "goodput", "output", "preemptions")
+POOL_COLS = ("pool", "hardware", "tp", "dtype", "kv_dtype", "engine", "batching", "replicas", "role", "utilisation",
+             "kv_peak", "power", "energy", "cost")
 
 
 def _ms(v: float | None) -> str:
@@ -25,9 +33,8 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1%}"
 
 
-def _group_rows(groups: Sequence[GroupStats]) -> tuple[list[str], list[list[str]]]:
-    head = ["name", "arrived", "completed", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p99 s",
-            "SLO attainment", "goodput req/s", "output tok/s", "preemptions"]
+def _group_rows(groups: Sequence[GroupStats], lang: str = "en") -> tuple[list[str], list[list[str]]]:
+    head = [t(f"sim.col.{c}", lang) for c in GROUP_COLS]
     rows = []
     for g in groups:
         rows.append([g.name, f"{g.arrived:,}", f"{g.completed:,}",
@@ -41,9 +48,8 @@ def _group_rows(groups: Sequence[GroupStats]) -> tuple[list[str], list[list[str]
     return head, rows
 
 
-def _pool_rows(res: SimulationResult) -> tuple[list[str], list[list[str]]]:
-    head = ["pool", "hardware", "tp", "dtype", "KV dtype", "engine", "batching", "replicas", "role", "utilisation",
-            "KV peak", "mean power W/device", "energy", "cost $"]
+def _pool_rows(res: SimulationResult, lang: str = "en") -> tuple[list[str], list[list[str]]]:
+    head = [t(f"sim.col.{c}", lang) for c in POOL_COLS]
     rows = [[p.name, p.hardware, str(p.tp), p.dtype, p.kv_dtype, p.engine, p.batching, str(p.replicas), p.role,
              _pct(p.utilisation), _pct(p.kv_peak_fraction),
              "-" if p.mean_power_w is None else f"{p.mean_power_w:,.0f}", fmt_energy_j(p.energy_j),
@@ -51,73 +57,88 @@ def _pool_rows(res: SimulationResult) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def _subtitle(res: SimulationResult) -> str:
+def _subtitle(res: SimulationResult, lang: str = "en") -> str:
     def n(k: int, what: str) -> str:
-        return f"{k} {what}" + ("" if k == 1 else "es" if what.endswith("s") else "s")
+        return t(f"sim.{what}_{'one' if k == 1 else 'many'}", lang, n=k)
 
-    return f"{n(len(res.classes), 'traffic class')} on {n(len(res.pools), 'pool')}, seed {res.seed}"
+    return t("sim.subtitle", lang, classes=n(len(res.classes), "classes"), pools=n(len(res.pools), "pools"),
+             seed=res.seed)
 
 
-def _summary(res: SimulationResult) -> list[tuple[str, str]]:
-    window = (("makespan (rates are over it)", f"{res.duration_s:,.2f} s, seed {res.seed}") if res.rate_window == "makespan"
-              else ("simulated arrivals", f"{res.duration_s:g} s (run ended at {res.simulated_s:.1f} s), seed {res.seed}"))
+def _summary(res: SimulationResult, lang: str = "en") -> list[tuple[str, str]]:
+    window = ((t("sim.makespan", lang), t("sim.makespan_value", lang, duration=f"{res.duration_s:,.2f}", seed=res.seed))
+              if res.rate_window == "makespan" else
+              (t("sim.arrivals", lang), t("sim.arrivals_value", lang, duration=f"{res.duration_s:g}",
+                                          simulated=f"{res.simulated_s:.1f}", seed=res.seed)))
     out = [window,
-           ("requests", f"{res.arrived:,} arrived, {res.completed:,} completed, {res.dropped:,} dropped, "
-                        f"{res.unfinished:,} unfinished"),
-           ("output tokens/s", f"{res.output_tokens_per_s:,.0f}"),
-           ("SLO attainment", _pct(res.slo_attainment))]
+           (t("sim.requests", lang), t("sim.requests_value", lang, arrived=f"{res.arrived:,}",
+                                       completed=f"{res.completed:,}", dropped=f"{res.dropped:,}",
+                                       unfinished=f"{res.unfinished:,}")),
+           (t("sim.output_tokens_per_s", lang), f"{res.output_tokens_per_s:,.0f}"),
+           (t("sim.slo_attainment", lang), _pct(res.slo_attainment))]
     if res.energy_j is not None:
-        out.append(("energy", fmt_energy_j(res.energy_j)))
+        out.append((t("sim.energy", lang), fmt_energy_j(res.energy_j)))
     if res.cost_usd is not None:
         per = res.cost_per_million_output_tokens_usd
-        out.append(("cost", f"${res.cost_usd:,.2f}" + ("" if per is None else f" (${per:,.3f} per million output "
-                                                                               "tokens)")))
+        out.append((t("sim.cost", lang), f"${res.cost_usd:,.2f}" + (
+            "" if per is None else t("sim.cost_per_million", lang, usd=f"{per:,.3f}"))))
     return out
 
 
-def _headline(res: SimulationResult) -> list[tuple[str, str]]:
-    out = [("output tokens/s", f"{res.output_tokens_per_s:,.0f}"), ("SLO attainment", _pct(res.slo_attainment)),
-           ("completed requests", f"{res.completed:,}")]
+def _headline(res: SimulationResult, lang: str = "en") -> list[tuple[str, str]]:
+    out = [(t("sim.output_tokens_per_s", lang), f"{res.output_tokens_per_s:,.0f}"),
+           (t("sim.slo_attainment", lang), _pct(res.slo_attainment)),
+           (t("sim.completed_requests", lang), f"{res.completed:,}")]
     if res.cost_per_million_output_tokens_usd is not None:
-        out.append(("$ per million output tokens", f"${res.cost_per_million_output_tokens_usd:,.3f}"))
+        out.append((t("sim.usd_per_million", lang), f"${res.cost_per_million_output_tokens_usd:,.3f}"))
     return out
 
 
-def _charts(res: SimulationResult) -> list[str]:
+def _charts(res: SimulationResult, lang: str = "en") -> list[str]:
     pct = [float(p) for p in range(101)]
     charts = []
-    for key, label in (("ttft_s", "TTFT (ms)"), ("tpot_s", "TPOT (ms)"), ("e2e_s", "end-to-end latency (s)")):
+    for key, metric, unit in (("ttft_s", "ttft", "ms"), ("tpot_s", "tpot", "ms"), ("e2e_s", "e2e", "s")):
         scale = 1.0 if key == "e2e_s" else 1e3
         series = [(name, [v * scale for v in q[key]], pct) for name, q in res.quantiles.items() if q.get(key)]
         if series:
-            charts.append(line_chart(series, f"{label.split(' (')[0]} CDF per class", label, "percentile"))
-    t = res.series.times_s
-    for title, data, y in (("Waiting requests per pool", res.series.queue_len, "requests"),
-                           ("Utilisation per pool", res.series.utilisation, "busy fraction"),
-                           ("KV-cache use per pool", res.series.kv_used_fraction, "fraction of blocks")):
-        charts.append(line_chart([(n, t, [float(v) for v in vals]) for n, vals in data.items()], title, "time (s)", y))
+            m = t(f"sim.metric.{metric}", lang)
+            charts.append(line_chart(series, t("sim.chart.cdf", lang, metric=m), t("sim.chart.axis", lang, metric=m,
+                                     unit=unit), t("sim.chart.percentile", lang)))
+    times = res.series.times_s
+    for name, data in (("queue", res.series.queue_len), ("utilisation", res.series.utilisation),
+                       ("kv", res.series.kv_used_fraction)):
+        charts.append(line_chart([(n, times, [float(v) for v in vals]) for n, vals in data.items()],
+                                 t(f"sim.chart.{name}", lang), t("sim.chart.time", lang),
+                                 t(f"sim.chart.{name}_y", lang)))
     return charts
 
 
-def render_html(res: SimulationResult) -> str:
+def _notes_title(lang: str) -> str:
+    """"Notes", saying the simulator's notes are in English where the report is not."""
+    return t("sim.notes", lang) + t("sim.notes_english", lang)
+
+
+def render_html(res: SimulationResult, lang: str = "en") -> str:
     """A self-contained HTML page (inline CSS and SVG; nothing fetched)."""
-    s = [f"<section>{kpis(_headline(res))}" + table(["quantity", "value"], _summary(res), left=(1,)) + "</section>",
-         section("Traffic classes", table(*_group_rows(res.classes))),
-         section("Pools", table(*_pool_rows(res), left=(1, 3, 4, 5, 7))),
-         section("Charts", "<div class='grid'>" + "".join(f"<div>{c}</div>" for c in _charts(res)) + "</div>")]
+    s = [f"<section>{kpis(_headline(res, lang))}"
+         + table([t("sim.quantity", lang), t("page.value", lang)], _summary(res, lang), left=(1,)) + "</section>",
+         section(t("sim.classes", lang), table(*_group_rows(res.classes, lang))),
+         section(t("sim.pools", lang), table(*_pool_rows(res, lang), left=(1, 3, 4, 5, 7))),
+         section(t("sim.charts", lang),
+                 "<div class='grid'>" + "".join(f"<div>{c}</div>" for c in _charts(res, lang)) + "</div>")]
     if res.notes:
-        s.append(section("Notes", bullets(res.notes)))
-    return html_page(TITLE, _subtitle(res),
-                     schema_version=res.schema_version, sections=s, facts_note=NOTE)
+        s.append(section(_notes_title(lang), bullets(res.notes)))
+    return html_page(t("sim.title", lang), _subtitle(res, lang),
+                     schema_version=res.schema_version, sections=s, facts_note=t("sim.note", lang), lang=lang)
 
 
-def render_markdown(res: SimulationResult) -> str:
+def render_markdown(res: SimulationResult, lang: str = "en") -> str:
     """Markdown report; the charts are inline SVG blocks (rendered by most Markdown viewers)."""
-    out = [f"- **{k}**: {v}" for k, v in _summary(res)]
-    out += ["", "## Traffic classes", "", md_table(*_group_rows(res.classes)), "", "## Pools", "",
-            md_table(*_pool_rows(res)), "", "## Charts", ""]
-    out += [c + "\n" for c in _charts(res)]
+    out = [f"- **{k}**: {v}" for k, v in _summary(res, lang)]
+    out += ["", f"## {t('sim.classes', lang)}", "", md_table(*_group_rows(res.classes, lang)), "",
+            f"## {t('sim.pools', lang)}", "", md_table(*_pool_rows(res, lang)), "", f"## {t('sim.charts', lang)}", ""]
+    out += [c + "\n" for c in _charts(res, lang)]
     if res.notes:
-        out += ["## Notes", ""] + [f"- {n}" for n in res.notes] + [""]
-    return md_page(TITLE, _subtitle(res),
-                   schema_version=res.schema_version, body=out, facts_note=NOTE)
+        out += [f"## {_notes_title(lang)}", ""] + [f"- {n}" for n in res.notes] + [""]
+    return md_page(t("sim.title", lang), _subtitle(res, lang),
+                   schema_version=res.schema_version, body=out, facts_note=t("sim.note", lang), lang=lang)
