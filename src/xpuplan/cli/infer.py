@@ -13,6 +13,7 @@ import typer
 
 from xpuplan.cli.common import band_line, cli_command, console, print_caveats, print_json, request, table
 from xpuplan.errors import InfeasibleError
+from xpuplan.report.format import fmt_number
 from xpuplan.units import GB
 from xpuplan.workload.datasets import dataset_line
 
@@ -204,7 +205,7 @@ def capacity_cmd(
     if report:
         write_report(plan, report, lang)
     if plan.assumed_lengths and not json_:
-        console.print(f"[dim]assuming {plan.input_len:g} prompt and {plan.output_len:g} output tokens per request "
+        console.print(f"[dim]assuming {fmt_number(plan.input_len)} prompt and {fmt_number(plan.output_len)} output tokens per request "
                       "(--in/--out or --scenario to change)[/]")
     if plan.dataset and not json_:
         console.print(f"[dim]{dataset_line(plan.dataset)}[/]", highlight=False, soft_wrap=True)
@@ -221,7 +222,7 @@ def capacity_cmd(
                      at["tpot_s"] * 1e3 if at else None, o.limited_by,
                      o.disaggregated["devices"] if o.disaggregated else (o.disaggregated_error and "infeasible")])
     console.print(table(
-        f"{plan.model}: {target:g} req/s, in {in_len:g}, out {out_len:g}, TTFT P{slo['percentile']:g} <= "
+        f"{plan.model}: {target:g} req/s, in {fmt_number(in_len)}, out {fmt_number(out_len)}, TTFT P{slo['percentile']:g} <= "
         f"{_ms(slo['ttft_s'])} ms, TPOT <= {_ms(slo['tpot_s'])} ms",
         ["hardware", "replica", "dtype", "engine", "req/s/replica", "replicas", "devices", f"TTFT P{slo['percentile']:g} ms",
          "TPOT ms", "limited by", "disagg devices"], rows,

@@ -11,6 +11,7 @@ from typing import Any
 
 from xpuplan.i18n import t
 from xpuplan.jobs.serve import CapacityOptionOut, CapacityResult
+from xpuplan.report.format import fmt_number
 from xpuplan.report.page import bullets, html_page, kpis, md_page, md_table, section, table
 from xpuplan.report.svg import value_bars
 from xpuplan.workload.datasets import dataset_line
@@ -39,8 +40,8 @@ def _slo(res: CapacityResult, lang: str = "en") -> str:
 
 
 def _subtitle(res: CapacityResult, lang: str = "en") -> str:
-    return t("cap.subtitle", lang, model=res.model, qps=f"{res.target_qps:g}", inp=f"{res.input_len:g}",
-             out=f"{res.output_len:g}", slo=_slo(res, lang))
+    return t("cap.subtitle", lang, model=res.model, qps=f"{res.target_qps:g}", inp=fmt_number(res.input_len),
+             out=fmt_number(res.output_len), slo=_slo(res, lang))
 
 
 def limited_by(text: str, lang: str = "en") -> str:
@@ -107,7 +108,7 @@ def _notes(res: CapacityResult, lang: str = "en") -> list[str]:
 
 
 def _own_notes(res: CapacityResult, lang: str) -> list[str]:
-    return [t("cap.assumed", lang, inp=f"{res.input_len:g}", out=f"{res.output_len:g}")] if res.assumed_lengths else []
+    return [t("cap.assumed", lang, inp=fmt_number(res.input_len), out=fmt_number(res.output_len))] if res.assumed_lengths else []
 
 
 def _notes_title(res: CapacityResult, notes: list[str], lang: str) -> str:
