@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.test_fleet_cli import SMALL as FLEET_SMALL
+from tests.cli.test_simulate_cli import SMALL as SIM_SMALL
 from xpuplan.cli.main import app
 from xpuplan.i18n import catalogue
 from xpuplan.report import render_html, render_markdown
@@ -23,40 +25,9 @@ from xpuplan.report import render_html, render_markdown
 runner = CliRunner()
 PREFIXES = ("train.", "sim.", "fleet.")
 
-SIM_SCENARIO = """\
-model: llama3-8b
-duration_s: 5
-pools:
-  - name: a
-    hardware: nvidia-h100-sxm-80gb
-    replicas: 2
-classes:
-  - name: chat
-    rate_rps: 4
-    input_len: 256
-    output_len: 32
-    slo: {ttft_ms: 2000, tpot_ms: 100}
-"""
-
-FLEET_SCENARIO = """\
-model: llama3-8b
-horizon_hours: 100
-classes:
-  - name: chat
-    rate_per_s: 5
-    input_len: 512
-    output_len: 128
-    slo: {ttft_ms: 2000, tpot_ms: 50}
-candidates:
-  - hardware: nvidia-h100-sxm-80gb
-    tp: 1
-    usd_per_hour: 2.0
-  - hardware: huawei-ascend-910b
-    tp: 1
-    usd_per_hour: 1.0
-constraints: {max_power_kw: 100}
-simulation: {duration_s: 20, seed: 3}
-"""
+# the small scenarios of the simulate and fleet CLI tests; the fleet one with a constraint, so its report has one
+SIM_SCENARIO = SIM_SMALL
+FLEET_SCENARIO = FLEET_SMALL + "constraints: {max_power_kw: 100}\n"
 
 #: Per report: (headings in Chinese, the same headings in English).
 HEADINGS = {
