@@ -340,3 +340,40 @@ def test_vllm_ascend_0_9_1_prefills_whole_prompts_first_for_models_without_mla()
     assert later.engine.chunked_prefill and later.engine.prefill_chunk_tokens < qwen.max_seq_len
     mla = make_replica(get_model("deepseek-v3"), npu, tp=8, dtype="int8-wo", engine="vLLM-Ascend v0.9.1")
     assert mla.engine.chunked_prefill
+
+
+def test_vllm_ascend_before_0_12_computes_the_full_square_in_steps_of_fresh_prompts():
+    # vllm-ascend < 0.12: PrefillNoCache steps call torch_npu._npu_flash_attention, an ATB SelfAttention with
+    # isTriuMask 0 (every tile of the square computed and masked); 0.12.0rc1 uses the causal sparse mode
+    from xpuplan.catalog import load_catalog
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.models import get_model
+    from xpuplan.serve.replica import make_replica
+
+    a = default_assumptions()
+    assert a.engine("vLLM-Ascend v0.9.1").masked_prefill_attention.active
+    assert a.engine("vllm-ascend 0.11.0rc1").masked_prefill_attention.active
+    assert not a.engine("vllm-ascend 0.12.0rc1").masked_prefill_attention.active
+    assert not a.engine("vLLM v0.11.0").masked_prefill_attention.active  # the CUDA build
+    assert not a.engine("vllm-ascend").masked_prefill_attention.active  # no version: the current build
+    npu = load_catalog().get("huawei-ascend-910b")
+    qwen = get_model("qwen3-8b")
+    old, new = (make_replica(qwen, npu, engine=e) for e in ("vLLM-Ascend v0.11.0", "vLLM-Ascend v0.12.0rc1"))
+    assert any("computes every attention score of the square" in n for n in old.notes)
+    assert not any("square" in n for n in new.notes)
+    # a fresh 16K-token prompt: the same GEMMs and twice the attention compute
+    fresh_old = step_time(old, prefill_tokens=16384, prefill_len=16384, prefill_kv_len=16384)
+    fresh_new = step_time(new, prefill_tokens=16384, prefill_len=16384, prefill_kv_len=16384)
+    short_old = step_time(old, prefill_tokens=16, prefill_len=16, prefill_kv_len=16)
+    short_new = step_time(new, prefill_tokens=16, prefill_len=16, prefill_kv_len=16)
+    assert fresh_old.compute_s > fresh_new.compute_s * 1.3  # attention is most of a 16K prefill's work
+    assert short_old.compute_s == pytest.approx(short_new.compute_s, rel=0.02)  # and nothing of a short one's
+    # a later chunk (cached context) or a step with decodes runs another kernel: the causal cost
+    for kw in ({"prefill_tokens": 4096, "prefill_len": 4096, "prefill_kv_len": 16384},
+               {"decode_seqs": 4, "decode_context": 1000, "prefill_tokens": 4096, "prefill_len": 4096,
+                "prefill_kv_len": 4096}):
+        assert step_time(old, **kw).compute_s == pytest.approx(step_time(new, **kw).compute_s)
+    # MLA models run the build's MLA backend
+    dsv3 = get_model("deepseek-v3")
+    mla = make_replica(dsv3, npu, tp=16, dtype="int8-wo", engine="vLLM-Ascend v0.11.0")
+    assert not any("square" in n for n in mla.notes)

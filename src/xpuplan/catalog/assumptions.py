@@ -134,7 +134,9 @@ class EngineProfile:
     name theirs; ``benchmark_closed_loop``: that benchmark keeps a fixed number of requests in flight
     instead of sending every prompt at once. ``prefill_first_non_mla``: releases of a build (vLLM-Ascend
     0.9.1) that turn chunked prefill off for models without MLA (:class:`PrefillFirst`; applied by
-    ``serve.replica.make_replica``, which knows the model). ``memory_defaults``: the name of a rule by which the
+    ``serve.replica.make_replica``, which knows the model). ``masked_prefill_attention``: releases of a build
+    (vLLM-Ascend before 0.12) whose fresh-prompt prefill steps compute the full square of attention scores
+    (:class:`MaskedPrefillAttention`; applied by ``serve.step``). ``memory_defaults``: the name of a rule by which the
     engine computes its memory fraction and prefill chunk from the device and the layout (``serve.engine_memory``;
     SGLang's ``server_args``), applied by ``make_replica`` unless the user gives a fraction. ``min_versions``: (feature,
     first version with it); a printed older version is modelled without the feature.
@@ -164,6 +166,7 @@ class EngineProfile:
     benchmark_dataset: str | None = None
     benchmark_closed_loop: bool = False
     prefill_first_non_mla: PrefillFirst | None = None
+    masked_prefill_attention: MaskedPrefillAttention | None = None
     memory_defaults: MemoryDefaultsRule | None = None
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
@@ -191,6 +194,28 @@ class PrefillFirst:
             return False
         m = re.search(r"v?(\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?![\w.])", key)
         return m is not None and m.group(1) in {r.casefold() for r in self.releases}
+
+
+@dataclass(frozen=True)
+class MaskedPrefillAttention:
+    """A build of an engine (``name_contains`` in the printed name) whose releases before ``before`` run a
+    step of fresh prompts (no decode in the step, no cached context: the first or only chunk of each prompt)
+    through a fused attention kernel that applies the causal mask to every tile instead of skipping the
+    masked ones: the full square of scores, twice a causal kernel's work. Models without MLA only (the
+    build's MLA backend is another kernel). ``active``: the printed name is such a release."""
+
+    name_contains: str
+    before: tuple[int, ...]
+    note: str
+    active: bool = False
+
+    def matches(self, name: str) -> bool:
+        """Whether a printed engine name is a release of this build before ``before``."""
+        key = name.casefold()
+        if self.name_contains.casefold() not in key:
+            return False
+        m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", key)
+        return m is not None and tuple(int(g) for g in m.groups() if g is not None) < self.before
 
 
 @dataclass(frozen=True)
@@ -316,6 +341,15 @@ class PrefillFirstSpec(_Strict):
     note: str = Field(min_length=1, description="where the build does this, with the source")
 
 
+class MaskedPrefillSpec(_Strict):
+    """Releases of an engine build whose fresh-prompt prefill attention computes the full square of scores
+    (see :class:`MaskedPrefillAttention`)."""
+
+    name_contains: str = Field(min_length=1, description="substring of the printed engine name (the build)")
+    before: str = Field(pattern=r"^\d+(\.\d+)*$", description="first release that skips the masked tiles")
+    note: str = Field(min_length=1, description="the kernel the build calls, with the source")
+
+
 class EngineSpec(_Strict):
     """One entry of ``engines.yaml``; overheads are a number (in the key's unit) or a shared name."""
 
@@ -341,6 +375,7 @@ class EngineSpec(_Strict):
     fp8_kv_with_fp8_weights: bool = True
     benchmark: BenchmarkSpec | None = None
     prefill_first_non_mla: PrefillFirstSpec | None = None
+    masked_prefill_attention: MaskedPrefillSpec | None = None
     memory_defaults: MemoryDefaultsRule | None = None
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
@@ -730,6 +765,10 @@ class Assumptions(BaseModel):
                                                     tuple(s.prefill_first_non_mla.releases),
                                                     s.prefill_first_non_mla.note)
                                        if s.prefill_first_non_mla else None),
+                masked_prefill_attention=(MaskedPrefillAttention(s.masked_prefill_attention.name_contains,
+                                                                 _parse_version(s.masked_prefill_attention.before),
+                                                                 s.masked_prefill_attention.note)
+                                          if s.masked_prefill_attention else None),
                 memory_defaults=s.memory_defaults,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
@@ -771,6 +810,8 @@ class Assumptions(BaseModel):
         prof = self._engines[family]
         if prof.prefill_first_non_mla is not None and prof.prefill_first_non_mla.matches(key):
             prof = replace(prof, prefill_first_non_mla=replace(prof.prefill_first_non_mla, active=True))
+        if prof.masked_prefill_attention is not None and prof.masked_prefill_attention.matches(key):
+            prof = replace(prof, masked_prefill_attention=replace(prof.masked_prefill_attention, active=True))
         m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", key)
         if m is None:
             return prof

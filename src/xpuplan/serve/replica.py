@@ -146,6 +146,9 @@ def make_replica(
     prof, prefill_first = engine_model_rules(prof, model)
     if prefill_first:
         notes.append(prefill_first)
+    masked = masked_prefill_note(prof, model)
+    if masked:
+        notes.append(masked)
     prof, computed = engine_memory_defaults(prof, device, tp, pp, user_fraction=memory_fraction is not None)
     if computed:
         notes.append(computed)
@@ -183,6 +186,17 @@ def engine_model_rules(engine: EngineProfile, model: ModelArch) -> tuple[EngineP
     changed = replace(engine, chunked_prefill=False, prefill_chunk_tokens=budget)
     return changed, (f"{engine.name} build without chunked prefill for models without MLA: whole prompts, prefilled "
                      f"before decoding, up to {budget:,} tokens per step ({rule.note})")
+
+
+def masked_prefill_note(engine: EngineProfile, model: ModelArch) -> str | None:
+    """What a result says when the engine release prefills fresh prompts with a kernel that computes the full
+    square of attention scores (``EngineProfile.masked_prefill_attention``, applied by ``serve.step``)."""
+    rule = engine.masked_prefill_attention
+    if rule is None or not rule.active or model.mla is not None or model.type == "encoder":
+        return None
+    return (f"{engine.name} ({rule.name_contains} build) before {'.'.join(map(str, rule.before))}: a step of fresh prompts (no decode, no "
+            f"cached context) computes every attention score of the square and masks it, twice a causal kernel's "
+            f"work ({rule.note})")
 
 
 def engine_memory_defaults(engine: EngineProfile, device: Device, tp: int, pp: int, *, user_fraction: bool = False

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 #: Op names that ``perf.ops.layer_ops`` gives the routed-expert part of an MoE layer.
 EXPERT_OPS = ("router", "experts up/gate", "experts activation", "experts down")
+#: Attention work of a kernel that computes the full square of scores and masks it, over a causal kernel's
+#: (which skips the tiles above the diagonal): s² against s²/2.
+MASKED_SQUARE_OVER_CAUSAL: Final = 2.0
 
 
 @dataclass(frozen=True)
@@ -174,8 +177,26 @@ def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tu
     else:
         att = [o for o in lops(1, sh.prefill_len, sh.prefill_kv_len) if o.op_class == "attention"]
     # prefill tokens may be a fraction of a prompt (steady-state chunking): scale linearly
-    ops += [(_scaled(o, sh.prefill_tokens / rep.ep / sh.prefill_len), sh.has_prefill) for o in att]
+    prompts = sh.prefill_tokens / rep.ep / sh.prefill_len
+    square = full_square_prefill_steps(rep, sh)
+    if square is None:
+        ops += [(_scaled(o, prompts), sh.has_prefill) for o in att]
+    else:  # those steps compute every score of the square: twice the causal triangle
+        ops += [(_scaled(o, prompts), sh.has_prefill & ~square) for o in att]
+        ops += [(_scaled(o, prompts * MASKED_SQUARE_OVER_CAUSAL), square) for o in att]
     return ops
+
+
+def full_square_prefill_steps(rep: Replica, sh: _Shape) -> np.ndarray | None:
+    """Mask of the steps whose prefill attention computes the full square of scores: steps of fresh prompts
+    only (no decode, no cached context) on an engine release that runs them through a kernel masking every
+    tile (``EngineProfile.masked_prefill_attention``: vLLM-Ascend before 0.12); None where the engine has no
+    such path, and for MLA models and encoders (other kernels)."""
+    rule = rep.engine.masked_prefill_attention
+    if rule is None or not rule.active or rep.model.mla is not None or rep.model.type == "encoder":
+        return None
+    return np.asarray(sh.has_prefill & (np.asarray(sh.decode_seqs) == 0)
+                      & (np.asarray(sh.prefill_kv_len) <= np.asarray(sh.prefill_len)))
 
 
 def _gemm_rows(rep: Replica, op: OpCost, sh: _Shape) -> Any:
