@@ -127,7 +127,7 @@ def validation_error(
     first = primary_error(errors)
     raw = tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p and p.startswith("function")))
     loc = prefix + (input_loc(raw, data) if data is not None else raw)
-    msg = first["msg"]
+    msg = str(first["msg"]).removeprefix("Value error, ")
     extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return UserInputError(msg + extra, field=format_loc(loc), file=file, line=line_for(loc, lines))
 

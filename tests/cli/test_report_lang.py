@@ -224,3 +224,8 @@ def test_the_assumption_set_row_is_in_the_reports_language(results):
     page_zh, page_en = render_html(results["train"], "zh"), render_html(results["train"])
     assert "假设集" in page_zh and "指纹 " in page_zh and "assumption set" not in page_zh
     assert "assumption set" in page_en and "fingerprint " in page_en
+
+
+def test_markdown_labels_take_the_languages_colon(results):
+    assert "**：" in render_markdown(results["simulate"], "zh") and "**：" not in render_markdown(results["simulate"])
+    assert "**: " in render_markdown(results["simulate"])

@@ -93,3 +93,15 @@ def test_every_front_takes_every_shape_and_a_number_as_a_fixed_length() -> None:
     assert scenario.input == LengthDist(**shape) and scenario.output == LengthDist(dist="fixed", mean=200)
     lognormal = {"dist": "lognormal", "mean": 3000, "cv": 0.5}
     assert Traffic(qps=1, input_len=lognormal, output_len=10).input == LengthDist(**lognormal)
+
+
+def test_a_files_length_error_is_the_message_itself_at_its_field() -> None:
+    from xpuplan.datafile import load_model
+    from xpuplan.errors import UserInputError
+
+    bad = {"name": "c", "rate_per_s": 1, "input_len": {"dist": "normal", "mean": 500, "cv": 0.2}, "output_len": 9,
+           "slo": {"ttft_ms": 1000}}
+    with pytest.raises(UserInputError) as exc:
+        load_model(ClassIn, bad, "fleet.yaml", {})
+    assert exc.value.message == "normal does not take cv (it takes mean, std, min, max)"  # no "Value error, "
+    assert exc.value.field == "input_len" and exc.value.file == "fleet.yaml"

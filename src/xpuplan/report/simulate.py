@@ -134,7 +134,8 @@ def render_html(res: SimulationResult, lang: str = "en") -> str:
 
 def render_markdown(res: SimulationResult, lang: str = "en") -> str:
     """Markdown report; the charts are inline SVG blocks (rendered by most Markdown viewers)."""
-    out = [f"- **{k}**: {v}" for k, v in _summary(res, lang)]
+    sep = t("page.label_sep", lang)
+    out = [f"- **{k}**{sep}{v}" for k, v in _summary(res, lang)]
     out += ["", f"## {t('sim.classes', lang)}", "", md_table(*_group_rows(res.classes, lang)), "",
             f"## {t('sim.pools', lang)}", "", md_table(*_pool_rows(res, lang)), "", f"## {t('sim.charts', lang)}", ""]
     out += [c + "\n" for c in _charts(res, lang)]
