@@ -175,6 +175,19 @@ class EngineProfile:
     device_defaults: DeviceDefaults | None = None
 
 
+def printed_version(name: str) -> tuple[int, ...] | None:
+    """The version a printed engine name carries (``"vLLM-Ascend v0.9.1"`` -> (0, 9, 1); a release-candidate
+    suffix is not part of it), None without one."""
+    m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", name)
+    return None if m is None else tuple(int(g) for g in m.groups() if g is not None)
+
+
+def _of_build(name_contains: str, name: str) -> str | None:
+    """The casefolded printed name when it names the build (contains ``name_contains``), else None."""
+    key = name.casefold()
+    return key if name_contains.casefold() in key else None
+
+
 @dataclass(frozen=True)
 class PrefillFirst:
     """A build of an engine (``name_contains`` in the printed name) whose ``releases`` (printed versions,
@@ -189,10 +202,8 @@ class PrefillFirst:
 
     def matches(self, name: str) -> bool:
         """Whether a printed engine name is one of the releases of this build."""
-        key = name.casefold()
-        if self.name_contains.casefold() not in key:
-            return False
-        m = re.search(r"v?(\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?![\w.])", key)
+        key = _of_build(self.name_contains, name)
+        m = None if key is None else re.search(r"v?(\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?![\w.])", key)
         return m is not None and m.group(1) in {r.casefold() for r in self.releases}
 
 
@@ -211,11 +222,9 @@ class MaskedPrefillAttention:
 
     def matches(self, name: str) -> bool:
         """Whether a printed engine name is a release of this build before ``before``."""
-        key = name.casefold()
-        if self.name_contains.casefold() not in key:
-            return False
-        m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", key)
-        return m is not None and tuple(int(g) for g in m.groups() if g is not None) < self.before
+        key = _of_build(self.name_contains, name)
+        version = None if key is None else printed_version(key)
+        return version is not None and version < self.before
 
 
 @dataclass(frozen=True)
@@ -812,10 +821,9 @@ class Assumptions(BaseModel):
             prof = replace(prof, prefill_first_non_mla=replace(prof.prefill_first_non_mla, active=True))
         if prof.masked_prefill_attention is not None and prof.masked_prefill_attention.matches(key):
             prof = replace(prof, masked_prefill_attention=replace(prof.masked_prefill_attention, active=True))
-        m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", key)
-        if m is None:
+        version = printed_version(key)
+        if version is None:
             return prof
-        version = tuple(int(g) for g in m.groups() if g is not None)
         changes: dict[str, Any] = {"version": version}
         for feature, first in prof.min_versions:
             changes[feature] = version[: len(first)] >= first
