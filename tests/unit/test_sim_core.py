@@ -208,12 +208,31 @@ def test_a_burst_run_rate_does_not_depend_on_the_arrival_window_it_was_given():
 
 
 def test_a_burst_of_requests_none_of_which_fits_says_so_instead_of_naming_a_makespan():
+    # within the model's context (131,072 tokens; longer is refused up front) but not within the KV cache an
+    # H100 has left beside Llama 3.1 70B's FP8 weights
     cfg = SimConfig.model_validate({
-        "model": "llama3-8b", "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb"}],
-        "classes": [{"name": "c", "arrival": "burst", "requests": 2, "input_len": 5_000_000, "output_len": 8}],
+        "model": "llama3.1-70b", "pools": [{"name": "p", "hardware": "nvidia-h100-sxm-80gb", "dtype": "fp8"}],
+        "classes": [{"name": "c", "arrival": "burst", "requests": 2, "input_len": 120_000, "output_len": 8}],
         "duration_s": 1, "drain_s": 10})
     res = simulate(cfg, seed=0)
     assert res.completed == 0 and res.dropped == 2
     assert res.output_tokens_per_s == 0.0
     assert any("no request completed" in n for n in res.notes)
     assert not any("last completion" in n for n in res.notes)
+
+
+def test_a_class_whose_typical_request_exceeds_the_models_context_is_refused():
+    base = {"hardware": "nvidia-h100-sxm-80gb", "replicas": 1}
+    # llama3-8b's context is 8,192 tokens: a median prompt of ~69K (an exponential of scale 100K) cannot run
+    long = {"name": "c", "rate_rps": 1, "input_len": {"dist": "exponential", "mean": 100_000}, "output_len": 10}
+    with pytest.raises(UserInputError, match="exceed llama3-8b's context of 8192") as exc:
+        simulate(_one_pool(base, long, duration=2), seed=1)
+    assert exc.value.field == "classes[0].input_len"
+    # a prompt that fits with an output that does not: the output's field
+    with pytest.raises(UserInputError) as exc:
+        simulate(_one_pool(base, {"name": "c", "rate_rps": 1, "input_len": 6000, "output_len": 4000}, duration=2),
+                 seed=1)
+    assert exc.value.field == "classes[0].output_len"
+    # a long tail is simulated as given when the typical request fits
+    ok = {"name": "c", "rate_rps": 1, "input_len": {"dist": "lognormal", "mean": 1000, "cv": 2.0}, "output_len": 10}
+    assert simulate(_one_pool(base, ok, duration=2), seed=1).completed > 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from xpuplan.catalog.assumptions import Assumptions
@@ -119,6 +120,29 @@ def _short_lengths(c: TrafficClass) -> tuple[int, int]:
     return short(c.input_len), short(c.output_len)
 
 
+def _median_lengths(c: TrafficClass) -> tuple[float, float]:
+    """The median prompt and output lengths of class ``c`` (its distributions, list or trace)."""
+    if c.trace is not None and c.arrival == "trace":
+        return float(np.median(c.trace.input_len)), float(np.median(c.trace.output_len))
+    if c.lengths is not None:
+        return float(np.median(c.lengths.input_len)), float(np.median(c.lengths.output_len))
+    return c.input_len.quantile(50.0), c.output_len.quantile(50.0)
+
+
+def check_contexts(sim: Simulation) -> None:
+    """UserInputError when a class's median request (prompt, prompt + output) exceeds the context of the model
+    of a pool the routing can send it to: most of its requests could not run there (an engine refuses a prompt
+    longer than its model's context)."""
+    for i, c in enumerate(sim.config.classes):
+        inp, out = _median_lengths(c)
+        for p in sim.router.pools_for(i):
+            m = p.replica.model
+            if m.type == "encoder":
+                continue
+            m.check_context(inp, f"classes[{i}].input_len")
+            m.check_context(inp + out, f"classes[{i}].output_len")
+
+
 def unloaded_latency_s(sim: Simulation, pool: Pool, input_len: int, output_len: int) -> tuple[float, float]:
     """(TTFT, TPOT) of one request alone on a replica of ``pool`` (prefill in forwards of the token
     budget, plus the KV transfer for a disaggregated pool; decode steps of one sequence)."""
@@ -172,6 +196,7 @@ def simulate(config: SimConfig, *, seed: int, progress: Progress | None = None, 
     passed to the planner; ``models`` maps model names to architectures ahead of the presets. ``check_slo``: refuse SLOs below the hardware's unloaded latency first.
     """
     sim = Simulation(config, seed=seed, progress=progress, catalog=catalog, assumptions=assumptions, models=models)
+    check_contexts(sim)
     if check_slo:
         check_slos(sim)
     return sim.run()
