@@ -44,3 +44,21 @@ def test_bad_input_names_the_field(client: TestClient) -> None:
     assert r.status_code == 422 and r.json()["field"] == "preset"
     r = client.post("/api/v1/recommend", json={"nonsense": 1})
     assert r.status_code == 422 and r.json()["field"] == "nonsense"
+
+
+def test_serving_lengths_as_a_distribution_or_a_dataset(client: TestClient) -> None:
+    one_pool = {"scenario": "online-inference", "hardware": ["nvidia-h100-sxm-80gb"], "mixes": False,
+                "monte_carlo": {"samples": 0}}
+    body = {"scenario": {**one_pool, "workload": {"routing": None, "serving": {
+        "input_len": {"dist": "lognormal", "mean": 1800, "cv": 0.8, "max": 6000}, "output_len": 300}}}}
+    r = client.post("/api/v1/recommend", json=body)
+    assert r.status_code == 200, r.text
+    plan = r.json()["options"][0]["parts"][0]["plan"]
+    assert plan["input_dist"]["dist"] == "lognormal" and plan["input_len"] < 1800
+    r = client.post("/api/v1/recommend", json={"scenario": {**one_pool, "workload": {
+        "routing": None, "serving": {"dataset": "sharegpt"}}}})
+    assert r.status_code == 200 and r.json()["options"][0]["parts"][0]["plan"]["dataset"] == "sharegpt"
+    r = client.post("/api/v1/recommend", json={"scenario": {**one_pool, "workload": {
+        "routing": None, "serving": {"input_len": {"dist": "normal", "mean": 100}}}}})
+    assert r.status_code == 422 and r.json()["field"] == "scenario.workload.serving.input_len"
+    assert "normal needs std" in r.json()["error"]

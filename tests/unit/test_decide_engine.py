@@ -240,12 +240,13 @@ def test_a_ttft_limit_met_only_near_idle_is_noted_on_the_part():
     from xpuplan.catalog import get_device
     from xpuplan.decide.parts import TTFT_NEAR_IDLE_SHARE, Load, plan_serving
     from xpuplan.models import get_model
+    from xpuplan.workload.lengths import as_length
 
     m = get_model("llama3-70b")
     dev = get_device("huawei-ascend-910b")
-    tight = plan_serving(m, dev, "complex", Load(qps=2.0, input_len=7168, output_len=256, ttft_s=2.0, tpot_s=0.05,
+    tight = plan_serving(m, dev, "complex", Load(qps=2.0, input_len=as_length(7168), output_len=as_length(256), ttft_s=2.0, tpot_s=0.05,
                                                  dtypes=("bf16",), batch=False))
-    loose = plan_serving(m, dev, "complex", Load(qps=2.0, input_len=7168, output_len=256, ttft_s=20.0, tpot_s=0.05,
+    loose = plan_serving(m, dev, "complex", Load(qps=2.0, input_len=as_length(7168), output_len=as_length(256), ttft_s=20.0, tpot_s=0.05,
                                                  dtypes=("bf16",), batch=False))
     assert tight.ok and loose.ok
     assert tight.ttft_s is not None and tight.plan["limited_by"].startswith("TTFT")
@@ -261,3 +262,67 @@ def test_the_near_idle_ttft_pool_is_a_caveat_in_both_languages(lang, words):
                     samples=0, lang=lang)
     near = [c for c in rec.explanation.caveats if words in c]
     assert len(near) == 1 and "huawei-ascend-910b" in near[0] and "7,168" in near[0]
+
+
+def _one_pool(serving: dict, hw: str = "nvidia-h100-sxm-80gb") -> dict:
+    return {"hardware": [hw], "mixes": False, "workload": {"routing": None, "serving": serving}}
+
+
+def test_serving_lengths_may_be_a_distribution_whose_tail_sets_the_ttft():
+    """A prompt-length distribution is planned as `infer capacity` plans it: throughput on its (cut) mean, the P99 TTFT
+    on its P99 prompt. The same mean as a fixed length needs fewer devices under a TTFT limit."""
+    from xpuplan.workload.lengths import LengthDist
+
+    dist = {"dist": "lognormal", "mean": 1800, "cv": 0.8, "max": 6000}
+    mean = LengthDist(**dist).average
+    spread = recommend(preset("online-inference", _one_pool({"input_len": dist, "output_len": 300, "ttft_ms": 800})),
+                       samples=0)
+    fixed = recommend(preset("online-inference", _one_pool({"input_len": mean, "output_len": 300, "ttft_ms": 800})),
+                      samples=0)
+    p, q = spread.options[0].parts[0], fixed.options[0].parts[0]
+    assert p.plan["input_len"] == pytest.approx(mean, abs=0.05) and mean < 1800  # the cut mean, not the uncut
+    assert p.plan["input_dist"] == {"dist": "lognormal", "mean": 1800.0, "cv": 0.8, "max": 6000.0}
+    assert "input_dist" not in q.plan and "output_dist" not in p.plan  # fixed lengths carry no distribution
+    assert p.plan["limited_by"].startswith("TTFT") and p.devices > q.devices
+    used = next(a for a in spread.assumptions if a["name"] == "serving_lengths")
+    assert used["value"] == {"serve": f"prompts lognormal, mean {p.plan['input_len']:,} tokens (scenario); "
+                                      "outputs 300 tokens (scenario)"}
+
+
+def test_a_dataset_gives_the_serving_lengths_for_the_models_tokenizer_and_replaces_the_presets():
+    from xpuplan.models import get_model
+    from xpuplan.workload.datasets import dataset_lengths
+
+    ds = dataset_lengths("sharegpt", get_model("llama3-70b").vocab_size)
+    rec = recommend(preset("online-inference", _one_pool({"dataset": "ShareGPT"})), samples=0)
+    p = rec.options[0].parts[0]
+    assert p.plan["dataset"] == "sharegpt"
+    assert p.plan["input_len"] == pytest.approx(ds.input_mean, abs=0.05)  # not the preset's 2,048
+    assert p.plan["output_len"] == pytest.approx(ds.output_mean, abs=0.05)
+    assert p.plan["input_dist"]["dist"] == ds.shape
+    used = next(a for a in rec.assumptions if a["name"] == "serving_lengths")
+    assert used["value"]["serve"].count("(sharegpt)") == 2 and ds.source in used["source"]
+    # a length the file gives wins over the dataset's
+    mixed = recommend(preset("online-inference", _one_pool({"dataset": "sharegpt", "output_len": 500})), samples=0)
+    q = mixed.options[0].parts[0]
+    assert q.plan["output_len"] == 500 and q.plan["input_len"] == pytest.approx(ds.input_mean, abs=0.05)
+    used = next(a for a in mixed.assumptions if a["name"] == "serving_lengths")
+    assert used["value"]["serve"].endswith("outputs 500 tokens (scenario)") and "(sharegpt)" in used["value"]["serve"]
+
+
+@pytest.mark.parametrize("serving,routing,field,words", [
+    ({"dataset": "no-such-set"}, None, "workload.serving", "unknown dataset 'no-such-set'"),
+    ({"dataset": "sharegpt"}, {}, "workload", "serving.dataset is not used with routing"),
+    ({"input_len": {"dist": "lognormal", "mean": 1800}}, None, "workload.serving.input_len", "lognormal needs cv"),
+    ({"output_len": 0}, None, "workload.serving.output_len", ""),
+])
+def test_bad_serving_lengths_name_their_field(tmp_path, serving, routing, field, words):
+    import yaml
+
+    wl = {"serving": serving} if routing is not None else {"routing": None, "serving": serving}
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"scenario": "online-inference", "workload": wl}))
+    with pytest.raises(UserInputError) as err:
+        load_scenario(f)
+    assert err.value.field is not None and err.value.field.startswith(field)
+    assert words in err.value.message

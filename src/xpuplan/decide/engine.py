@@ -22,7 +22,18 @@ from typing import Any
 import numpy as np
 
 from xpuplan.decide import facts
-from xpuplan.decide.parts import PERF_FIGURES, Part, load_for, plan_serving, plan_training, price_part, roles
+from xpuplan.decide.parts import (
+    PERF_FIGURES,
+    Part,
+    lengths_used,
+    load_for,
+    plan_serving,
+    plan_training,
+    price_part,
+    role_shapes,
+    roles,
+    serving_lengths,
+)
 from xpuplan.decide.scenario import Scenario
 from xpuplan.decide.scoring import LEAVES, PERF_LEAVES, F, leaf_scores, totals
 from xpuplan.decide.weights import Weights, criteria_data, make_weights
@@ -175,6 +186,8 @@ class Evaluation:
     mc: dict[str, Any] | None
     sensitivity: list[dict[str, Any]]
     elapsed_s: float
+    #: serving roles' request lengths as planned (``parts.lengths_used``): where they came from and their means
+    lengths: list[dict[str, Any]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,14 +378,13 @@ def _check_context(s: Scenario, model: Any) -> None:
     sv = s.workload.serving
     if sv is None:
         return
-    shapes = [("workload.serving", sv.input_len, sv.output_len)]
-    if s.workload.routing is not None:
-        rt = s.workload.routing
-        shapes += [("workload.routing.complex", rt.complex.input_len, rt.complex.output_len),
-                   ("workload.routing.standard", rt.standard.input_len, rt.standard.output_len)]
-    for path, in_len, out_len in shapes:
+    shapes = [(path, d_in, d_out) for _role, path, d_in, d_out in role_shapes(s, model)]
+    if s.workload.routing is not None:  # the serving section's own lengths too, though routing replaces them
+        shapes.insert(0, ("workload.serving", *serving_lengths(sv, model)[:2]))
+    for path, d_in, d_out in shapes:  # a distribution: its mean, as `infer capacity` checks
+        in_len = d_in.average
         model.check_context(in_len, f"{path}.input_len")
-        model.check_context(in_len + out_len, f"{path}.output_len")
+        model.check_context(in_len + d_out.average, f"{path}.output_len")
 
 
 def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int | None = None,
@@ -406,7 +418,7 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
             if role == "train":
                 p = plan_training(model, d, s)
             else:
-                load = load_for(role, s)
+                load = load_for(role, s, model)
                 p = plan_serving(model, d, role, load)
                 sv = s.workload.serving
                 if p.ok and sv is not None and sv.is_batch and sv.requests is not None and p.rate_per_replica:
@@ -463,7 +475,8 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
 
     sens = weight_sensitivity(scores, wd, [c.key for c in cands])
     rejected.sort(key=lambda r: (r.constraint, r.key))
-    return Evaluation(s, w, share, cands, scores, raw_out, total, rejected, mc, sens, time.perf_counter() - t0)
+    return Evaluation(s, w, share, cands, scores, raw_out, total, rejected, mc, sens, time.perf_counter() - t0,
+                      lengths_used(s, model))
 
 
 def _elimination(rejected: list[Rejected], lang: str) -> list[str]:

@@ -19,6 +19,9 @@ from xpuplan.errors import UserInputError, XpuplanError
 from xpuplan.models.arch import ModelArch
 from xpuplan.units import KWH
 from xpuplan.validate.band import model_regime
+from xpuplan.workload.datasets import DatasetLengths, dataset_lengths
+from xpuplan.workload.lengths import LengthDist, as_length
+from xpuplan.workload.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, dataset_length_dists
 
 #: Catalog figures an option's numbers rest on (shown with their trust grades).
 PERF_FIGURES = ("dense_tflops.bf16", "dense_tflops.fp16", "dense_tflops.fp8", "dense_tflops.int8",
@@ -33,15 +36,25 @@ TTFT_NEAR_IDLE_SHARE = 0.5
 
 @dataclass(frozen=True)
 class Load:
-    """The serving load of one role."""
+    """The serving load of one role: its request rate, prompt and output length distributions (a fixed length is a
+    point), SLO, precisions, and whether it is a batch."""
 
     qps: float
-    input_len: int
-    output_len: int
+    input_len: LengthDist
+    output_len: LengthDist
     ttft_s: float
     tpot_s: float
     dtypes: tuple[str, ...]
     batch: bool
+    dataset: DatasetLengths | None = None  # the dataset that gave a length (``used_for`` on the plan)
+
+    @property
+    def input_mean(self) -> float:
+        return self.input_len.average
+
+    @property
+    def output_mean(self) -> float:
+        return self.output_len.average
 
 
 @dataclass
@@ -110,16 +123,65 @@ def roles(s: Scenario) -> dict[str, float]:
     return out
 
 
-def load_for(role: str, s: Scenario) -> Load:
+def serving_lengths(sv: ServingSpec, model: ModelArch) -> tuple[LengthDist, LengthDist, DatasetLengths | None]:
+    """Prompt and output lengths of the scenario's serving load: ``input_len`` / ``output_len`` where given (a number
+    is a fixed length), else the ``dataset``'s for the model's tokenizer (``workload.datasets``), else the defaults
+    (2,048 / 256 tokens). The third item is the dataset, where it gave a length."""
+    ds = dataset_lengths(sv.dataset, model.vocab_size, field="workload.serving.dataset") if sv.dataset else None
+    ds_in, ds_out = dataset_length_dists(ds) if ds else (None, None)
+    d_in = as_length(sv.input_len) if sv.input_len is not None else ds_in or as_length(DEFAULT_INPUT_LEN)
+    d_out = as_length(sv.output_len) if sv.output_len is not None else ds_out or as_length(DEFAULT_OUTPUT_LEN)
+    used = ds is not None and (sv.input_len is None or sv.output_len is None)
+    return d_in, d_out, ds if used else None
+
+
+def role_shapes(s: Scenario, model: ModelArch) -> list[tuple[str, str, LengthDist, LengthDist]]:
+    """(role, field path, prompt lengths, output lengths) of every serving role of the scenario."""
+    sv, rt = s.workload.serving, s.workload.routing
+    if sv is None:
+        return []
+    if rt is None:
+        d_in, d_out, _ = serving_lengths(sv, model)
+        return [("serve", "workload.serving", d_in, d_out)]
+    return [(role, f"workload.routing.{role}", as_length(shape.input_len), as_length(shape.output_len))
+            for role, shape in (("complex", rt.complex), ("standard", rt.standard))]
+
+
+def lengths_used(s: Scenario, model: ModelArch) -> list[dict[str, Any]]:
+    """Per serving role, the request lengths the plans use (the result's ``serving_lengths`` assumption): the
+    distributions, their means, and where they came from (the scenario, its dataset, or the defaults)."""
+    out: list[dict[str, Any]] = []
+    sv = s.workload.serving
+    for role, path, d_in, d_out in role_shapes(s, model):
+        ds = serving_lengths(sv, model)[2] if sv is not None and role == "serve" else None
+        given = ((sv.input_len, sv.output_len) if role == "serve" and sv is not None else (True, True))
+        origin = ["scenario" if g is not None else (ds.dataset if ds else "default") for g in given]
+        out.append({"role": role, "field": path,
+                    "input_len": d_in.model_dump(exclude_none=True), "output_len": d_out.model_dump(exclude_none=True),
+                    "input_mean": _tokens(d_in.average), "output_mean": _tokens(d_out.average),
+                    "from": {"input_len": origin[0], "output_len": origin[1]},
+                    **({"dataset": {k: v for k, v in ds.to_dict().items()
+                                    if k in ("dataset", "tokenizer", "tokenizer_assumed", "source")}} if ds else {})})
+    return out
+
+
+def load_for(role: str, s: Scenario, model: ModelArch) -> Load:
     sv: ServingSpec | None = s.workload.serving
     assert sv is not None
-    qps, inp, out = sv.target_qps, sv.input_len, sv.output_len
+    qps = sv.target_qps
     rt = s.workload.routing
     if role in ("complex", "standard") and rt is not None:
-        frac = rt.complex_fraction if role == "complex" else 1 - rt.complex_fraction
+        qps *= rt.complex_fraction if role == "complex" else 1 - rt.complex_fraction
         shape = rt.complex if role == "complex" else rt.standard
-        qps, inp, out = qps * frac, shape.input_len, shape.output_len
-    return Load(qps, inp, out, sv.ttft_ms / 1e3, sv.tpot_ms / 1e3, tuple(sv.dtypes), sv.is_batch)
+        inp, out, ds = as_length(shape.input_len), as_length(shape.output_len), None
+    else:
+        inp, out, ds = serving_lengths(sv, model)
+    return Load(qps, inp, out, sv.ttft_ms / 1e3, sv.tpot_ms / 1e3, tuple(sv.dtypes), sv.is_batch, ds)
+
+
+def _tokens(x: float) -> float | int:
+    """A token count for results and messages: whole where it is (a fixed length), else to one decimal (a mean)."""
+    return int(x) if float(x).is_integer() else round(x, 1)
 
 
 def _distinct(reasons: list[str], limit: int = 3) -> list[str]:
@@ -169,9 +231,13 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
     from xpuplan.serve import SLO, size_for_qps
 
     part = Part(role, dev.id, ok=False)
+    slo = SLO(ttft_s=load.ttft_s, tpot_s=load.tpot_s)
+    spread = not load.input_len.is_fixed  # a distribution: the TTFT tail is the tail prompt's, the queue M/G/1
+    in_mean, out_mean = load.input_mean, load.output_mean
     try:
-        plan = size_for_qps(model, [dev], load.qps, load.input_len, load.output_len,
-                            SLO(ttft_s=load.ttft_s, tpot_s=load.tpot_s), dtypes=list(load.dtypes), disagg=False)
+        plan = size_for_qps(model, [dev], load.qps, in_mean, out_mean, slo, dtypes=list(load.dtypes), disagg=False,
+                            ttft_input_len=load.input_len.quantile(slo.percentile) if spread else None,
+                            input_lengths=load.input_len.nodes() if spread else None)
     except XpuplanError as exc:
         part.reasons = [f"serving ({role}): {exc}"]
         return part
@@ -192,13 +258,18 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
                  "devices": o.devices, "tp": o.replica.get("tp"), "pp": o.replica.get("pp"),
                  "dtype": (o.replica.get("precision") or {}).get("scheme"), "limited_by": o.limited_by,
                  "max_requests_per_s_per_replica": o.rate_per_replica, "qps": load.qps,
-                 "input_len": load.input_len, "output_len": load.output_len}
+                 "input_len": _tokens(in_mean), "output_len": _tokens(out_mean)}
+    for key, d in (("input_dist", load.input_len), ("output_dist", load.output_len)):
+        if not d.is_fixed:  # the lengths' distribution (input_len / output_len above are its mean)
+            part.plan[key] = d.model_dump(exclude_none=True)
+    if load.dataset is not None:
+        part.plan["dataset"] = load.dataset.dataset
     if at is not None:
         part.ttft_s, part.tpot_s = at.ttft_p_s, at.tpot_s
-        part.latency_s = at.ttft_p_s + load.output_len * at.tpot_s
-        decode = load.output_len * at.tpot_s
+        part.latency_s = at.ttft_p_s + out_mean * at.tpot_s
+        decode = out_mean * at.tpot_s
         part.compute_bound_fraction = at.ttft_mean_s / (at.ttft_mean_s + decode) if at.ttft_mean_s + decode > 0 else 0.5
-    part.throughput = o.rate_per_replica * load.output_len / n_rep
+    part.throughput = o.rate_per_replica * out_mean / n_rep
     part.model_parallel = n_rep
     part.busy_fraction = min(1.0, load.qps / (o.replicas * o.rate_per_replica))
     if load.batch:
@@ -209,12 +280,12 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
     if at is not None and str(o.limited_by).startswith("TTFT") and at.ttft_mean_s > TTFT_NEAR_IDLE_SHARE * load.ttft_s:
         part.ttft_near_idle_s = (at.ttft_mean_s, load.ttft_s)
         part.notes.append(
-            f"serving ({role}): the TTFT limit binds near idle: {load.input_len:,}-token prompts take "
+            f"serving ({role}): the TTFT limit binds near idle: {_tokens(in_mean):,}-token prompts take "
             f"{at.ttft_mean_s:.2f} s on average even when a replica serves only {o.rate_per_replica:.3g} req/s, "
             f"so their P99 reaches the {load.ttft_s:g} s limit with the replicas nearly idle; a looser TTFT limit, "
             f"shorter prompts or faster prefill hardware would need far fewer devices")
     prec = o.replica.get("precision")
-    part.regime = model_regime(model, seq_len=load.input_len, n_devices=n_rep,
+    part.regime = model_regime(model, seq_len=round(in_mean), n_devices=n_rep,
                                precision=prec.get("gemm_dtype") if isinstance(prec, dict) else None)
     return part
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from xpuplan.datafile import load_model, parse_text, read_text
 from xpuplan.errors import UnknownIdError, UserInputError
+from xpuplan.workload.datasets import find_dataset, load_datasets
+from xpuplan.workload.lengths import LengthDist
 from xpuplan.workload.vocabulary import Method
 
 PRESET_DIR = Path(__file__).parent / "data" / "presets"
@@ -24,6 +26,8 @@ PRESET_DIR = Path(__file__).parent / "data" / "presets"
 DEFAULT_PRESET = "pretraining"
 CUSTOM = "custom"
 Kind = Literal["GPU", "NPU", "TPU", "CPU"]
+#: A length given as a number: tokens, at least one and at most ten million (a fixed length).
+Tokens = Annotated[float, Field(ge=1, le=10_000_000, allow_inf_nan=False)]
 
 
 class _Strict(BaseModel):
@@ -53,8 +57,13 @@ class ServingSpec(_Strict):
     qps: float | None = Field(default=None, gt=0, description="requests per second (online)")
     requests: float | None = Field(default=None, gt=0, description="requests in the batch (offline)")
     window_hours: float | None = Field(default=None, gt=0, description="hours to process the batch in")
-    input_len: int = Field(default=2048, ge=1, le=10_000_000)
-    output_len: int = Field(default=256, ge=1, le=10_000_000)
+    input_len: Tokens | LengthDist | None = Field(
+        default=None, description="prompt tokens: a number or a distribution (default 2,048, or the dataset's)")
+    output_len: Tokens | LengthDist | None = Field(
+        default=None, description="generated tokens: a number or a distribution (default 256, or the dataset's)")
+    dataset: str | None = Field(default=None, min_length=1, max_length=200,
+                                description="benchmark dataset whose lengths the requests have where input_len / "
+                                            "output_len are not given (workload/data/datasets.yaml: sharegpt)")
     ttft_ms: float = Field(default=2000.0, gt=0, description="P99 time-to-first-token SLO, ms")
     tpot_ms: float = Field(default=50.0, gt=0, description="time-per-output-token SLO, ms")
     dtypes: list[str] = Field(default_factory=lambda: ["bf16"], min_length=1)
@@ -68,6 +77,8 @@ class ServingSpec(_Strict):
             raise ValueError("give qps (online) or requests + window_hours (batch), not both")
         if not batch and self.qps is None:
             raise ValueError("give qps (online) or requests + window_hours (batch)")
+        if self.dataset is not None and find_dataset(self.dataset) is None:
+            raise ValueError(f"unknown dataset {self.dataset!r}; known: {', '.join(sorted(load_datasets().datasets))}")
         return self
 
     @property
@@ -83,8 +94,8 @@ class ServingSpec(_Strict):
 
 
 class RequestShape(_Strict):
-    input_len: int = Field(ge=1, le=10_000_000)
-    output_len: int = Field(ge=1, le=10_000_000)
+    input_len: Tokens | LengthDist = Field(description="prompt tokens: a number or a distribution")
+    output_len: Tokens | LengthDist = Field(description="generated tokens: a number or a distribution")
 
 
 class RoutingSpec(_Strict):
@@ -112,6 +123,10 @@ class Workload(_Strict):
             raise ValueError(f"kind {self.kind!r} needs a serving section")
         if self.routing is not None and self.serving is None:
             raise ValueError("routing needs a serving section")
+        if self.routing is not None and self.serving is not None and self.serving.dataset is not None:
+            raise ValueError("serving.dataset is not used with routing: routing.complex and routing.standard give each "
+                             "pool's request lengths (numbers or distributions); remove routing (routing: null) to "
+                             "serve the dataset's requests from one pool")
         return self
 
 
@@ -201,6 +216,17 @@ def _merge(base: Any, over: Any) -> Any:
     return over
 
 
+def _without_replaced_lengths(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` without the serving lengths a ``dataset`` in ``over`` replaces: a file that names a dataset on top
+    of a preset means that dataset's lengths, not the preset's fixed ones (its own input_len / output_len still win)."""
+    serving = (over.get("workload") or {}).get("serving") if isinstance(over.get("workload"), dict) else None
+    base_serving = (base.get("workload") or {}).get("serving")
+    if not isinstance(serving, dict) or serving.get("dataset") is None or not isinstance(base_serving, dict):
+        return base
+    kept = {k: v for k, v in base_serving.items() if k not in ("input_len", "output_len")}
+    return {**base, "workload": {**base["workload"], "serving": kept}}
+
+
 def _resolve(data: dict[str, Any], file: str, lines: dict[Any, int], field: str) -> Scenario:
     name = data.get("scenario")
     if not isinstance(name, str) or not name:
@@ -212,7 +238,7 @@ def _resolve(data: dict[str, Any], file: str, lines: dict[Any, int], field: str)
             raise UserInputError(err.message, field=field, file=file if field == "scenario" else None,
                                  line=lines.get(("scenario",)), hint=err.hint)
         base, _ = _preset_data(name)
-        data = _merge(base, data)
+        data = _merge(_without_replaced_lengths(base, data), data)
     return load_model(Scenario, data, file, lines)
 
 

@@ -105,6 +105,15 @@ def _workload(s: Scenario) -> dict[str, Any]:
     return s.workload.model_dump(mode="json", exclude_none=True)
 
 
+def _lengths_line(ln: dict[str, Any]) -> str:
+    """One serving role's request lengths in words (``parts.lengths_used``): shape, mean and origin of each."""
+    def one(what: str, key: str) -> str:
+        d, mean, origin = ln[key], ln[key.replace("_len", "_mean")], ln["from"][key]
+        shape = "" if d["dist"] == "fixed" else f"{d['dist']}, mean "
+        return f"{what} {shape}{mean:,} tokens ({origin})"
+    return f"{one('prompts', 'input_len')}; {one('outputs', 'output_len')}"
+
+
 def build(ev: Evaluation, lang: str = "en") -> Recommendation:
     """Shape an :class:`Evaluation` as the typed, versioned result."""
     s = ev.scenario
@@ -158,6 +167,13 @@ def build(ev: Evaluation, lang: str = "en") -> Recommendation:
                                                 for p in c.parts.values()},
          "source": "xpuplan.catalog.assumptions (planner defaults or calibration)", "trust": "D"},
     ]
+    if ev.lengths:
+        sources = sorted({ln["dataset"]["source"] for ln in ev.lengths if "dataset" in ln})
+        defaulted = any("default" in ln["from"].values() for ln in ev.lengths)
+        assumptions.append({
+            "name": "serving_lengths", "value": {ln["role"]: _lengths_line(ln) for ln in ev.lengths},
+            "source": "; ".join(["scenario", *sources, *(["xpuplan default (2,048 / 256 tokens)"] if defaulted else [])]),
+            "trust": "D" if defaulted else ("B" if sources else "A")})
     mc = {"samples": 0} if ev.mc is None else {k: v for k, v in ev.mc.items()
                                                 if k in ("samples", "seed", "method", "sigma_by_device")}
     return Recommendation(

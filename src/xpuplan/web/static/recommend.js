@@ -52,7 +52,9 @@
       document.querySelectorAll("#fs-serving .online").forEach(e => { e.hidden = batch; });
       document.querySelectorAll("#fs-serving .batch").forEach(e => { e.hidden = !batch; });
       setVal("f-qps", sv.qps); setVal("f-requests", sv.requests); setVal("f-window", sv.window_hours);
-      setVal("f-in", sv.input_len); setVal("f-out", sv.output_len);
+      // the form edits fixed lengths; a distribution (from the API or a file) shows its mean
+      const len = v => (v && typeof v === "object") ? v.mean : v;
+      setVal("f-in", len(sv.input_len)); setVal("f-out", len(sv.output_len));
       const ttft = KEYS.servingTtftS(sv), tpot = KEYS.servingTpotS(sv);
       setVal("f-ttft", ttft == null ? null : +(ttft * 1e3).toPrecision(6));
       setVal("f-tpot", tpot == null ? null : +(tpot * 1e3).toPrecision(6));
@@ -450,8 +452,8 @@
       tp: p.plan.tp, pp: p.plan.pp || 1, dtype: p.plan.dtype || "bf16",
       engine: String(p.plan.replica || "").split(":").pop() || null}));
     pools.forEach(p => { if (!p.engine) delete p.engine; });
-    const classes = w.parts.map(p => ({name: p.role, rate_rps: p.plan.qps, input_len: {mean: p.plan.input_len},
-      output_len: {mean: p.plan.output_len}, slo}));
+    const classes = w.parts.map(p => ({name: p.role, rate_rps: p.plan.qps,
+      input_len: p.plan.input_dist || {mean: p.plan.input_len}, output_len: p.plan.output_dist || {mean: p.plan.output_len}, slo}));
     const sc = {model: r.model, duration_s: SIM_DURATION_S, pools, classes};
     if (pools.length > 1) sc.routing = {policy: "class_based", rules: Object.fromEntries(pools.map(p => [p.name, p.name]))};
     return {sc, slo};
