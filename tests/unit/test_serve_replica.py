@@ -377,3 +377,41 @@ def test_vllm_ascend_before_0_12_computes_the_full_square_in_steps_of_fresh_prom
     dsv3 = get_model("deepseek-v3")
     mla = make_replica(dsv3, npu, tp=16, dtype="int8-wo", engine="vLLM-Ascend v0.11.0")
     assert not any("square" in n for n in mla.notes)
+
+
+def test_a_layout_beyond_the_devices_domain_is_noted_with_the_domain_it_leaves():
+    """A PCIe card's TP group stays on the server's PCIe-connected cards (8) before it crosses the network; an NVLink
+    part's stays in its NVLink domain. The note names the domain the replica's own links have."""
+    from xpuplan.catalog import get_device
+    from xpuplan.models import get_model
+    from xpuplan.serve import make_replica
+
+    m = get_model("llama3.1-70b")
+
+    def crossing(hw: str, tp: int) -> list[str]:
+        return [n for n in make_replica(m, get_device(hw), tp=tp).notes if "cross the scale-out network" in n]
+
+    assert crossing("nvidia-rtx-pro-6000-server-96gb", 8) == []  # eight PCIe cards in one server
+    assert crossing("nvidia-l40s-48gb", 8) == []
+    assert "server of PCIe-connected cards (8)" in crossing("nvidia-l40s-48gb", 16)[0]
+    assert crossing("nvidia-h100-sxm-80gb", 8) == []
+    assert "scale-up domain (8)" in crossing("nvidia-h100-sxm-80gb", 16)[0]
+
+
+def test_each_attention_dp_group_schedules_its_own_share_of_the_requests():
+    """With attention data-parallel groups (ep > 1) every group runs its own scheduler over its requests, in parallel:
+    a step's host time is that of one group's share, not of the whole batch."""
+    from xpuplan.catalog import get_device
+    from xpuplan.models import get_model
+
+    m, dev = get_model("qwen3-30b-a3b"), get_device("nvidia-h100-sxm-80gb")
+    sync = "vLLM v0.10.2"  # schedules synchronously: the per-request host time is exposed whole
+    tp_only = make_replica(m, dev, tp=2, ep=1, engine=sync)
+    adp = make_replica(m, dev, tp=1, ep=2, engine=sync)
+    per_seq = tp_only.engine.host_s_per_sequence
+    assert per_seq > 0 and adp.engine.host_s_per_sequence == per_seq
+    base = tp_only.engine.step_overhead_s
+    a = step_time(tp_only, decode_seqs=256, decode_context=1000)
+    b = step_time(adp, decode_seqs=256, decode_context=1000)
+    assert a.overhead_s == pytest.approx(base + 256 * per_seq)
+    assert b.overhead_s == pytest.approx(base + 128 * per_seq)

@@ -161,16 +161,18 @@ def make_replica(
         notes.append(prec.note)
     if prof.host_s_per_sequence and not prof.async_scheduling:
         notes.append(synchronous_host_note(prof))
-    if tp * ep > max(device.scale_up_domain, 1):
-        notes.append(f"tp·ep = {tp * ep} exceeds the {device.id} scale-up domain ({device.scale_up_domain}); "
-                     "its collectives cross the scale-out network")
     validity.check_prefix_hit_rate(prefix_hit_rate)
     e = eff or engine_build_efficiency(prof, device, a)
+    links = device_links(device, e, assumptions=a)
+    if tp * ep > links.domain_size:  # a PCIe card's "domain" is the server's PCIe-connected cards (perf.links)
+        within = "server of PCIe-connected cards" if links.topology == "pcie" else "scale-up domain"
+        notes.append(f"tp·ep = {tp * ep} exceeds the {device.id} {within} ({links.domain_size}); "
+                     "its collectives cross the scale-out network")
     if eff is None and prof.version is None:
         notes.extend(unversioned_build_notes(prof, device, a, e))
     return Replica(model=model, device=device, precision=prec, engine=prof, eff=e,
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
-                   notes=tuple(notes), links=device_links(device, e, assumptions=a),
+                   notes=tuple(notes), links=links,
                    speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
 
 

@@ -303,7 +303,8 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
     c, mem, t, _, k = _ops_seconds(rep, [(o, every) for o in head], sh, eff, op16, act16, None)
     zeros = np.zeros(np.broadcast(tokens, eff.kernel_overhead_s).shape)
     ops_s, comm_s = ops_t + t + zeros, _comm_s(rep, sh.group_tokens) + zeros
-    host_s = exposed_host_s(rep, scheduled_sequences(ds, pt, plen), ops_s + dq_t + comm_s)
+    # each attention-DP group (ep > 1) schedules its own share of the requests, in parallel with the others
+    host_s = exposed_host_s(rep, _ceil_div(scheduled_sequences(ds, pt, plen), rep.ep), ops_s + dq_t + comm_s)
     return StepArrays(tokens=tokens + zeros, compute_s=comp + c + zeros, memory_s=memb + mem + zeros,
                       ops_s=ops_s, kernels_s=kern + k + zeros, dequant_s=dq_t + zeros,
                       comm_s=comm_s, overhead_s=rep.engine.step_overhead_s + host_s + zeros)
