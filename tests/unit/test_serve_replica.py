@@ -415,3 +415,29 @@ def test_each_attention_dp_group_schedules_its_own_share_of_the_requests():
     b = step_time(adp, decode_seqs=256, decode_context=1000)
     assert a.overhead_s == pytest.approx(base + 256 * per_seq)
     assert b.overhead_s == pytest.approx(base + 128 * per_seq)
+
+
+def test_a_full_pipeline_waits_for_its_busiest_stage():
+    """pp stages, each with its own micro-batch: a round takes pp x the busiest stage. The engines split the layers
+    evenly (the remainder on the first stages) and the last stage also runs the output head, so with an even split
+    the round is the stages' sum plus (pp - 1) heads; with one micro-batch in the pipeline it is the sum."""
+    from xpuplan.catalog import get_device
+    from xpuplan.models import get_model
+    from xpuplan.serve.step import pipeline_wait_s
+
+    m, dev = get_model("llama3.3-70b"), get_device("nvidia-rtx-pro-6000-server-96gb")
+    rep8 = make_replica(m, dev, pp=8, dtype="nvfp4")
+    assert m.n_layers % 8 == 0
+    layers, head = 80e-3, 2e-3  # seconds: all layers, the head
+    assert pipeline_wait_s(rep8, layers, head) == pytest.approx(7 * head)
+    assert pipeline_wait_s(rep8, layers, head, in_flight=1) == 0.0
+    assert pipeline_wait_s(rep8, layers, head, in_flight=4) == pytest.approx(max(0.0, 4 * (10e-3 + head) - 82e-3))
+    assert pipeline_wait_s(make_replica(m, dev, pp=1, dtype="nvfp4"), layers, head) == 0.0
+    rep3 = make_replica(m, dev, pp=3, dtype="nvfp4")  # 80 layers on 3 stages: 27, 27, 26 (+ head)
+    assert pipeline_wait_s(rep3, layers, 0.0) == pytest.approx(3 * 27e-3 - 80e-3)
+    # in the step model: a loaded PP8 decode round is longer than one sequence's pass by the head's share
+    full = step_time(rep8, decode_seqs=64, decode_context=1000)
+    one = step_time(rep8, decode_seqs=64, decode_context=1000, in_flight=1)
+    assert one.pipeline_s == 0.0 and full.pipeline_s > 0
+    assert full.total_s == pytest.approx(one.total_s + full.pipeline_s)
+    assert full.to_dict()["pipeline_s"] == full.pipeline_s

@@ -44,11 +44,13 @@ def test_step_time_arrays_equal_scalar(spec):
     grid = list(itertools.product([0, 1, 5, 64], [1, 700, 4096], [0, 1, 300, 2048]))
     grid = [(d, c, p) for d, c, p in grid if d + p > 0]
     ds, ctx, pt = (np.asarray(v) for v in zip(*grid, strict=True))
-    vec = step_time_arrays(rep, decode_seqs=ds, decode_context=ctx, prefill_tokens=pt)
-    for j, (d, c, p) in enumerate(grid):
-        st = step_time(rep, decode_seqs=d, decode_context=c, prefill_tokens=p)
-        for f in ("compute_s", "memory_s", "ops_s", "kernels_s", "dequant_s", "comm_s", "total_s"):
-            assert getattr(vec, f)[j] == pytest.approx(getattr(st, f), rel=REL, abs=1e-15), (f, d, c, p)
+    for flight in (None, 1):  # a full pipeline (the default) and one micro-batch in it
+        vec = step_time_arrays(rep, decode_seqs=ds, decode_context=ctx, prefill_tokens=pt, in_flight=flight)
+        for j, (d, c, p) in enumerate(grid):
+            st = step_time(rep, decode_seqs=d, decode_context=c, prefill_tokens=p, in_flight=flight)
+            for f in ("compute_s", "memory_s", "ops_s", "kernels_s", "dequant_s", "comm_s", "pipeline_s", "total_s"):
+                got = np.broadcast_to(getattr(vec, f), ds.shape)[j]
+                assert got == pytest.approx(getattr(st, f), rel=REL, abs=1e-15), (f, d, c, p, flight)
 
 
 @pytest.mark.parametrize("spec", REPLICAS, ids=lambda s: f"{s[0]}-{s[1]}-tp{s[2]}")

@@ -114,23 +114,27 @@ def time_prefill_s(rep: Replica, n_prompts: int, prompt_len: int) -> tuple[float
     and the largest step's breakdown."""
     budget = max(rep.engine.prefill_chunk_tokens, 1)
     per_micro = max(1, math.ceil(n_prompts / rep.pp))  # pipeline stages work on different prompts
+    flight = min(rep.pp, max(1, n_prompts))  # micro-batches in the pipeline
     cached = cached_prefix_tokens(rep, prompt_len)
     new = prompt_len - cached
     if new <= budget:
         per_fwd = max(1, min(per_micro, budget // new))
         full, rest = divmod(per_micro, per_fwd)
-        st = step_time(rep, prefill_tokens=per_fwd * new, prefill_len=new, prefill_kv_len=prompt_len)
+        st = step_time(rep, prefill_tokens=per_fwd * new, prefill_len=new, prefill_kv_len=prompt_len, in_flight=flight)
         t = full * st.total_s
         if rest:
-            t += step_time(rep, prefill_tokens=rest * new, prefill_len=new, prefill_kv_len=prompt_len).total_s
+            t += step_time(rep, prefill_tokens=rest * new, prefill_len=new, prefill_kv_len=prompt_len,
+                           in_flight=flight).total_s
         return t + _pp_fill(rep, st), st
     # chunked long prompt: chunk i attends to all earlier chunks (and the cached prefix)
     t = 0.0
     done = cached
-    largest = step_time(rep, prefill_tokens=budget, prefill_len=budget, prefill_kv_len=prompt_len, sampled_rows=1)
+    largest = step_time(rep, prefill_tokens=budget, prefill_len=budget, prefill_kv_len=prompt_len, sampled_rows=1,
+                        in_flight=flight)
     while done < prompt_len:
         c = min(budget, prompt_len - done)
-        t += step_time(rep, prefill_tokens=c, prefill_len=c, prefill_kv_len=done + c, sampled_rows=1).total_s
+        t += step_time(rep, prefill_tokens=c, prefill_len=c, prefill_kv_len=done + c, sampled_rows=1,
+                       in_flight=flight).total_s
         done += c
     return per_micro * t + _pp_fill(rep, largest), largest
 
@@ -143,14 +147,15 @@ def cached_prefix_tokens(rep: Replica, prompt_len: float) -> int:
     return min(int(prompt_len) - 1, int(round(prompt_len * rep.prefix_hit_rate)))
 
 
-def draft_s(rep: Replica, seqs: int, context: float) -> float:
+def draft_s(rep: Replica, seqs: int, context: float, in_flight: int | None = None) -> float:
     """Seconds of proposing ``draft_tokens`` per sequence per step (speculative decoding): draft_cost
     of a plain (one-token) decode step of ``seqs`` sequences at ``context`` per draft token."""
     sp = rep.speculation
     if not sp.active or sp.draft_cost == 0:
         return 0.0
     plain = _without_speculation(rep)
-    return sp.draft_tokens * sp.draft_cost * step_time(plain, decode_seqs=seqs, decode_context=context).total_s
+    return sp.draft_tokens * sp.draft_cost * step_time(plain, decode_seqs=seqs, decode_context=context,
+                                                       in_flight=in_flight).total_s
 
 
 @lru_cache(maxsize=1024)
@@ -168,16 +173,16 @@ def _pp_fill(rep: Replica, st: StepTime) -> float:
 
 
 def mean_decode_step(rep: Replica, seqs: int, ctx_start: float, ctx_end: float, *,
-                     prefill_tokens: int = 0, prefill_len: int = 1) -> tuple[float, StepTime]:
+                     prefill_tokens: int = 0, prefill_len: int = 1, in_flight: int | None = None) -> tuple[float, StepTime]:
     """Mean step time while ``seqs`` sequences decode from ``ctx_start`` to ``ctx_end`` keys (trapezoid
     over a few samples), and the breakdown at the middle context."""
     n = _DECODE_SAMPLES if ctx_end > ctx_start else 1
     pts = [ctx_start + (ctx_end - ctx_start) * i / max(n - 1, 1) for i in range(n)]
     times = [step_time(rep, decode_seqs=seqs, decode_context=c, prefill_tokens=prefill_tokens,
-                       prefill_len=prefill_len).total_s for c in pts]
+                       prefill_len=prefill_len, in_flight=in_flight).total_s for c in pts]
     mean = times[0] if n == 1 else (sum(times) - 0.5 * (times[0] + times[-1])) / (n - 1)
     mid = step_time(rep, decode_seqs=seqs, decode_context=(ctx_start + ctx_end) / 2, prefill_tokens=prefill_tokens,
-                    prefill_len=prefill_len)
+                    prefill_len=prefill_len, in_flight=in_flight)
     return mean, mid
 
 
@@ -214,13 +219,14 @@ def estimate_static(rep: Replica, input_len: int, output_len: int, batch: int, *
         notes.append(static_misfit_note(rep, plan, batch, seq_tokens))
     t_prefill, st_prefill = time_prefill_s(rep, batch, input_len)
     micro = max(1, math.ceil(batch / rep.pp))
+    flight = min(rep.pp, batch)  # micro-batches in the pipeline
     if output_len > 1:
-        tpot, st_decode = mean_decode_step(rep, micro, input_len + 1, input_len + output_len - 1)
+        tpot, st_decode = mean_decode_step(rep, micro, input_len + 1, input_len + output_len - 1, in_flight=flight)
         sp = rep.speculation
         if sp.active:  # one verification step (+ drafting) emits accepted_tokens tokens per sequence
-            tpot = (tpot + draft_s(rep, micro, input_len + output_len / 2.0)) / sp.accepted_tokens
+            tpot = (tpot + draft_s(rep, micro, input_len + output_len / 2.0, flight)) / sp.accepted_tokens
     else:
-        tpot, st_decode = 0.0, step_time(rep, decode_seqs=micro, decode_context=input_len + 1)
+        tpot, st_decode = 0.0, step_time(rep, decode_seqs=micro, decode_context=input_len + 1, in_flight=flight)
     e2e = t_prefill + (output_len - 1) * tpot
     return ServingEstimate(
         replica=rep.to_dict(), mode="static", input_len=input_len, output_len=output_len, batch=batch,
@@ -238,15 +244,17 @@ def kv_tokens_per_sequence(rep: Replica, input_len: float, output_len: float) ->
     return input_len + (output_len if rep.engine.reserve_full_output else output_len / 2.0)
 
 
-def prompt_in_mixed_steps_s(rep: Replica, prompt_len: int, decode_seqs: int, decode_context: float) -> float:
+def prompt_in_mixed_steps_s(rep: Replica, prompt_len: int, decode_seqs: int, decode_context: float,
+                            in_flight: int | None = None) -> float:
     """Seconds until a prompt of ``prompt_len`` tokens is prefilled when its chunks (at most the engine's
-    token budget each) ride in steps that also decode ``decode_seqs`` running sequences."""
+    token budget each) ride in steps that also decode ``decode_seqs`` running sequences (per pipeline micro-batch;
+    ``in_flight`` micro-batches in the pipeline)."""
     budget = split_budget(rep, prompt_len)
     t, done = 0.0, cached_prefix_tokens(rep, prompt_len)
     while done < prompt_len:
         k = min(budget, prompt_len - done)
         t += step_time(rep, decode_seqs=decode_seqs, decode_context=decode_context, prefill_tokens=k, prefill_len=k,
-                       prefill_kv_len=done + k).total_s
+                       prefill_kv_len=done + k, in_flight=in_flight).total_s
         done += k
     return t
 
@@ -254,6 +262,7 @@ def prompt_in_mixed_steps_s(rep: Replica, prompt_len: int, decode_seqs: int, dec
 def continuous_step(rep: Replica, input_len: float, output_len: float, concurrency: int) -> tuple[float, float, StepTime]:
     """(TPOT, TTFT, decode-step breakdown) of the steady state at ``concurrency`` running sequences."""
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
+    flight = min(rep.pp, max(1, concurrency))  # micro-batches in the pipeline
     ctx = input_len + output_len / 2.0
     sp = rep.speculation
     new_per_step = c / steps_per_request(rep, output_len)
@@ -261,15 +270,15 @@ def continuous_step(rep: Replica, input_len: float, output_len: float, concurren
     if rep.engine.chunked_prefill:
         tpot, st = continuous_tpot(rep, input_len, output_len, concurrency)
         # the new prompt rides in ceil(in / budget) steps beside the running sequences' decode tokens
-        ttft = prompt_in_mixed_steps_s(rep, plen, c, ctx)
+        ttft = prompt_in_mixed_steps_s(rep, plen, c, ctx, flight)
     else:
-        st = step_time(rep, decode_seqs=c, decode_context=ctx)
+        st = step_time(rep, decode_seqs=c, decode_context=ctx, in_flight=flight)
         t_pref, _ = time_prefill_s(rep, max(1, math.ceil(new_per_step)), plen)
         per_step_prefill = t_pref * new_per_step / max(1, math.ceil(new_per_step))
         tpot = st.total_s + per_step_prefill
         ttft = t_pref + st.total_s / 2.0  # a prompt waits on average half a decode step
         if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence
-            tpot = (tpot + draft_s(rep, c, ctx)) / sp.accepted_tokens
+            tpot = (tpot + draft_s(rep, c, ctx, flight)) / sp.accepted_tokens
     return tpot, ttft, st
 
 
@@ -308,6 +317,7 @@ def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurren
         tpot, _, st = continuous_step(rep, input_len, output_len, concurrency)
         return tpot, st
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
+    flight = min(rep.pp, max(1, concurrency))  # micro-batches in the pipeline
     ctx = input_len + output_len / 2.0
     plen = int(round(input_len))
     new = plen - cached_prefix_tokens(rep, plen)  # prompt tokens each new request still prefills
@@ -317,11 +327,11 @@ def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurren
     piece = min(new, split_budget(rep, new))
     # a prompt split into chunks (or after a cached prefix): each chunk attends every key before it
     kv = {"prefill_kv_len": max(piece, round(mean_chunk_keys(plen - new, plen, piece)))} if (piece < new or new < plen) else {}
-    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=piece, **kv)
+    st = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=pt, prefill_len=piece, in_flight=flight, **kv)
     tpot = st.total_s * max(1.0, prefill_tokens / budget) if prefill_tokens > budget else st.total_s
     sp = rep.speculation
     if sp.active:  # per token: a step (+ drafting) emits accepted_tokens per sequence
-        tpot = (tpot + draft_s(rep, c, ctx)) / sp.accepted_tokens
+        tpot = (tpot + draft_s(rep, c, ctx, flight)) / sp.accepted_tokens
     return tpot, st
 
 

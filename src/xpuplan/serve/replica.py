@@ -293,10 +293,12 @@ class StepTime:
     dequant_s: float
     comm_s: float
     overhead_s: float
+    #: pipelined replicas: the wait for the busiest stage (the last one, with the output head; serve.step.pipeline_wait_s)
+    pipeline_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        return self.ops_s + self.dequant_s + self.comm_s + self.overhead_s
+        return self.ops_s + self.dequant_s + self.comm_s + self.overhead_s + self.pipeline_s
 
     @property
     def bound(self) -> str:
@@ -309,13 +311,14 @@ class StepTime:
     def to_dict(self) -> dict[str, object]:
         return {"tokens": self.tokens, "compute_s": self.compute_s, "memory_s": self.memory_s, "ops_s": self.ops_s,
                 "kernels_s": self.kernels_s, "dequant_s": self.dequant_s, "comm_s": self.comm_s,
-                "overhead_s": self.overhead_s, "total_s": self.total_s, "bound": self.bound}
+                "overhead_s": self.overhead_s, "pipeline_s": self.pipeline_s, "total_s": self.total_s,
+                "bound": self.bound}
 
 
 @lru_cache(maxsize=65536)
 def _step_cached(rep: Replica, decode_seqs: int, decode_context: int, prefill_tokens: int, prefill_len: int,
-                 prefill_kv_len: int, sampled_rows: int) -> StepTime:
-    return _step(rep, decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len, sampled_rows)
+                 prefill_kv_len: int, sampled_rows: int, in_flight: int) -> StepTime:
+    return _step(rep, decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len, sampled_rows, in_flight)
 
 
 def step_time(
@@ -327,27 +330,32 @@ def step_time(
     prefill_len: int | None = None,
     prefill_kv_len: int | None = None,
     sampled_rows: int | None = None,
+    in_flight: int | None = None,
 ) -> StepTime:
     """Time of one engine step on ``rep`` (per pipeline micro-batch; all stages traversed).
 
     ``decode_seqs`` sequences add one token each attending ``decode_context`` keys; ``prefill_tokens``
     prompt tokens belong to prompts (or chunks) of ``prefill_len`` new tokens attending
     ``prefill_kv_len`` keys (default ``prefill_len``: whole prompts). ``sampled_rows`` rows go
-    through the output head (default: the decode sequences plus the prompts completed).
+    through the output head (default: the decode sequences plus the prompts completed). ``in_flight``: with
+    pipeline parallelism, the micro-batches in the pipeline (default ``pp``, a full pipeline; fewer when fewer
+    sequences run than there are stages): the round waits for the busiest stage (``serve.step.pipeline_wait_s``).
     """
     validity.check_step_tokens(decode_seqs, prefill_tokens)
     plen = prefill_len or prefill_tokens or 1
     pkv = max(prefill_kv_len or plen, plen)
     if sampled_rows is None:
         sampled_rows = decode_seqs + (math.ceil(prefill_tokens / plen) if prefill_tokens else 0)
+    flight = rep.pp if in_flight is None else min(rep.pp, max(1, int(in_flight)))
     return _step_cached(rep, int(decode_seqs), max(1, round(decode_context)), int(prefill_tokens), int(plen),
-                        int(pkv), max(1, int(sampled_rows)))
+                        int(pkv), max(1, int(sampled_rows)), flight)
 
 
 def _step(rep: Replica, decode_seqs: int, decode_context: int, prefill_tokens: int, prefill_len: int,
-          prefill_kv_len: int, sampled_rows: int) -> StepTime:
+          prefill_kv_len: int, sampled_rows: int, in_flight: int | None = None) -> StepTime:
     """One step: :func:`xpuplan.serve.step.step_arrays` (the serving step model) at one point."""
-    st = step_arrays(rep, decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len, sampled_rows)
+    st = step_arrays(rep, decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len, sampled_rows,
+                     in_flight=in_flight)
     return StepTime(tokens=int(st.tokens), compute_s=float(st.compute_s), memory_s=float(st.memory_s),
                     ops_s=float(st.ops_s), kernels_s=float(st.kernels_s), dequant_s=float(st.dequant_s),
-                    comm_s=float(st.comm_s), overhead_s=float(st.overhead_s))
+                    comm_s=float(st.comm_s), overhead_s=float(st.overhead_s), pipeline_s=float(st.pipeline_s))

@@ -117,16 +117,17 @@ def prefill_service_s(rep: Replica, input_len: float, concurrency: int) -> float
     sequences: the time its tokens add to the mixed steps (chunked prefill), or its prefill step."""
     plen = max(1, round(input_len))
     c = max(1, math.ceil(concurrency / rep.pp))
+    flight = min(rep.pp, max(1, concurrency))  # pipeline micro-batches in flight
     if rep.engine.chunked_prefill:
         budget = rep.engine.prefill_chunk_tokens
         ctx = input_len
         total = 0.0
         done = cached_prefix_tokens(rep, plen)  # a prefix-cache hit is not prefilled again
-        without = step_time(rep, decode_seqs=c, decode_context=ctx).total_s  # the same for every chunk
+        without = step_time(rep, decode_seqs=c, decode_context=ctx, in_flight=flight).total_s  # same for every chunk
         while done < plen:
             k = min(budget, plen - done)
             with_p = step_time(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=k, prefill_len=k,
-                               prefill_kv_len=done + k).total_s
+                               prefill_kv_len=done + k, in_flight=flight).total_s
             total += max(with_p - without, 0.0)
             done += k
         return total
@@ -164,14 +165,15 @@ def _prefill_service_arrays(rep: Replica, input_len: float, conc: Any) -> Any:
     if not rep.engine.chunked_prefill:
         return np.full(conc.shape, time_prefill_s(rep, 1, plen)[0])
     c = np.maximum(1.0, np.ceil(conc / rep.pp))
+    flight = np.minimum(rep.pp, np.maximum(1.0, conc))  # pipeline micro-batches in flight
     budget = rep.engine.prefill_chunk_tokens
-    without = step_time_arrays(rep, decode_seqs=c, decode_context=input_len).total_s
+    without = step_time_arrays(rep, decode_seqs=c, decode_context=input_len, in_flight=flight).total_s
     total = np.zeros(conc.shape)
     done = 0
     while done < plen:
         k = min(budget, plen - done)
         with_p = step_time_arrays(rep, decode_seqs=c, decode_context=input_len, prefill_tokens=k, prefill_len=k,
-                                  prefill_kv_len=done + k).total_s
+                                  prefill_kv_len=done + k, in_flight=flight).total_s
         total = total + np.maximum(with_p - without, 0.0)
         done += k
     return total
@@ -187,15 +189,16 @@ def concurrency_table(rep: Replica, input_len: float, output_len: float, tail_le
 
     conc = np.arange(1, max_concurrency + 1, dtype=float)
     c = np.maximum(1.0, np.ceil(conc / rep.pp))
+    flight = np.minimum(rep.pp, conc)  # pipeline micro-batches in flight
     ctx = input_len + output_len / 2.0
     tpot = continuous_arrays(rep, input_len, output_len, conc).tpot_s
     if rep.engine.chunked_prefill:
         budget = rep.engine.prefill_chunk_tokens
         prefill_tokens = np.maximum(1.0, np.round(c / output_len * input_len))
         step = step_time_arrays(rep, decode_seqs=c, decode_context=ctx, prefill_tokens=np.minimum(prefill_tokens, budget),
-                                prefill_len=min(int(round(input_len)), budget)).total_s
+                                prefill_len=min(int(round(input_len)), budget), in_flight=flight).total_s
     else:
-        step = step_time_arrays(rep, decode_seqs=c, decode_context=ctx).total_s
+        step = step_time_arrays(rep, decode_seqs=c, decode_context=ctx, in_flight=flight).total_s
     service = _prefill_service_arrays(rep, input_len, conc)
     tail = _prefill_service_arrays(rep, tail_len, conc) if tail_len != input_len else service
     return ConcurrencyTable(tpot_s=np.broadcast_to(tpot, conc.shape), service_s=service, service_tail_s=tail,

@@ -85,10 +85,11 @@ class StepArrays:
     dequant_s: np.ndarray
     comm_s: np.ndarray
     overhead_s: np.ndarray
+    pipeline_s: np.ndarray | float = 0.0
 
     @property
     def total_s(self) -> np.ndarray:
-        return self.ops_s + self.dequant_s + self.comm_s + self.overhead_s
+        return self.ops_s + self.dequant_s + self.comm_s + self.overhead_s + self.pipeline_s
 
 
 def vector_flops(device: Device, act16: str) -> float:
@@ -260,12 +261,34 @@ def decode_kv_reuse(rep: Replica) -> float:
     return rep.engine.gqa_kv_reuse if rep.engine.gqa_shared_kv_load else 0.0
 
 
+def pipeline_wait_s(rep: Replica, layers_s: Any, head_s: Any, in_flight: Any = None) -> Any:
+    """Seconds a pipelined step waits for its busiest stage, beyond the stages' own work (0 without PP).
+
+    A step of a ``pp``-stage pipeline pushes one micro-batch through every stage, and with ``m`` micro-batches in
+    flight each stage serves all of them in turn, so a round of the pipeline takes max(Σ stages, m × busiest stage)
+    (the step model's other parts are the sum of the stages). The engines split the layers evenly with the remainder
+    on the first stages (vLLM ``get_pp_indices``, TensorRT-LLM ``Mapping.pp_layers``), and the last stage also runs
+    the output head (the LM head, kept in 16-bit by quantized checkpoints, and what it samples): the busiest stage is
+    ``ceil(L/pp)`` layers, or ``floor(L/pp)`` layers plus the head. ``layers_s``: every layer's time (the layers'
+    average per layer); ``head_s``: the head's. ``in_flight``: micro-batches in the pipeline (at most ``pp``; None:
+    ``pp``, a full pipeline, what a loaded engine keeps)."""
+    pp = rep.pp
+    if pp <= 1:
+        return 0.0
+    m = pp if in_flight is None else np.clip(np.asarray(in_flight, dtype=float), 1.0, pp)
+    n = rep.model.n_layers
+    per_layer = np.asarray(layers_s) / n
+    busiest = np.maximum(-(-n // pp) * per_layer, (n // pp) * per_layer + head_s)
+    return np.maximum(0.0, m * busiest - (layers_s + head_s))
+
+
 def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tokens: Any, prefill_len: Any,
-                prefill_kv_len: Any, sampled_rows: Any, eff: Any = None) -> StepArrays:
+                prefill_kv_len: Any, sampled_rows: Any, eff: Any = None, in_flight: Any = None) -> StepArrays:
     """Seconds of engine steps on ``rep`` from normalised inputs (integers >= 0 broadcast together;
     ``prefill_len``, ``prefill_kv_len``, ``sampled_rows``, ``decode_context`` >= 1; see
     ``serve.replica.step_time`` for their meaning). ``eff``: the replica's efficiency, or an
-    :class:`EfficiencyArrays` of samples broadcasting against the inputs."""
+    :class:`EfficiencyArrays` of samples broadcasting against the inputs. ``in_flight``: pipeline micro-batches in
+    flight (:func:`pipeline_wait_s`; None: a full pipeline)."""
     eff = rep.eff if eff is None else eff
     inputs = (decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len, sampled_rows)
     ds: Any
@@ -304,10 +327,11 @@ def step_arrays(rep: Replica, decode_seqs: Any, decode_context: Any, prefill_tok
     zeros = np.zeros(np.broadcast(tokens, eff.kernel_overhead_s).shape)
     ops_s, comm_s = ops_t + t + zeros, _comm_s(rep, sh.group_tokens) + zeros
     # each attention-DP group (ep > 1) schedules its own share of the requests, in parallel with the others
-    host_s = exposed_host_s(rep, _ceil_div(scheduled_sequences(ds, pt, plen), rep.ep), ops_s + dq_t + comm_s)
+    wait = pipeline_wait_s(rep, ops_t + dq_t, t, in_flight) + zeros
+    host_s = exposed_host_s(rep, _ceil_div(scheduled_sequences(ds, pt, plen), rep.ep), ops_s + dq_t + comm_s + wait)
     return StepArrays(tokens=tokens + zeros, compute_s=comp + c + zeros, memory_s=memb + mem + zeros,
                       ops_s=ops_s, kernels_s=kern + k + zeros, dequant_s=dq_t + zeros,
-                      comm_s=comm_s, overhead_s=rep.engine.step_overhead_s + host_s + zeros)
+                      comm_s=comm_s, overhead_s=rep.engine.step_overhead_s + host_s + zeros, pipeline_s=wait)
 
 
 def scheduled_sequences(decode_seqs: Any, prefill_tokens: Any, prefill_len: Any) -> Any:

@@ -43,11 +43,11 @@ __all__ = ["EfficiencyArrays", "ServingArrays", "continuous_arrays", "estimate_s
 
 def step_time_arrays(rep: Replica, *, decode_seqs: Any = 0, decode_context: Any = 0, prefill_tokens: Any = 0,
                      prefill_len: Any = None, prefill_kv_len: Any = None, sampled_rows: Any = None,
-                     eff: EfficiencyArrays | None = None) -> StepArrays:
-    """``serve.replica.step_time`` over arrays (same defaults); ``eff`` samples broadcast too."""
+                     eff: EfficiencyArrays | None = None, in_flight: Any = None) -> StepArrays:
+    """``serve.replica.step_time`` over arrays (same defaults); ``eff`` samples and ``in_flight`` broadcast too."""
     ds, ctx, pt, plen, pkv, rows = normalise(decode_seqs, decode_context, prefill_tokens, prefill_len, prefill_kv_len,
                                              sampled_rows)
-    return step_arrays(rep, ds, ctx, pt, plen, pkv, rows, eff)
+    return step_arrays(rep, ds, ctx, pt, plen, pkv, rows, eff, in_flight=in_flight)
 
 
 def _total(rep: Replica, eff: Any, **kw: Any) -> np.ndarray:
@@ -63,18 +63,21 @@ def time_prefill_arrays(rep: Replica, n_prompts: Any, prompt_len: Any, eff: Effi
     plen = np.asarray(prompt_len, dtype=float)
     budget = float(max(rep.engine.prefill_chunk_tokens, 1))
     per_micro = np.maximum(1.0, np.ceil(n / rep.pp))  # pipeline stages work on different prompts
+    flight = np.minimum(rep.pp, np.maximum(1.0, n))  # micro-batches in the pipeline
     fill = (rep.pp - 1) / rep.pp
     short = plen <= budget
     sp = np.where(short, plen, 1.0)  # prompt length on the whole-prompt path (dummy where chunked)
     per_fwd = np.maximum(1.0, np.minimum(per_micro, np.floor(budget / sp)))
     full, rest = np.floor(per_micro / per_fwd), np.mod(per_micro, per_fwd)
-    st = _total(rep, eff, prefill_tokens=per_fwd * sp, prefill_len=sp)
-    t_rest = np.where(rest > 0, _total(rep, eff, prefill_tokens=np.where(rest > 0, rest, 1.0) * sp, prefill_len=sp), 0.0)
+    st = _total(rep, eff, prefill_tokens=per_fwd * sp, prefill_len=sp, in_flight=flight)
+    t_rest = np.where(rest > 0, _total(rep, eff, prefill_tokens=np.where(rest > 0, rest, 1.0) * sp, prefill_len=sp,
+                                       in_flight=flight), 0.0)
     t_short = full * st + t_rest + fill * st
     if not np.any(~short):
         return t_short
     lp = np.where(short, budget + 1.0, plen)  # chunked path (dummy where whole prompts)
-    largest = _total(rep, eff, prefill_tokens=budget, prefill_len=budget, prefill_kv_len=lp, sampled_rows=1)
+    largest = _total(rep, eff, prefill_tokens=budget, prefill_len=budget, prefill_kv_len=lp, sampled_rows=1,
+                     in_flight=flight)
     t: Any = 0.0
     for i in range(int(np.ceil(np.max(lp) / budget))):
         done = i * budget
@@ -82,7 +85,7 @@ def time_prefill_arrays(rep: Replica, n_prompts: Any, prompt_len: Any, eff: Effi
         ok = c > 0
         cc = np.where(ok, c, 1.0)
         t = t + np.where(ok, _total(rep, eff, prefill_tokens=cc, prefill_len=cc, prefill_kv_len=done + cc,
-                                    sampled_rows=1), 0.0)
+                                    sampled_rows=1, in_flight=flight), 0.0)
     return np.where(short, t_short, per_micro * t + fill * largest)
 
 
@@ -140,13 +143,14 @@ def estimate_static_arrays(rep: Replica, input_len: Any, output_len: Any, batch:
     i, o, b = _lengths(input_len, output_len, batch)
     t_prefill = time_prefill_arrays(rep, b, i, eff)
     micro = np.maximum(1.0, np.ceil(b / rep.pp))
-    tpot = np.where(o > 1, mean_decode_arrays(rep, micro, i + 1, i + o - 1, eff), 0.0)
+    tpot = np.where(o > 1, mean_decode_arrays(rep, micro, i + 1, i + o - 1, eff, in_flight=np.minimum(rep.pp, b)), 0.0)
     e2e = t_prefill + (o - 1) * tpot
     return ServingArrays(ttft_s=t_prefill + 0 * e2e, tpot_s=tpot + 0 * e2e, e2e_latency_s=e2e,
                          output_tokens_per_s=b * o / e2e, requests_per_s=b / e2e, n_devices=rep.n_devices)
 
 
-def _mixed_prompt_arrays(rep: Replica, prompt_len: np.ndarray, decode_seqs: Any, ctx: Any, eff: Any) -> np.ndarray:
+def _mixed_prompt_arrays(rep: Replica, prompt_len: np.ndarray, decode_seqs: Any, ctx: Any, eff: Any,
+                         in_flight: Any = None) -> np.ndarray:
     """``serve.estimate.prompt_in_mixed_steps_s``: a prompt's chunks ride in steps that also decode."""
     budget = float(max(1, rep.engine.prefill_chunk_tokens))
     if not rep.engine.split_prompts:  # whole prompts only (serve.estimate.split_budget)
@@ -158,7 +162,7 @@ def _mixed_prompt_arrays(rep: Replica, prompt_len: np.ndarray, decode_seqs: Any,
         ok = c > 0
         cc = np.where(ok, c, 1.0)
         t = t + np.where(ok, _total(rep, eff, decode_seqs=decode_seqs, decode_context=ctx, prefill_tokens=cc,
-                                    prefill_len=cc, prefill_kv_len=done + cc), 0.0)
+                                    prefill_len=cc, prefill_kv_len=done + cc, in_flight=in_flight), 0.0)
     return t
 
 
@@ -169,6 +173,7 @@ def continuous_arrays(rep: Replica, input_len: Any, output_len: Any, concurrency
     _scalar_only(rep)
     i, o, conc = _lengths(input_len, output_len, concurrency)
     c = np.maximum(1.0, np.ceil(conc / rep.pp))  # sequences per pipeline micro-batch
+    flight = np.minimum(rep.pp, conc)  # micro-batches in the pipeline
     ctx = i + o / 2.0
     new_per_step = c / o
     prefill_tokens = np.maximum(1.0, np.round(new_per_step * i))
@@ -180,11 +185,11 @@ def continuous_arrays(rep: Replica, input_len: Any, output_len: Any, concurrency
         n, rest = np.floor(plen / piece), plen - np.floor(plen / piece) * piece
         keys = np.where(piece < plen, np.round((piece * piece * n * (n + 1) / 2.0 + rest * plen) / plen), piece)
         st = _total(rep, eff, decode_seqs=c, decode_context=ctx, prefill_tokens=np.minimum(prefill_tokens, budget),
-                    prefill_len=piece, prefill_kv_len=np.maximum(piece, keys))
+                    prefill_len=piece, prefill_kv_len=np.maximum(piece, keys), in_flight=flight)
         tpot = np.where(prefill_tokens > budget, st * np.maximum(1.0, prefill_tokens / budget), st)
-        ttft = _mixed_prompt_arrays(rep, plen, c, ctx, eff)
+        ttft = _mixed_prompt_arrays(rep, plen, c, ctx, eff, flight)
     else:
-        st = _total(rep, eff, decode_seqs=c, decode_context=ctx)
+        st = _total(rep, eff, decode_seqs=c, decode_context=ctx, in_flight=flight)
         n_new = np.maximum(1.0, np.ceil(new_per_step))
         t_pref = time_prefill_arrays(rep, n_new, plen, eff)
         tpot = st + t_pref * new_per_step / n_new

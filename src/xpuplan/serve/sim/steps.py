@@ -89,8 +89,14 @@ class StepTable:
         ``prefill_kv_len`` keys."""
         pp = self.pp
         if pp > 1:
+            in_flight = decode_seqs + (-(-prefill_tokens // max(prefill_len, 1)) if prefill_tokens else 0)
             decode_seqs = -(-decode_seqs // pp)
             prefill_tokens = -(-prefill_tokens // pp)
+            if in_flight < pp:  # fewer sequences than stages: a round of that many micro-batches (not cached here)
+                st = step_time(self.rep, decode_seqs=decode_seqs, decode_context=context,
+                               prefill_tokens=prefill_tokens, prefill_len=prefill_len or None,
+                               prefill_kv_len=max(prefill_kv_len, prefill_len) or None, in_flight=max(1, in_flight))
+                return st.total_s, st.bound == "compute"
         if decode_seqs == 0:
             key3 = (bucket(prefill_tokens), bucket(max(prefill_len, 1)), bucket(max(prefill_kv_len, prefill_len, 1)))
             hit = self._prefill.get(key3)
