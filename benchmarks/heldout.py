@@ -34,7 +34,7 @@ HELDOUT_FILES = ("heldout_training.csv", "heldout_inference.csv")
 #: Whole published tables (every cell of one vendor table, ``heldout_table_*.csv``), held out like the files above but
 #: reported on their own, per model and layout: one table's hundreds of cells of one engine would otherwise outweigh
 #: every other source in the held-out figures and the generalisation gap.
-TABLE_FILES = ("heldout_table_trtllm_v1.csv",)
+TABLE_FILES = ("heldout_table_trtllm_v1.csv", "heldout_table_megatron_bridge.csv")
 
 
 @dataclass(frozen=True)
@@ -124,14 +124,27 @@ def run_validate(path: Path, label: str) -> FileResult:
     report = json.loads(proc.stdout)
     lookup = _family_lookup(report)
     result = FileResult(path=path, label=label)
+    columns = _row_columns(path)
     for r in report["rows"]:
         hw = r.get("hardware") or ""
+        col = columns.get(r["id"], {})
+        group = _group((r.get("details") or {}).get("replica")) or (
+            f"{col.get('model') or '(architecture)'}@{hw}:{col.get('precision', '')}" if col else "")
         result.rows.append(RowError(
             id=r["id"], kind=r.get("kind") or "", hardware=hw, family=r.get("family") or _family(hw, lookup),
             metric=r.get("metric") or "", trust=r.get("trust") or "", measured=float(r["measured"]),
             predicted=None if r.get("predicted") is None else float(r["predicted"]), reason=r.get("reason"),
-            group=_group((r.get("details") or {}).get("replica"))))
+            group=group))
     return result
+
+
+def _row_columns(path: Path) -> dict[str, dict[str, str]]:
+    """id -> the row's model and precision columns (the validator's report does not repeat them)."""
+    import csv
+
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        return {row["id"]: {"model": row.get("model", ""), "precision": row.get("precision", "")}
+                for row in csv.DictReader(fh) if row.get("id")}
 
 
 def _group(replica: Any) -> str:
@@ -301,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         groups: dict[str, list[RowError]] = defaultdict(list)
         for r in res.rows:
             groups[r.group or "(no replica)"].append(r)
-        print_stats_table(f"{res.label}: per model, hardware and layout", dict(sorted(groups.items())))
+        print_stats_table(f"{res.label}: per model, hardware and layout (serving) or precision (training)",
+                          dict(sorted(groups.items())))
 
     coverage = {f"{r.label} ({r.path.name})": band_coverage(r.path, r.rows) for r in held + tables + public}
     print_coverage(coverage)
