@@ -326,3 +326,13 @@ def test_bad_serving_lengths_name_their_field(tmp_path, serving, routing, field,
         load_scenario(f)
     assert err.value.field is not None and err.value.field.startswith(field)
     assert words in err.value.message
+
+
+def test_serving_lengths_left_out_are_the_stated_default():
+    rec = recommend({"scenario": "custom", "model": "llama3-8b", "hardware": ["nvidia-h100-sxm-80gb"],
+                     "workload": {"kind": "serving", "serving": {"qps": 5}}}, samples=0)
+    used = next(a for a in rec.assumptions if a["name"] == "serving_lengths")
+    assert used["value"] == {"serve": "prompts 2,048 tokens (default); outputs 256 tokens (default)"}
+    assert used["trust"] == "D" and "default" in used["source"] and "scenario" not in used["source"]
+    plan = rec.options[0].parts[0].plan
+    assert (plan["input_len"], plan["output_len"]) == (2048, 256) and "input_dist" not in plan

@@ -169,10 +169,12 @@ def build(ev: Evaluation, lang: str = "en") -> Recommendation:
     ]
     if ev.lengths:
         sources = sorted({ln["dataset"]["source"] for ln in ev.lengths if "dataset" in ln})
-        defaulted = any("default" in ln["from"].values() for ln in ev.lengths)
+        origins = {o for ln in ev.lengths for o in ln["from"].values()}
+        defaulted = "default" in origins
         assumptions.append({
             "name": "serving_lengths", "value": {ln["role"]: _lengths_line(ln) for ln in ev.lengths},
-            "source": "; ".join(["scenario", *sources, *(["xpuplan default (2,048 / 256 tokens)"] if defaulted else [])]),
+            "source": "; ".join([*(["scenario"] if "scenario" in origins else []), *sources,
+                                 *(["xpuplan default (2,048 / 256 tokens)"] if defaulted else [])]),
             "trust": "D" if defaulted else ("B" if sources else "A")})
     mc = {"samples": 0} if ev.mc is None else {k: v for k, v in ev.mc.items()
                                                 if k in ("samples", "seed", "method", "sigma_by_device")}
