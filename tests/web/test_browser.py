@@ -121,6 +121,34 @@ def test_shared_link_restores_and_runs_the_scenario(page: Any, server: str, tmp_
     page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
 
 
+def test_a_dataset_gives_the_request_lengths(page: Any, server: str, tmp_path: Path) -> None:
+    """The lengths select: ShareGPT's lengths replace the fixed token counts (their inputs are disabled), the run and
+    the shared link carry the dataset, and the routed preset, whose pools carry their own lengths, does not offer it."""
+    _open(page, server + "/")
+    page.select_option("#f-preset", "online-inference")
+    assert page.locator("#f-lengths option[value='sharegpt']").is_disabled()
+    page.select_option("#f-preset", "batch-inference")
+    page.fill("#f-samples", "0")
+    page.select_option("#f-lengths", "sharegpt")
+    assert page.locator("#f-in").is_disabled() and page.locator("#f-out").is_disabled()
+    _run(page)
+    url = page.url
+    page.goto("about:blank")
+    page.goto(url)
+    page.wait_for_selector("#ranking tbody tr")
+    assert page.input_value("#f-lengths") == "sharegpt"
+    with page.expect_download() as dl:
+        page.click("#download-yaml")
+    path = tmp_path / "scenario.yaml"
+    dl.value.save_as(path)
+    serving = yaml.safe_load(path.read_text(encoding="utf-8"))["workload"]["serving"]
+    assert serving["dataset"] == "sharegpt" and "input_len" not in serving and "output_len" not in serving
+    page.select_option("#f-lengths", "")
+    assert not page.locator("#f-in").is_disabled()
+    assert not page.js_errors
+    page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
+
+
 def test_bad_input_names_the_field(page: Any, server: str) -> None:
     _open(page, server + "/")
     page.select_option("#f-preset", "pretraining")

@@ -55,6 +55,11 @@
       // the form edits fixed lengths; a distribution (from the API or a file) shows its mean
       const len = v => (v && typeof v === "object") ? v.mean : v;
       setVal("f-in", len(sv.input_len)); setVal("f-out", len(sv.output_len));
+      // a dataset gives the lengths of one pool's requests; the routed presets give each pool its own
+      const routed = !!(w.routing || (P.scenario.workload || {}).routing);
+      $("f-lengths").querySelector("option[value='sharegpt']").disabled = routed;
+      $("f-lengths").value = (!routed && sv.dataset) || "";
+      syncLengths();
       const ttft = KEYS.servingTtftS(sv), tpot = KEYS.servingTpotS(sv);
       setVal("f-ttft", ttft == null ? null : +(ttft * 1e3).toPrecision(6));
       setVal("f-tpot", tpot == null ? null : +(tpot * 1e3).toPrecision(6));
@@ -113,6 +118,11 @@
     return out;
   }
 
+  function syncLengths() {  // a dataset's lengths replace the fixed token counts
+    const ds = !!$("f-lengths").value;
+    $("f-in").disabled = ds; $("f-out").disabled = ds;
+  }
+
   function buildScenario() {
     const P = presetOf().scenario;
     const sc = {scenario: $("f-preset").value, title: null, title_zh: null, model: $("f-model").value,
@@ -124,8 +134,9 @@
     if (P.workload.serving) {
       const batch = P.workload.serving.requests != null;
       const ttft = numVal("f-ttft"), tpot = numVal("f-tpot");
+      const dataset = $("f-lengths").value;
       sc.workload.serving = Object.assign(batch ? {requests: numVal("f-requests"), window_hours: numVal("f-window")}
-        : {qps: numVal("f-qps")}, {input_len: numVal("f-in"), output_len: numVal("f-out")},
+        : {qps: numVal("f-qps")}, dataset ? {dataset} : {input_len: numVal("f-in"), output_len: numVal("f-out")},
         KEYS.servingSlo(P.workload.serving, ttft == null ? null : ttft / 1e3, tpot == null ? null : tpot / 1e3));
       for (const [k, v] of Object.entries(sc.workload.serving)) if (v == null) delete sc.workload.serving[k];
     }
@@ -553,6 +564,7 @@
     $("copy-link").addEventListener("click", copyLink);
     $("download-report").addEventListener("click", downloadReport);
     $("f-config").addEventListener("change", uploadConfig);
+    $("f-lengths").addEventListener("change", syncLengths);
     const tick = on => document.querySelectorAll("#f-hardware input").forEach(i => { i.checked = on; });
     $("hw-all").addEventListener("click", () => tick(true));
     $("hw-none").addEventListener("click", () => tick(false));
