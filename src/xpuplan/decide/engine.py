@@ -378,7 +378,7 @@ def _check_context(s: Scenario, model: Any) -> None:
     sv = s.workload.serving
     if sv is None:
         return
-    shapes = [(path, d_in, d_out) for _role, path, d_in, d_out in role_shapes(s, model)]
+    shapes = [(path, d_in, d_out) for _role, path, d_in, d_out, _ds in role_shapes(s, model)]
     if s.workload.routing is not None:  # the serving section's own lengths too, though routing replaces them
         shapes.insert(0, ("workload.serving", *serving_lengths(sv, model)[:2]))
     for path, d_in, d_out in shapes:  # a distribution: its mean, as `infer capacity` checks

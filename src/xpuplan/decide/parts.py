@@ -135,15 +135,15 @@ def serving_lengths(sv: ServingSpec, model: ModelArch) -> tuple[LengthDist, Leng
     return d_in, d_out, ds if used else None
 
 
-def role_shapes(s: Scenario, model: ModelArch) -> list[tuple[str, str, LengthDist, LengthDist]]:
-    """(role, field path, prompt lengths, output lengths) of every serving role of the scenario."""
+def role_shapes(s: Scenario, model: ModelArch
+                ) -> list[tuple[str, str, LengthDist, LengthDist, DatasetLengths | None]]:
+    """(role, field path, prompt lengths, output lengths, the dataset that gave a length) of every serving role."""
     sv, rt = s.workload.serving, s.workload.routing
     if sv is None:
         return []
     if rt is None:
-        d_in, d_out, _ = serving_lengths(sv, model)
-        return [("serve", "workload.serving", d_in, d_out)]
-    return [(role, f"workload.routing.{role}", as_length(shape.input_len), as_length(shape.output_len))
+        return [("serve", "workload.serving", *serving_lengths(sv, model))]
+    return [(role, f"workload.routing.{role}", as_length(shape.input_len), as_length(shape.output_len), None)
             for role, shape in (("complex", rt.complex), ("standard", rt.standard))]
 
 
@@ -152,8 +152,7 @@ def lengths_used(s: Scenario, model: ModelArch) -> list[dict[str, Any]]:
     distributions, their means, and where they came from (the scenario, its dataset, or the defaults)."""
     out: list[dict[str, Any]] = []
     sv = s.workload.serving
-    for role, path, d_in, d_out in role_shapes(s, model):
-        ds = serving_lengths(sv, model)[2] if sv is not None and role == "serve" else None
+    for role, path, d_in, d_out, ds in role_shapes(s, model):
         given = ((sv.input_len, sv.output_len) if role == "serve" and sv is not None else (True, True))
         origin = ["scenario" if g is not None else (ds.dataset if ds else "default") for g in given]
         out.append({"role": role, "field": path,
