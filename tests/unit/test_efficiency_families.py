@@ -64,9 +64,31 @@ def test_blackwell_has_its_own_entry_not_ampere_defaults():
         eff = a.efficiency(dev)
         # the documented prior: Hopper's fitted fractions, not the (Ampere-fitted) defaults
         assert eff.gemm_peak_fraction == hopper.gemm_peak_fraction
-        assert eff.attention_peak_fraction == hopper.attention_peak_fraction
+        if dev_id != "nvidia-gb300":
+            assert eff.attention_peak_fraction == hopper.attention_peak_fraction
     rule = a.efficiency_layers.families["nvidia-blackwell"]
     assert "prior" in (rule.note or "") and "nvidia-hopper" in (rule.note or "")
+
+
+def test_blackwell_ultra_attention_gains_from_its_doubled_softmax_exponential_rate():
+    """Blackwell Ultra doubles the SFU exponential rate; the FP8 attention forward runs ~1.35x faster on GB300 than
+    GB200 (NVIDIA, 2026-02), so exposed exponentials are s = 2 (1 - 1/1.35) of that kernel. In BF16 forward+backward
+    (tensor part 2 x (1 - s) x 3.5, exponentials 2 s) the kernel takes 1 - s'/2 of Blackwell's time."""
+    a = default_assumptions()
+    cat = load_catalog()
+    family = a.efficiency_layers.families["nvidia-blackwell"].attention_peak_fraction
+    assert family is not None
+    s = 2 * (1 - 1 / 1.35)
+    tensor, exps = 2 * (1 - s) * 3.5, s * 2
+    s_train = exps / (tensor + exps)
+    expected = family / (1 - s_train / 2)
+    for dev_id in ("nvidia-b300-288gb", "nvidia-gb300"):
+        eff = a.efficiency(cat.get(dev_id))
+        assert eff.attention_peak_fraction == pytest.approx(expected, abs=0.005)
+        assert a.efficiency_provenance(cat.get(dev_id))["attention_peak_fraction"] == f"device:{dev_id}"
+        # only attention differs from the family
+        assert eff.gemm_peak_fraction == a.efficiency(cat.get("nvidia-b200-180gb")).gemm_peak_fraction
+    assert a.efficiency(cat.get("nvidia-b200-180gb")).attention_peak_fraction == family
 
 
 def test_fitted_families_say_how_they_were_fitted():

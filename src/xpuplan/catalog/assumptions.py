@@ -95,6 +95,8 @@ MemoryDefaultsRule = Literal["sglang-server-args"]
 #: ``free_gpu_memory_fraction``, LMDeploy >= 0.2.1 ``cache_max_entry_count``); ``static``: total
 #: memory for weights + KV pool, activations and workspace from the rest (SGLang ``mem_fraction_static``).
 MemoryFractionOf = Literal["total", "free", "static"]
+#: How a serving engine moves tokens to their experts and back in an expert-parallel MoE layer (``serve.comm``).
+MoeEpExchange = Literal["allgather_reducescatter", "alltoall"]
 
 
 # =================================================================================================
@@ -134,7 +136,12 @@ class EngineProfile:
     name theirs; ``benchmark_closed_loop``: that benchmark keeps a fixed number of requests in flight
     instead of sending every prompt at once. ``prefill_first_non_mla``: releases of a build (vLLM-Ascend
     0.9.1) that turn chunked prefill off for models without MLA (:class:`PrefillFirst`; applied by
-    ``serve.replica.make_replica``, which knows the model). ``masked_prefill_attention``: releases of a build
+    ``serve.replica.make_replica``, which knows the model). ``moe_ep_exchange``: how an expert-parallel MoE layer
+    exchanges tokens (``serve.comm.moe_exchange_s``): ``allgather_reducescatter`` (every rank gathers all ranks'
+    tokens, the partial outputs are reduce-scattered back) or ``alltoall`` (each token goes once to every rank
+    holding one of its experts); ``moe_dispatch_quantized``: the dispatched activations are quantised to the GEMMs'
+    FP8/FP4 format first; ``moe_nvlink_alltoall``: the all-to-all replaces the gather where the EP group sits in a
+    multi-node NVLink domain and ep > top-k (TensorRT-LLM's MNNVL path). ``masked_prefill_attention``: releases of a build
     (vLLM-Ascend before 0.12) whose fresh-prompt prefill steps compute the full square of attention scores
     (:class:`MaskedPrefillAttention`; applied by ``serve.step``). ``memory_defaults``: the name of a rule by which the
     engine computes its memory fraction and prefill chunk from the device and the layout (``serve.engine_memory``;
@@ -163,6 +170,9 @@ class EngineProfile:
     host_s_per_sequence: float = 0.0
     async_scheduling: bool = False
     fp8_kv_with_fp8_weights: bool = True
+    moe_ep_exchange: MoeEpExchange = "allgather_reducescatter"
+    moe_dispatch_quantized: bool = False
+    moe_nvlink_alltoall: bool = False
     benchmark_dataset: str | None = None
     benchmark_closed_loop: bool = False
     prefill_first_non_mla: PrefillFirst | None = None
@@ -382,6 +392,9 @@ class EngineSpec(_Strict):
     host_us_per_sequence: _NonNeg | str = 0.0
     async_scheduling: bool = False
     fp8_kv_with_fp8_weights: bool = True
+    moe_ep_exchange: MoeEpExchange = "allgather_reducescatter"
+    moe_dispatch_quantized: bool = False
+    moe_nvlink_alltoall: bool = False
     benchmark: BenchmarkSpec | None = None
     prefill_first_non_mla: PrefillFirstSpec | None = None
     masked_prefill_attention: MaskedPrefillSpec | None = None
@@ -768,6 +781,8 @@ class Assumptions(BaseModel):
                 memory_fraction_of=s.memory_fraction_of, split_prompts=s.split_prompts, gqa_shared_kv_load=s.gqa_shared_kv_load, gqa_kv_reuse=s.gqa_kv_reuse, custom_allreduce=s.custom_allreduce,
                 host_s_per_sequence=self._seconds(s.host_us_per_sequence, units.US),
                 async_scheduling=s.async_scheduling, fp8_kv_with_fp8_weights=s.fp8_kv_with_fp8_weights,
+                moe_ep_exchange=s.moe_ep_exchange, moe_dispatch_quantized=s.moe_dispatch_quantized,
+                moe_nvlink_alltoall=s.moe_nvlink_alltoall,
                 benchmark_dataset=s.benchmark.dataset if s.benchmark else None,
                 benchmark_closed_loop=bool(s.benchmark and s.benchmark.closed_loop),
                 prefill_first_non_mla=(PrefillFirst(s.prefill_first_non_mla.name_contains,

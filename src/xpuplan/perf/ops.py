@@ -132,6 +132,23 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: int) -> float:
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
+def expected_groups_hit(n_experts: int, top_k: int, groups: Any) -> Any:
+    """Expected number of ``groups`` (the nodes an EP group spans, or its ranks) that one token's ``top_k``
+    distinct experts fall on, with the experts spread evenly (n_experts/groups per group) and chosen uniformly,
+    as a balanced router does: groups·(1 - P(a group gets none)), P = C(E - E/G, k) / C(E, k) (hypergeometric).
+    At most min(top_k, groups): 8 of 128 experts over 4 groups hit 3.62 of them, not 4; over 2, 1.99. A
+    de-duplicating dispatch sends a token once to each group it hits (DeepEP per node across the network, and
+    per rank inside it). Numbers or arrays."""
+    n = np.maximum(np.asarray(groups, dtype=float), 1.0)
+    e = float(n_experts)
+    per_group = e / n
+    miss = np.ones_like(n)
+    for i in range(int(top_k)):
+        miss = miss * np.clip((e - per_group - i) / max(e - i, 1.0), 0.0, 1.0)
+    out = np.minimum(n * (1.0 - miss), np.minimum(float(top_k), n))
+    return float(out) if np.ndim(out) == 0 else out
+
+
 def routed_expert_ops(n_local_experts: int, top_k: int, routed_tokens: Any, d_model: int, expert_width: int, *,
                       gated: bool = True, dtype: str = "bf16", weight_dtype: str | None = None,
                       groups: tuple[Any, Any] | None = None) -> list[OpCost]:

@@ -9,21 +9,90 @@ scale-up domain are hierarchical, their outer phase on the scale-out NIC).
 What differs between planners is only the collective library's algorithm, an explicit argument:
 an engine with a custom all-reduce (TensorRT-LLM, vLLM, SGLang) uses the two-shot algorithm on a
 single-hop domain (:func:`serving_all_reduce_algorithm`); otherwise NCCL's ring/tree choice, as in
-training. Expert dispatch/combine kernels issue all peers' sends at once (``direct`` all-to-all).
+training. An expert-parallel MoE layer exchanges tokens the engine's way (:func:`moe_exchange_s`): an
+all-gather of every rank's tokens and a reduce-scatter of the partial outputs (the default of TensorRT-LLM's
+attention-DP outside multi-node NVLink and of vLLM), or a de-duplicated all-to-all whose kernels issue all
+peers' sends at once (``direct``: DeepEP, TensorRT-LLM's MNNVL path).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from xpuplan.catalog.device import Device
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.links import DeviceLinks, device_links
+from xpuplan.perf.ops import expected_groups_hit
+from xpuplan.perf.roofline import LOW_PRECISION
+from xpuplan.serve.constants import ACTIVATION_BYTES
+from xpuplan.serve.precision import FP4_SCHEMES, Precision
+from xpuplan.units import bytes_per_element
+
+if TYPE_CHECKING:
+    from xpuplan.catalog.assumptions import EngineProfile
+    from xpuplan.models.arch import ModelArch
+
+#: Devices of one server: a scale-up domain larger than this spans servers (multi-node NVLink, NVL72).
+SERVER_DEVICES = 8
 
 #: All-to-all algorithm of serving engines' expert dispatch/combine (DeepEP, SGLang/vLLM MoE
 #: kernels): every peer's send issued at once.
 SERVING_ALL_TO_ALL: coll.AllToAllAlgorithm = "direct"
+
+
+def moe_dispatch_bytes(engine: EngineProfile, precision: Precision) -> float:
+    """Bytes per element of the activations an EP layer dispatches: the GEMMs' FP8/FP4 format (scales included)
+    where the engine quantises before the exchange (TensorRT-LLM: "AllGather ALWAYS supports post-quant
+    dispatch", fused_moe/communication/allgather_reducescatter.py), else 16-bit."""
+    if engine.moe_dispatch_quantized and not precision.weight_only and precision.gemm_dtype in LOW_PRECISION:
+        return bytes_per_element(FP4_SCHEMES.get(precision.scheme, precision.gemm_dtype))
+    return ACTIVATION_BYTES
+
+
+def moe_uses_alltoall(engine: EngineProfile, model: ModelArch, ep: int, links: DeviceLinks) -> bool:
+    """Whether the engine's EP exchange is a de-duplicated all-to-all rather than all-gather + reduce-scatter:
+    its profile says so, or (TensorRT-LLM) the EP group is larger than top-k inside a switched scale-up domain
+    that spans servers (multi-node NVLink; its MNNVL all-to-all needs both)."""
+    if engine.moe_ep_exchange == "alltoall":
+        return True
+    top_k = model.moe.top_k if model.moe is not None else 0
+    return bool(engine.moe_nvlink_alltoall and ep > top_k and links.domain_size > SERVER_DEVICES
+                and links.single_hop)
+
+
+def moe_exchange_s(engine: EngineProfile, model: ModelArch, precision: Precision, tp: int, ep: int,
+                   links: DeviceLinks, group_tokens: Any) -> Any:
+    """Seconds of one MoE layer's expert-parallel exchange, dispatch and combine, for ``group_tokens`` tokens
+    per attention-DP group (``ep`` groups of ``tp`` devices; each TP rank exchanges 1/tp of its group's
+    tokens, ``tp`` ranks apart). Numbers or arrays; 0 without EP.
+
+    * all-gather + reduce-scatter (the default): every rank gathers all ranks' tokens (ep x tokens x hidden in
+      the dispatch format, :func:`moe_dispatch_bytes`), runs its experts on those routed to them, and the
+      partial outputs (16-bit) are reduce-scattered back: (ep-1) x tokens x hidden each way per rank, whatever
+      top-k is.
+    * all-to-all (:func:`moe_uses_alltoall`): a token goes once to each rank holding one of its experts (the
+      ranks it hits, :func:`~xpuplan.perf.ops.expected_groups_hit`: 1.99 of 2 ranks, 5.34 of 8 for top-8 of
+      128), its top-k experts there served from that copy, and comes back once from each.
+    """
+    if ep <= 1 or model.moe is None:
+        return np.zeros_like(np.asarray(group_tokens, dtype=float)) if np.ndim(group_tokens) else 0.0
+    tokens = np.asarray(group_tokens, dtype=float) / tp
+    d = model.d_model
+    dispatch = moe_dispatch_bytes(engine, precision)
+    if moe_uses_alltoall(engine, model, ep, links):
+        copies = tokens * expected_groups_hit(model.moe.n_routed_experts, model.moe.top_k, ep) * d
+        out = (coll.time_group_s("all_to_all", copies * dispatch, ep, tp, links, all_to_all=SERVING_ALL_TO_ALL)
+               + coll.time_group_s("all_to_all", copies * ACTIVATION_BYTES, ep, tp, links,
+                                   all_to_all=SERVING_ALL_TO_ALL))
+    else:
+        gathered = ep * tokens * d
+        out = (coll.time_group_s("all_gather", gathered * dispatch, ep, tp, links)
+               + coll.time_group_s("reduce_scatter", gathered * ACTIVATION_BYTES, ep, tp, links))
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def serving_all_reduce_algorithm(custom_allreduce: bool) -> coll.AllReduceAlgorithm:

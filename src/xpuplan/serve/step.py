@@ -28,7 +28,7 @@ from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.ops import head_ops, layer_ops, routed_rows
 from xpuplan.perf.roofline import OpCost, cost_attention, op_seconds
-from xpuplan.serve.comm import SERVING_ALL_TO_ALL, serving_all_reduce_algorithm
+from xpuplan.serve.comm import moe_exchange_s, serving_all_reduce_algorithm
 from xpuplan.serve.constants import (
     ACTIVATION_BYTES,
     DEQUANT_OPS_PER_WEIGHT,
@@ -247,9 +247,8 @@ def _comm_s(rep: Replica, group_tokens: np.ndarray) -> np.ndarray:
                            all_reduce=serving_all_reduce_algorithm(rep.engine.custom_allreduce))
     comm = m.n_layers * per_layer_ar * np.asarray(ar)
     if rep.ep > 1 and m.moe is not None:
-        a2a_bytes = group_tokens * m.moe.top_k * m.d_model * ACTIVATION_BYTES / rep.tp
-        a2a = coll.time_group_s("all_to_all", a2a_bytes, rep.ep, rep.tp, links, all_to_all=SERVING_ALL_TO_ALL)
-        comm = comm + m.n_moe_layers * 2 * np.asarray(a2a)
+        exchange = moe_exchange_s(rep.engine, m, rep.precision, rep.tp, rep.ep, links, group_tokens)
+        comm = comm + m.n_moe_layers * np.asarray(exchange)
     if rep.pp > 1:  # stages are tp·ep devices apart
         comm = comm + (rep.pp - 1) * np.asarray(coll.time_group_s("p2p", msg / rep.tp, rep.pp, rep.tp * rep.ep, links))
     return comm

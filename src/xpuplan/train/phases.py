@@ -19,6 +19,7 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.memory import expert_dp_size, expert_tensor_parallel, gradients_sharded
+from xpuplan.perf.ops import expected_groups_hit as expected_nodes_hit
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.train.arrays import PlanArrays
 from xpuplan.train.cluster import Cluster
@@ -323,20 +324,6 @@ def expert_group_strides(p: PlanArrays, stack: TrainingStack) -> tuple[np.ndarra
     keeping as much of the exchange inside a scale-up domain as it can, and the expert-DP group every ep-th."""
     split = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, stack.expert_tp_one) == p.tp
     return np.where(split, p.tp * p.cp, 1), np.where(split, p.tp * p.ep, p.ep)
-
-
-def expected_nodes_hit(n_experts: int, top_k: int, nodes: np.ndarray) -> np.ndarray:
-    """Expected number of the ``nodes`` an EP group spans that one token's ``top_k`` distinct experts fall on,
-    with the experts spread evenly (n_experts/nodes per node) and chosen uniformly, as a balanced router does:
-    nodes·(1 - P(a node gets none)), P = C(E - E/N, k) / C(E, k) (hypergeometric). At most min(top_k, nodes):
-    8 of 128 experts over 4 nodes hit 3.62 of them, not 4; over 2 nodes, 1.99."""
-    n = np.maximum(np.asarray(nodes, dtype=float), 1.0)
-    e = float(n_experts)
-    per_node = e / n
-    miss = np.ones_like(n)
-    for i in range(int(top_k)):
-        miss = miss * np.clip((e - per_node - i) / max(e - i, 1.0), 0.0, 1.0)
-    return np.minimum(n * (1.0 - miss), np.minimum(float(top_k), n))
 
 
 def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster, ep: np.ndarray,
