@@ -140,6 +140,23 @@ def test_vllm_realises_the_replica():
     assert _v(_argv(online), "--quantization") == "fp8"
 
 
+def test_the_ep_exchange_the_estimate_priced_is_the_one_launched():
+    """vLLM gets the all2all backend the step model priced; SGLang gets DeepEP only when the estimate priced an
+    all-to-all (an assumptions file setting moe_ep_exchange: alltoall)."""
+    import dataclasses
+
+    rep = make_replica(get_model("deepseek-v3"), get_device("H200"), tp=1, ep=8, dtype="fp8", engine="vllm")
+    a = _argv(emit_plan(rep, "vllm", max_num_seqs=96, max_model_len=6000))
+    assert _v(a, "--all2all-backend") == "allgather_reducescatter"
+    assert "--moe-a2a-backend" not in _argv(emit_plan(rep, "sglang", max_num_seqs=96, max_model_len=6000))
+    a2a = dataclasses.replace(rep, engine=dataclasses.replace(rep.engine, moe_ep_exchange="alltoall"))
+    assert _v(_argv(emit_plan(a2a, "vllm", max_num_seqs=96, max_model_len=6000)), "--all2all-backend") == \
+        "deepep_high_throughput"
+    assert _v(_argv(emit_plan(a2a, "sglang", max_num_seqs=96, max_model_len=6000)), "--moe-a2a-backend") == "deepep"
+    dense = make_replica(get_model("llama3-8b"), get_device("H200"), tp=2, engine="vllm")
+    assert "--all2all-backend" not in _argv(emit_plan(dense, "vllm", max_num_seqs=96, max_model_len=6000))
+
+
 def test_vllm_on_ascend_is_vllm_ascend():
     rep = make_replica(get_model("qwen3-235b-a22b"), get_device("ascend-910c"), tp=8, ep=2)
     lp = emit_plan(rep, "vllm", max_num_seqs=32, max_model_len=4096)

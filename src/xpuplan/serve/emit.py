@@ -18,6 +18,7 @@ from typing import Final
 
 from xpuplan.catalog.launch_targets import Command, LaunchPlan, Segment, check_keys, target
 from xpuplan.errors import UserInputError
+from xpuplan.serve.comm import moe_uses_alltoall
 from xpuplan.serve.replica import Replica
 
 EMITTERS: Final = ("vllm", "vllm-ascend", "sglang", "trtllm", "mindie", "lmdeploy")
@@ -59,6 +60,11 @@ def _checkpoint_note(rep: Replica) -> str | None:
     }.get(rep.precision.scheme)
 
 
+def _alltoall(rep: Replica) -> bool:
+    """Whether the estimate priced the replica's expert-parallel exchange as an all-to-all (else a gather)."""
+    return moe_uses_alltoall(rep.engine, rep.model, rep.ep, rep.device_links)
+
+
 def _is_ascend(rep: Replica) -> bool:
     return "ascend" in rep.device.id.casefold() or rep.device.vendor.casefold() == "huawei"
 
@@ -70,6 +76,8 @@ def _vllm_args(rep: Replica, key: str, n: int, ctx: int, quantized_checkpoint: b
     a = ["--tensor-parallel-size", str(rep.tp), "--pipeline-parallel-size", str(rep.pp), "--dtype", _dtype(rep)]
     if rep.ep > 1:
         a += ["--data-parallel-size", str(rep.ep), "--enable-expert-parallel"]
+        if key == "vllm":  # the exchange the estimate priced (serve.comm.moe_exchange_s)
+            a += ["--all2all-backend", "deepep_high_throughput" if _alltoall(rep) else "allgather_reducescatter"]
     if rep.precision.scheme == "fp8" and not quantized_checkpoint:
         a += ["--quantization", "fp8"]
     elif _quantized(rep) and not quantized_checkpoint:
@@ -124,6 +132,8 @@ def _sglang_args(rep: Replica, n: int, ctx: int, qc: bool) -> list[str]:
         a += ["--pp-size", str(rep.pp)]
     if rep.ep > 1:
         a += ["--dp-size", str(rep.ep), "--enable-dp-attention", "--ep-size", str(world)]
+        if _alltoall(rep):  # the exchange the estimate priced (serve.comm.moe_exchange_s)
+            a += ["--moe-a2a-backend", "deepep"]
     if rep.precision.scheme == "fp8" and not qc:
         a += ["--quantization", "fp8"]
     if rep.precision.kv_dtype == "fp8":
@@ -140,7 +150,8 @@ def _sglang(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None, qc: 
     notes = []
     if rep.ep > 1:
         notes.append(f"attention data-parallel over {rep.ep} groups of tp {rep.tp}; experts over all {rep.tp * rep.ep} "
-                     "ranks (add --moe-a2a-backend deepep for DeepEP all-to-all)")
+                     "ranks" + ("" if _alltoall(rep) else " (the estimate priced SGLang's default token gather; "
+                                                        "--moe-a2a-backend deepep is the all-to-all)"))
     if disagg is None:
         cmd = Command("serve", (Segment("sglang", "sglang.launch_server", head, (*base, "--port", str(ROUTER_PORT))),))
         return LaunchPlan("sglang", (cmd,), notes=tuple(notes))
