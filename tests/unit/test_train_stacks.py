@@ -601,9 +601,10 @@ def test_te_stacks_all_gather_the_quantized_input_in_fp8_and_fp4():
 
 
 def test_expected_nodes_hit_is_the_hypergeometric_mean():
+    """perf.ops.expected_groups_hit, as training uses it for the nodes an EP group spans (scalars too)."""
     from math import comb
 
-    from xpuplan.train.phases import expected_nodes_hit
+    from xpuplan.perf.ops import expected_groups_hit as expected_nodes_hit
 
     # 8 of 128 experts over 4 nodes of 32: each node is missed with probability C(96, 8) / C(128, 8)
     want = 4 * (1 - comb(96, 8) / comb(128, 8))
@@ -682,3 +683,10 @@ def test_expert_gemm_override_names_its_field(tmp_path):
     f.write_text("training_stacks:\n  nemo:\n    expert_gemm: batched\n")
     with pytest.raises(UserInputError, match="training_stacks.nemo.expert_gemm"):
         load_assumptions([f])
+
+
+def test_expected_groups_hit_takes_scalars():
+    from xpuplan.perf.ops import expected_groups_hit
+
+    assert isinstance(expected_groups_hit(128, 8, 2), float)
+    assert expected_groups_hit(128, 8, 2) == pytest.approx(2 * (1 - 0.5 ** 8), rel=0.01)

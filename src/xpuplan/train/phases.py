@@ -19,7 +19,7 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.memory import expert_dp_size, expert_tensor_parallel, gradients_sharded
-from xpuplan.perf.ops import expected_groups_hit as expected_nodes_hit
+from xpuplan.perf.ops import expected_groups_hit
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.train.arrays import PlanArrays
 from xpuplan.train.cluster import Cluster
@@ -330,7 +330,7 @@ def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster
                          stride: np.ndarray) -> np.ndarray:
     """One node-de-duplicated MoE all-to-all (DeepEP-style) of ``n_bytes`` per rank (= tokens x top_k
     x hidden x bytes): across the network each token goes once per destination node,
-    min(node_limit, the nodes its experts fall on: :func:`expected_nodes_hit`) copies of which
+    min(node_limit, the nodes its experts fall on: :func:`expected_groups_hit`) copies of which
     (nodes-1)/nodes leave the node; inside the node
     the top_k copies are forwarded over the scale-up links. Both run at once (max), plus the
     latency steps of a hierarchical all-to-all. A group inside one domain is a plain all-to-all."""
@@ -340,7 +340,7 @@ def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster
     nodes_f = np.asarray(nodes, dtype=float)
     top_k = float(model.moe.top_k)
     limit = float(model.moe.node_limit or model.moe.top_k)
-    hit = expected_nodes_hit(model.moe.n_routed_experts, model.moe.top_k, nodes_f)
+    hit = expected_groups_hit(model.moe.n_routed_experts, model.moe.top_k, nodes_f)
     copies = np.minimum(limit, hit)
     per_copy = n_bytes / top_k
     t_inter = per_copy * copies * (nodes_f - 1.0) / np.maximum(nodes_f, 1.0) / cluster.scale_out.bus_bw
