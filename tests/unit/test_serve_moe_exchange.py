@@ -108,3 +108,14 @@ def test_attention_dp_on_a_pcie_server_beats_tensor_parallel_for_a_small_active_
     t_adp = step_time(adp, decode_seqs=1024, decode_context=300)
     assert t_adp.comm_s < t_tp.comm_s
     assert t_adp.total_s < t_tp.total_s
+
+
+def test_a_replica_says_which_exchange_it_priced():
+    from xpuplan.models import get_model
+
+    m = get_model("qwen3-30b-a3b")
+    dev = load_catalog().get("nvidia-rtx-pro-6000-server-96gb")
+    trt = make_replica(m, dev, tp=1, ep=2, dtype="nvfp4", engine="trtllm")
+    assert any("all-gather" in n and "0.5625 B" in n for n in trt.notes)
+    tp_only = make_replica(m, dev, tp=2, ep=1, dtype="nvfp4", engine="trtllm")
+    assert not any("expert parallelism" in n for n in tp_only.notes)

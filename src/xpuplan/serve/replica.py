@@ -30,7 +30,9 @@ from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.links import DeviceLinks, device_links
 from xpuplan.serve import validity
+from xpuplan.serve.comm import moe_dispatch_bytes, moe_uses_alltoall
 from xpuplan.serve.constants import (
+    ACTIVATION_BYTES,
     EngineProfile,
     default_engine,
     engine_profile,
@@ -170,10 +172,25 @@ def make_replica(
                      "its collectives cross the scale-out network")
     if eff is None and prof.version is None:
         notes.extend(unversioned_build_notes(prof, device, a, e))
+    if ep > 1 and model.moe is not None:
+        notes.append(moe_exchange_note(prof, model, prec, ep, links))
     return Replica(model=model, device=device, precision=prec, engine=prof, eff=e,
                    tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
                    notes=tuple(notes), links=links,
                    speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
+
+
+def moe_exchange_note(engine: EngineProfile, model: ModelArch, precision: Precision, ep: int,
+                      links: DeviceLinks) -> str:
+    """What a result says about the expert-parallel exchange it priced (``serve.comm.moe_exchange_s``)."""
+    width = moe_dispatch_bytes(engine, precision)
+    fmt = "16-bit" if width == ACTIVATION_BYTES else f"{width:g} B per element ({precision.scheme})"
+    if moe_uses_alltoall(engine, model, ep, links):
+        how = "a de-duplicated all-to-all (each token once to every rank its experts fall on)"
+    else:
+        how = "an all-gather of every rank's tokens and a reduce-scatter of the outputs"
+    return (f"{engine.name} expert parallelism over {ep} groups: {how}, dispatch in {fmt} "
+            "(engines.yaml moe_ep_exchange; an assumptions file changes it)")
 
 
 def engine_model_rules(engine: EngineProfile, model: ModelArch) -> tuple[EngineProfile, str | None]:
