@@ -21,9 +21,13 @@ from xpuplan.perf.collectives import torus_group_share
 
 Topology = Literal["switch", "mesh", "torus", "pcie"]
 
+#: Accelerators of one server: the 8-GPU baseboard (HGX/DGX, OAM) and the common 8-card PCIe server. A
+#: scale-up domain larger than this spans servers (multi-node NVLink: GB200/GB300 NVL72).
+SERVER_DEVICES: Final = 8
+
 #: Cards per server when a device has no scale-up link (PCIe-only cards): the common 8-GPU
 #: PCIe server (e.g. 8x L40S or 8x A100 PCIe). Their peer traffic goes through PCIe switches.
-PCIE_SERVER_DEVICES: Final = 8
+PCIE_SERVER_DEVICES: Final = SERVER_DEVICES
 
 #: PCIe bandwidth per direction assumed when the catalog has no PCIe figure: Gen4 x16.
 DEFAULT_PCIE_BYTES_PER_S: Final = 32.0 * units.GB_PER_S

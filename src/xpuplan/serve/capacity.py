@@ -20,6 +20,7 @@ from typing import Any
 from xpuplan.catalog.device import Device
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.models.arch import ModelArch
+from xpuplan.perf.links import PCIE_SERVER_DEVICES
 from xpuplan.perf.params import param_breakdown
 from xpuplan.serve import validity
 from xpuplan.serve.disagg import DisaggEstimate, estimate_disagg
@@ -34,9 +35,6 @@ DISAGG_MIN_PARAMS: float = 30e9
 #: Largest pipeline depth tried when a model does not fit one scale-up domain.
 MAX_PP: int = 8
 
-#: Devices per server for cards without a scale-up link (L40S, RTX 4090, Ascend 310P): tensor
-#: parallelism runs over PCIe inside one 8-card server (the common chassis), slower but possible.
-PCIE_SERVER_DEVICES: int = 8
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import numpy as np
 from xpuplan.catalog.device import Device
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
-from xpuplan.perf.links import DeviceLinks, device_links
+from xpuplan.perf.links import SERVER_DEVICES, DeviceLinks, device_links
 from xpuplan.perf.ops import expected_groups_hit
 from xpuplan.perf.roofline import LOW_PRECISION
 from xpuplan.serve.constants import ACTIVATION_BYTES
@@ -35,9 +35,6 @@ from xpuplan.units import bytes_per_element
 if TYPE_CHECKING:
     from xpuplan.catalog.assumptions import EngineProfile
     from xpuplan.models.arch import ModelArch
-
-#: Devices of one server: a scale-up domain larger than this spans servers (multi-node NVLink, NVL72).
-SERVER_DEVICES = 8
 
 #: All-to-all algorithm of serving engines' expert dispatch/combine (DeepEP, SGLang/vLLM MoE
 #: kernels): every peer's send issued at once.
