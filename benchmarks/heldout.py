@@ -5,6 +5,9 @@
     python benchmarks/heldout.py --json OUT.json # also write every figure as JSON
     python benchmarks/heldout.py --quiet         # summaries only (no per-row tables)
 
+Rows whose layout the source leaves uncertain may carry another reading in an ``alt_layout`` column (``tp=1;ep=8``):
+they are scored at the recorded layout, and the alternative reading is reported beside it (never in the figures).
+
 Predictions come from the public command line, ``xpuplan validate FILE --json`` (run once per file, under the
 built-in assumptions: no calibration profile, no override file), so this script depends on nothing inside the
 validator. Errors are signed, ``predicted / measured - 1``; a file's or a family's figures are the median and the
@@ -24,6 +27,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,6 +270,61 @@ def print_coverage(cov: dict[str, dict[str, Any]]) -> None:
               f"({100 * c['outside_regime_within_band'] / o:.0f}%) |")
 
 
+#: Optional column of a held-out file: another reading of a row's layout the source leaves uncertain
+#: (``key=value`` pairs separated by ``;``, e.g. ``tp=1;ep=8``), reported beside the recorded one.
+ALT_LAYOUT_COLUMN = "alt_layout"
+
+
+def alternative_readings(path: Path, tmp_dir: Path) -> FileResult | None:
+    """The rows of ``path`` that carry an ``alt_layout``, predicted with that layout instead of the recorded one
+    (their other columns unchanged), through the same ``xpuplan validate``; None when no row carries one."""
+    import csv
+
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = list(reader.fieldnames or [])
+        rows = [r for r in reader if (r.get(ALT_LAYOUT_COLUMN) or "").strip()]
+    if not rows:
+        return None
+    for r in rows:
+        for pair in r[ALT_LAYOUT_COLUMN].split(";"):
+            key, _, value = pair.partition("=")
+            if key.strip() not in fields:
+                raise SystemExit(f"{path}: row {r['id']}: field '{ALT_LAYOUT_COLUMN}': {key.strip()!r} is not a column")
+            r[key.strip()] = value.strip()
+    out = tmp_dir / f"alt_{path.name}"
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return run_validate(out, f"alternative layouts of {path.name}")
+
+
+def layout_sensitivity(recorded: FileResult, alternative: FileResult) -> dict[str, dict[str, Any]]:
+    """Per group of the recorded reading: the recorded and the alternative reading's figures, over the same rows."""
+    alt = {r.id: r for r in alternative.rows}
+    groups: dict[str, list[tuple[RowError, RowError]]] = defaultdict(list)
+    for r in recorded.rows:
+        if r.id in alt:
+            groups[r.group or "(no replica)"].append((r, alt[r.id]))
+    everything = [pair for pairs in groups.values() for pair in pairs]
+    out = {}
+    for name, pairs in [("all", everything), *sorted(groups.items())]:
+        out[name] = {"recorded": stats([a for a, _ in pairs]), "alternative": stats([b for _, b in pairs]),
+                     "alternative_layout": sorted({b.group.split(":")[-1] for _, b in pairs if b.group})}
+    return out
+
+
+def print_sensitivity(label: str, table: dict[str, dict[str, Any]]) -> None:
+    print(f"\n### {label}: rows whose layout the source leaves uncertain, both readings\n")
+    print("| group (recorded reading) | rows | recorded median / signed | alternative layout | alternative median / signed |")
+    print("|---|---|---|---|---|")
+    for name, t in table.items():
+        a, b = t["recorded"], t["alternative"]
+        print(f"| {name} | {a['predicted']} | {_pct(a['median_abs_pct'])} / {_pct(a['mean_signed_pct'])} "
+              f"| {', '.join(t['alternative_layout']) or '-'} | {_pct(b['median_abs_pct'])} / {_pct(b['mean_signed_pct'])} |")
+
+
 def public_paths() -> list[Path]:
     from xpuplan.validate import public_files  # public API: the files shipped with the package
 
@@ -317,6 +376,14 @@ def main(argv: list[str] | None = None) -> int:
         print_stats_table(f"{res.label}: per model, hardware and layout (serving) or precision (training)",
                           dict(sorted(groups.items())))
 
+    sensitivity: dict[str, dict[str, dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for res in tables:
+            alt = alternative_readings(res.path, Path(tmp))
+            if alt is not None:
+                sensitivity[res.label] = layout_sensitivity(res, alt)
+                print_sensitivity(res.label, sensitivity[res.label])
+
     coverage = {f"{r.label} ({r.path.name})": band_coverage(r.path, r.rows) for r in held + tables + public}
     print_coverage(coverage)
 
@@ -340,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                       for r in held + tables + public],
             "gap": gaps,
             "band_coverage": coverage,
+            "layout_sensitivity": sensitivity,
         }
         args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"\nwritten: {args.json}")
