@@ -102,7 +102,7 @@ def decode_pool_rate(rep: Replica, input_len: float, output_len: float, slo: SLO
 
     def tpot(c: int) -> float:
         return step_time(rep, decode_seqs=max(1, math.ceil(c / rep.pp)), decode_context=ctx,
-                         in_flight=min(rep.pp, max(1, c))).total_s
+                         in_flight=c).total_s
 
     limit = slo.tpot_s if slo.tpot_s is not None else math.inf
     if tpot(1) > limit:

@@ -114,7 +114,7 @@ def time_prefill_s(rep: Replica, n_prompts: int, prompt_len: int) -> tuple[float
     and the largest step's breakdown."""
     budget = max(rep.engine.prefill_chunk_tokens, 1)
     per_micro = max(1, math.ceil(n_prompts / rep.pp))  # pipeline stages work on different prompts
-    flight = min(rep.pp, max(1, n_prompts))  # micro-batches in the pipeline
+    flight = n_prompts  # in the pipeline at once (the step model caps it at pp)
     cached = cached_prefix_tokens(rep, prompt_len)
     new = prompt_len - cached
     if new <= budget:
@@ -219,7 +219,7 @@ def estimate_static(rep: Replica, input_len: int, output_len: int, batch: int, *
         notes.append(static_misfit_note(rep, plan, batch, seq_tokens))
     t_prefill, st_prefill = time_prefill_s(rep, batch, input_len)
     micro = max(1, math.ceil(batch / rep.pp))
-    flight = min(rep.pp, batch)  # micro-batches in the pipeline
+    flight = batch  # in the pipeline at once (the step model caps it at pp)
     if output_len > 1:
         tpot, st_decode = mean_decode_step(rep, micro, input_len + 1, input_len + output_len - 1, in_flight=flight)
         sp = rep.speculation
@@ -262,7 +262,7 @@ def prompt_in_mixed_steps_s(rep: Replica, prompt_len: int, decode_seqs: int, dec
 def continuous_step(rep: Replica, input_len: float, output_len: float, concurrency: int) -> tuple[float, float, StepTime]:
     """(TPOT, TTFT, decode-step breakdown) of the steady state at ``concurrency`` running sequences."""
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
-    flight = min(rep.pp, max(1, concurrency))  # micro-batches in the pipeline
+    flight = concurrency  # in the pipeline at once (the step model caps it at pp)
     ctx = input_len + output_len / 2.0
     sp = rep.speculation
     new_per_step = c / steps_per_request(rep, output_len)
@@ -317,7 +317,7 @@ def continuous_tpot(rep: Replica, input_len: float, output_len: float, concurren
         tpot, _, st = continuous_step(rep, input_len, output_len, concurrency)
         return tpot, st
     c = max(1, math.ceil(concurrency / rep.pp))  # sequences per pipeline micro-batch
-    flight = min(rep.pp, max(1, concurrency))  # micro-batches in the pipeline
+    flight = concurrency  # in the pipeline at once (the step model caps it at pp)
     ctx = input_len + output_len / 2.0
     plen = int(round(input_len))
     new = plen - cached_prefix_tokens(rep, plen)  # prompt tokens each new request still prefills

@@ -117,7 +117,7 @@ def prefill_service_s(rep: Replica, input_len: float, concurrency: int) -> float
     sequences: the time its tokens add to the mixed steps (chunked prefill), or its prefill step."""
     plen = max(1, round(input_len))
     c = max(1, math.ceil(concurrency / rep.pp))
-    flight = min(rep.pp, max(1, concurrency))  # pipeline micro-batches in flight
+    flight = concurrency  # in the pipeline at once (the step model caps it at pp)
     if rep.engine.chunked_prefill:
         budget = rep.engine.prefill_chunk_tokens
         ctx = input_len

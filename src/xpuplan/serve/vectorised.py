@@ -63,7 +63,7 @@ def time_prefill_arrays(rep: Replica, n_prompts: Any, prompt_len: Any, eff: Effi
     plen = np.asarray(prompt_len, dtype=float)
     budget = float(max(rep.engine.prefill_chunk_tokens, 1))
     per_micro = np.maximum(1.0, np.ceil(n / rep.pp))  # pipeline stages work on different prompts
-    flight = np.minimum(rep.pp, np.maximum(1.0, n))  # micro-batches in the pipeline
+    flight = n  # in the pipeline at once (the step model caps it at pp)
     fill = (rep.pp - 1) / rep.pp
     short = plen <= budget
     sp = np.where(short, plen, 1.0)  # prompt length on the whole-prompt path (dummy where chunked)
@@ -143,7 +143,7 @@ def estimate_static_arrays(rep: Replica, input_len: Any, output_len: Any, batch:
     i, o, b = _lengths(input_len, output_len, batch)
     t_prefill = time_prefill_arrays(rep, b, i, eff)
     micro = np.maximum(1.0, np.ceil(b / rep.pp))
-    tpot = np.where(o > 1, mean_decode_arrays(rep, micro, i + 1, i + o - 1, eff, in_flight=np.minimum(rep.pp, b)), 0.0)
+    tpot = np.where(o > 1, mean_decode_arrays(rep, micro, i + 1, i + o - 1, eff, in_flight=b), 0.0)
     e2e = t_prefill + (o - 1) * tpot
     return ServingArrays(ttft_s=t_prefill + 0 * e2e, tpot_s=tpot + 0 * e2e, e2e_latency_s=e2e,
                          output_tokens_per_s=b * o / e2e, requests_per_s=b / e2e, n_devices=rep.n_devices)
