@@ -99,3 +99,34 @@ def test_mla_decode_attention_uses_latent_dims():
 
 def test_encoder_has_no_output_head_flops():
     assert param_breakdown(BERT_BASE).output_head == 0
+
+
+def test_mla_down_projections_are_whole_on_every_tensor_parallel_rank(monkeypatch):
+    """MLA's query and KV compressions (d x q_lora_rank, d x (kv_lora_rank + rope)) feed every head, so Megatron-Core
+    duplicates them and vLLM / SGLang run them as one replicated GEMM: a rank's qkv projection keeps them whole at
+    any TP, and only the up-projections split. Weights per device follow the same rule."""
+    from xpuplan.perf.memory import params_per_device
+    from xpuplan.perf.ops import layer_ops
+    from xpuplan.perf.params import params_attention_replicated_per_layer
+
+    m = DEEPSEEK_V3.mla
+    d = DEEPSEEK_V3.d_model
+    replicated = params_attention_replicated_per_layer(DEEPSEEK_V3)
+    assert replicated == d * m.q_lora_rank + m.q_lora_rank + d * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+    assert params_attention_replicated_per_layer(LLAMA3_70B) == 0
+
+    def qkv_flops(tp: int) -> float:
+        op = next(o for o in layer_ops(DEEPSEEK_V3, batch=1, q_len=1024, kv_len=1024, tp=tp) if o.name == "qkv projection")
+        return float(op.flops)
+
+    whole = qkv_flops(1)
+    split = whole - 2 * 1024 * replicated
+    assert qkv_flops(8) == pytest.approx(2 * 1024 * replicated + split / 8, rel=1e-3)
+    assert qkv_flops(8) > whole / 8 * 2  # the replicated part dominates a TP8 rank's compressions
+    import xpuplan.perf.memory as memory
+
+    with_copies = params_per_device(DEEPSEEK_V3, tp=8).dense
+    monkeypatch.setattr(memory, "params_attention_replicated_per_layer", lambda model: 0)  # everything split
+    assert with_copies - params_per_device(DEEPSEEK_V3, tp=8).dense == pytest.approx(
+        DEEPSEEK_V3.n_layers * replicated * (1 - 1 / 8), rel=1e-6)
+    assert params_attention_per_layer(DEEPSEEK_V3) > replicated

@@ -24,6 +24,7 @@ from xpuplan.perf.params import (
     kv_replication,
     param_breakdown,
     params_attention_per_layer,
+    params_attention_replicated_per_layer,
     params_kv_per_layer,
     params_mlp_dense,
     params_moe_layer,
@@ -87,7 +88,9 @@ def params_per_device(model: ModelArch, tp: int = 1, pp: int = 1, ep: int = 1, e
             raise UserInputError(f"{name} must be >= 1", field=name)
     b = param_breakdown(model)
     layers_per_stage = -(-model.n_layers // pp)  # ceil: the busiest stage
-    attn = (params_attention_per_layer(model) + (kv_replication(model, tp) - 1.0) * params_kv_per_layer(model)) / tp
+    replicated = params_attention_replicated_per_layer(model)  # MLA's down-projections: whole on every rank
+    attn = (params_attention_per_layer(model) - replicated
+            + (kv_replication(model, tp) - 1.0) * params_kv_per_layer(model)) / tp + replicated
     norms = params_norms_per_layer(model)
     dense_mlp_layer = params_mlp_dense(model) / tp
     if model.moe is not None:

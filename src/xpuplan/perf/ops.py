@@ -22,7 +22,12 @@ import numpy as np
 
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.flops import mean_local_context
-from xpuplan.perf.params import kv_replication, params_attention_per_layer, params_kv_per_layer
+from xpuplan.perf.params import (
+    kv_replication,
+    params_attention_per_layer,
+    params_attention_replicated_per_layer,
+    params_kv_per_layer,
+)
 from xpuplan.perf.roofline import LOW_PRECISION, OpCost, cost_attention, cost_elementwise, cost_linear
 
 #: Name of the MoE combine op of :func:`layer_ops`: the top-k expert outputs of each token (written by the down
@@ -203,9 +208,10 @@ def layer_ops(
     act = "bf16"
     ops.append(cost_elementwise(tokens * d, flops_per_element=NORM_FLOPS_PER_ELEMENT, dtype=act, name="norm (attention)"))
     o_params = model.n_heads * model.v_head_dim * d
-    qkv_out = (params_attention_per_layer(model) - o_params) // d
+    replicated = params_attention_replicated_per_layer(model)  # MLA's down-projections: whole on every rank
+    qkv_out = (params_attention_per_layer(model) - o_params - replicated) // d
     qkv_out += round((kv_replication(model, tp) - 1.0) * params_kv_per_layer(model) / d)  # KV heads copied
-    ops.append(_named(cost_linear(tokens, d, max(1, qkv_out // tp), dtype, wd), "qkv projection"))
+    ops.append(_named(cost_linear(tokens, d, max(1, qkv_out // tp + replicated // d), dtype, wd), "qkv projection"))
     ops.append(_layer_attention(model, batch, q_len, kv_len, heads, kvh, kv_dtype or act, local))
     ops.append(_named(cost_linear(tokens, max(1, model.n_heads * model.v_head_dim // tp), d, dtype, wd), "output projection"))
     ops.append(cost_elementwise(tokens * d, reads=2, writes=1, dtype=act, name="residual add"))

@@ -81,6 +81,18 @@ def params_attention_per_layer(model: ModelArch) -> int:
     return n
 
 
+def params_attention_replicated_per_layer(model: ModelArch) -> int:
+    """Attention weights of one layer that every tensor-parallel rank holds whole: MLA's down-projections (the
+    query compression d x q_lora_rank and the KV compression d x (kv_lora_rank + rope dim), with their norms),
+    whose latents every head needs. Megatron-Core builds them duplicated (``parallel_mode='duplicated'``), vLLM
+    and SGLang as one replicated GEMM (``fused_qkv_a_proj``, ``disable_tp=True``). 0 for other attention."""
+    if model.mla is None:
+        return 0
+    m = model.mla
+    q = model.d_model * m.q_lora_rank + m.q_lora_rank if m.q_lora_rank else 0
+    return q + model.d_model * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+
+
 def params_mlp_dense(model: ModelArch, ffn_dim: int | None = None) -> int:
     """One dense MLP: 3·d·f (gated) or 2·d·f (classic), plus biases."""
     f = ffn_dim or model.ffn_dim
