@@ -18,3 +18,13 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_probe(name: str) -> ModuleType:
+    """A GPU probe of ``benchmarks/``: loaded with the folder on ``sys.path`` for the sibling modules it imports
+    (``gpu_timing``), which it binds at import."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return load_benchmark(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))

@@ -7,16 +7,12 @@ import sys
 
 import pytest
 
-from tests.unit.benchmod import BENCHMARKS, load_benchmark
+from tests.unit.benchmod import BENCHMARKS, load_probe
 
 
 @pytest.fixture(scope="module")
 def probe():
-    sys.path.insert(0, str(BENCHMARKS))  # the probe imports its sibling gpu_timing
-    try:
-        yield load_benchmark("expert_gemm_probe")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_probe("expert_gemm_probe")
 
 
 def test_serving_groups_spread_token_copies_and_pad_rows_to_the_kernel_alignment(probe) -> None:

@@ -54,15 +54,9 @@ def test_the_training_planner_keeps_its_permutation_instead_of_the_combine(monke
 
 
 def test_the_combine_probe_compares_the_stored_h200_measurement(capsys) -> None:
-    import sys
+    from tests.unit.benchmod import BENCHMARKS, load_probe
 
-    from tests.unit.benchmod import BENCHMARKS, load_benchmark
-
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        probe = load_benchmark("moe_combine_probe")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    probe = load_probe("moe_combine_probe")
     assert probe.compare(str(BENCHMARKS / "data" / "device_runs" / "h200_moe_combine_2026-11-27.json")) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if "T=" in x]
     assert len(lines) == len(probe.SHAPES) * len(probe.TOKENS)

@@ -4,22 +4,17 @@ choice, the block quantization, and ``--compare`` on the stored H200 measurement
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from tests.unit.benchmod import BENCHMARKS, load_benchmark
+from tests.unit.benchmod import BENCHMARKS, load_probe
 
 RUNS = BENCHMARKS / "data" / "device_runs"
 
 
 @pytest.fixture(scope="module")
 def probe():
-    sys.path.insert(0, str(BENCHMARKS))  # the probe imports its sibling gpu_timing
-    try:
-        yield load_benchmark("vllm_fused_moe_probe")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_probe("vllm_fused_moe_probe")
 
 
 def test_alignment_puts_every_copy_once_in_a_row_block_of_its_own_expert(probe) -> None:
