@@ -45,7 +45,8 @@ def test_every_stack_and_library_is_sourced():
     ("MindSpeed-LLM (Mcore, PyTorch + torch_npu)", 2025, "mindspeed-mcore"),
     ("MindSpeed-LLM (Legacy, PyTorch + torch_npu)", 2024, "mindspeed"),
     ("torchtitan (PyTorch FSDP2, torch.compile)", 2025, "torchtitan"),
-    ("llm-foundry (Composer FSDP)", 2023, "fsdp"),
+    ("llm-foundry (Composer FSDP)", 2023, "llm-foundry"),
+    ("PyTorch FSDP (Hugging Face Accelerate)", 2024, "fsdp"),
     ("MaxText (JAX)", 2024, "maxtext"),
     ("DeepSeek HAI-LLM (DualPipe)", 2024, "deepseek-dualpipe"),
 ])
@@ -481,6 +482,34 @@ def test_fa2_stacks_time_attention_at_the_devices_fa2_fraction():
     assert compute_s("nvidia-h100-sxm-80gb", "torchtitan") > 1.2 * compute_s("nvidia-h100-sxm-80gb", "megatron-core")
     a100_tt, a100_mc = compute_s("nvidia-a100-sxm-80gb", "torchtitan"), compute_s("nvidia-a100-sxm-80gb", "megatron-core")
     assert a100_tt == pytest.approx(a100_mc, rel=0.05)
+
+
+def test_flashattention_1_generation_kernels_run_at_a_share_of_the_fa2_fraction():
+    """llm-foundry's published MPT runs used its Triton FlashAttention (attn_impl triton): the llm-foundry stack
+    times attention at fa1_factor x the FlashAttention-2 fraction, on Hopper (FA2 slower than native) and on
+    Ampere (FA2 is native) alike; a long-context step of that stack is slower than the fsdp stack's."""
+    from xpuplan.catalog.assumptions import default_assumptions
+    from xpuplan.catalog.loader import get_device
+    from xpuplan.catalog.stacks import stack_for_framework
+
+    a = default_assumptions()
+    h100 = a.efficiency(get_device("nvidia-h100-sxm-80gb"))
+    a100 = a.efficiency(get_device("nvidia-a100-sxm-80gb"))
+    assert 0 < h100.fa1_factor < 1
+    assert h100.for_attention_kernel("fa1").attention_peak_fraction == pytest.approx(
+        h100.attention_fa2_peak_fraction * h100.fa1_factor)
+    assert a100.for_attention_kernel("fa1").attention_peak_fraction == pytest.approx(
+        a100.attention_peak_fraction * a100.fa1_factor)
+    assert stack_for_framework("llm-foundry (Composer FSDP)").id == "llm-foundry"
+    assert stack_for_framework("PyTorch FSDP (Composer)").id == "fsdp"
+    assert training_stack("llm-foundry").attention_kernel == "fa1"
+
+    m = get_model("llama3.1-8b")
+    job = TrainingJob(seq_len=65536, global_batch_tokens=8 * 65536)
+    c = Cluster.from_catalog("nvidia-a100-sxm-80gb", 8)
+    plan = make_plan(n_devices=8, global_batch_seqs=8, tp=1, cp=8, zero_stage=3, recompute="full")
+    fa1, fa2 = (estimate(m, c, plan, job, stack=training_stack(s)).step.compute_s for s in ("llm-foundry", "fsdp"))
+    assert fa1 > 1.2 * fa2
 
 
 def test_ep_overlap_cannot_hide_more_than_the_other_micro_batchs_compute():

@@ -32,6 +32,15 @@ MOE_POST_SYNC_OPS = 4
 #: tensor cores read with every block and the larger tiles FP4 needs to fill them keep FP4 further from its peak.
 DEFAULT_FP4_FACTOR = 0.763
 
+#: FlashAttention-1-generation kernels (the flash-attn 1.x package; the Triton FlashAttention of 2022-23 that
+#: llm-foundry ran as ``attn_impl: triton``) reach this share of the FlashAttention-2 fraction. Dao 2023,
+#: "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning" (arXiv 2307.08691), abstract:
+#: FlashAttention reaches "only 25-40% of the theoretical maximum FLOPs/s" on A100, FlashAttention-2 "around 2x
+#: speedup compared to FlashAttention" (50-73%): about half. Fitted on the 13 public llm-foundry rows (the only
+#: public rows of such a stack): 0.60, the loss flat from 0.58 to 0.65. Both generations are Ampere-style mma.sync
+#: code, so one ratio serves Ampere and Hopper.
+DEFAULT_FA1_FACTOR = 0.6
+
 #: Names of the tunable parameters, in the order of :class:`Efficiency`.
 EFFICIENCY_FIELDS = (
     "gemm_peak_fraction",
@@ -40,6 +49,7 @@ EFFICIENCY_FIELDS = (
     "fp4_factor",
     "attention_peak_fraction",
     "attention_fa2_peak_fraction",
+    "fa1_factor",
     "memory_bw_fraction",
     "kernel_overhead_s",
     "host_sync_s",
@@ -73,6 +83,10 @@ class Efficiency(BaseModel):
     attention_fa2_peak_fraction: float | None = Field(
         default=None, gt=0, le=1,
         description="FlashAttention-2-class kernels on this device vs dense peak (None: attention_peak_fraction)")
+    fa1_factor: float = Field(
+        default=DEFAULT_FA1_FACTOR, gt=0, le=1,
+        description="FlashAttention-1-generation kernels (flash-attn 1.x, the Triton FlashAttention of 2022-23) "
+                    "reach this share of the FlashAttention-2 fraction")
     memory_bw_fraction: float = Field(gt=0, le=1, description="achievable fraction of peak memory bandwidth")
     kernel_overhead_s: float = Field(ge=0, description="fixed launch/dispatch cost per kernel, seconds")
     # A dropless MoE dispatcher copies the per-expert token counts to the host every layer forward and waits:
@@ -122,9 +136,14 @@ class Efficiency(BaseModel):
     def for_attention_kernel(self, kernel: str) -> Efficiency:
         """These values as a stack whose fused attention is ``kernel`` sees them: ``"fa2"``
         (FlashAttention-2's code) runs at :attr:`attention_fa2_peak_fraction` where the device sets
-        one; ``"native"`` (the device's own best kernels) keeps :attr:`attention_peak_fraction`."""
+        one; ``"fa1"`` (FlashAttention-1-generation kernels) at :attr:`fa1_factor` times that FlashAttention-2
+        fraction; ``"native"`` (the device's own best kernels) keeps :attr:`attention_peak_fraction`."""
+        fa2 = self.attention_fa2_peak_fraction if self.attention_fa2_peak_fraction is not None else (
+            self.attention_peak_fraction)
         if kernel == "fa2" and self.attention_fa2_peak_fraction is not None:
-            return self.model_copy(update={"attention_peak_fraction": self.attention_fa2_peak_fraction})
+            return self.model_copy(update={"attention_peak_fraction": fa2})
+        if kernel == "fa1":
+            return self.model_copy(update={"attention_peak_fraction": fa2 * self.fa1_factor})
         return self
 
 
@@ -139,6 +158,7 @@ class EfficiencyOverrides(BaseModel):
     fp4_factor: float | None = Field(default=None, gt=0, le=1)
     attention_peak_fraction: float | None = Field(default=None, gt=0, le=1)
     attention_fa2_peak_fraction: float | None = Field(default=None, gt=0, le=1)
+    fa1_factor: float | None = Field(default=None, gt=0, le=1)
     memory_bw_fraction: float | None = Field(default=None, gt=0, le=1)
     kernel_overhead_s: float | None = Field(default=None, ge=0)
     host_sync_s: float | None = Field(default=None, ge=0)

@@ -34,7 +34,7 @@ EP_OVERLAP_SM_SHARE: Final = 20.0 / 132.0
 Zero3Granularity = Literal["parameter", "unit", "bucket"]
 InterAlgorithm = Literal["ring", "tree", "halving_doubling"]
 CpAlgorithm = Literal["ring", "all_gather", "all_gather_async", "all_to_all"]
-AttentionKernel = Literal["native", "fa2"]
+AttentionKernel = Literal["native", "fa2", "fa1"]
 ExpertGemm = Literal["per_expert", "grouped"]
 
 
@@ -154,7 +154,9 @@ class TrainingStack(_Strict):
         default="native", description="fused attention the stack runs: native (the device's best: cuDNN / "
                                       "FlashAttention-3 on Hopper via Transformer Engine, vendor kernels elsewhere) "
                                       "or fa2 (FlashAttention-2's code: PyTorch SDPA's flash backend, the flash-attn "
-                                      "2 package), timed at the device's attention_fa2_peak_fraction")
+                                      "2 package), timed at the device's attention_fa2_peak_fraction, or fa1 "
+                                      "(FlashAttention-1-generation kernels: flash-attn 1.x, the Triton "
+                                      "FlashAttention of 2022-23), at fa1_factor times that")
 
 
 class _Pattern(_Strict):

@@ -137,7 +137,7 @@ def estimate_cmd(
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
     stack: Annotated[str | None, typer.Option(help="training stack profile: megatron-core (default), nemo, "
-                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, deepspeed, maxtext, "
+                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, maxtext, "
                                                    "meta-4d, deepseek-dualpipe (catalog/data/training_stacks.yaml; an assumptions file may add "
                                                    "its own)")] = None,
     emit: Annotated[str | None, typer.Option(help=f"print launch arguments: {FRAMEWORKS_HELP}")] = None,
@@ -196,7 +196,7 @@ def search_cmd(
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
     stack: Annotated[str | None, typer.Option(help="training stack profile: megatron-core (default), nemo, "
-                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, deepspeed, maxtext, "
+                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, maxtext, "
                                                    "meta-4d, deepseek-dualpipe (catalog/data/training_stacks.yaml; an assumptions file may add "
                                                    "its own)")] = None,
     emit: Annotated[str | None, typer.Option(help=f"launch arguments of the best plan: {FRAMEWORKS_HELP}")] = None,
