@@ -1,5 +1,9 @@
 """Attention backward vs forward rate on this GPU: FlashAttention-2 (PyTorch SDPA's flash backend) and cuDNN.
 
+``--backends`` picks SDPA's kernels: ``fa2`` (its flash backend, FlashAttention-2's code), ``cudnn`` (cuDNN's fused
+attention) and ``efficient`` (its memory-efficient backend, xFormers' CUTLASS kernel of 2022: a
+FlashAttention-1-generation kernel, for the stacks with ``attention_kernel: fa1``).
+
 The training planner times the fused attention backward as ATTENTION_BACKWARD_FACTOR x the forward's time
 (FlashAttention-2's 5 matmuls against 2). If the backward kernel runs its FLOPs slower than the forward does,
 the backward takes longer than that ratio says. This script measures both passes at the shapes training
@@ -21,8 +25,11 @@ import sys
 
 from gpu_timing import event_seconds
 
+#: ``--backends`` names and the SDPA backend each pins.
+BACKENDS = {"fa2": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
 
-def main() -> int:
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None, help="write the measurements here")
     ap.add_argument("--heads", type=int, default=32)
@@ -30,7 +37,13 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32768, help="tokens per call (batch = tokens / seq)")
     ap.add_argument("--seqs", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384, 32768])
     ap.add_argument("--repeats", type=int, default=8)
-    args = ap.parse_args()
+    ap.add_argument("--backends", default="fa2,cudnn", help="comma-separated: fa2, cudnn, efficient")
+    ap.add_argument("--causal-only", action="store_true", help="skip the non-causal shapes")
+    args = ap.parse_args(argv)
+    wanted = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not wanted or any(b not in BACKENDS for b in wanted):
+        print(f"--backends: give some of {', '.join(BACKENDS)} (got {args.backends!r})", file=sys.stderr)
+        return 2
 
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -59,10 +72,10 @@ def main() -> int:
 
             return timed(fwd, args.repeats), timed(fwd_bwd, args.repeats)
 
-    backends = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    backends = {b: getattr(SDPBackend, BACKENDS[b]) for b in wanted}
     rows = []
     for d in args.head_dim:
-        for causal in (True, False):
+        for causal in ((True,) if args.causal_only else (True, False)):
             for s in args.seqs:
                 b = max(1, args.tokens // s)
                 q, k, v = (torch.randn(b, args.heads, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True)

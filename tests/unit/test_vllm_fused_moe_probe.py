@@ -94,3 +94,4 @@ def test_compare_names_the_field_a_file_lacks(probe, tmp_path, capsys) -> None:
     assert "cases[0].expert_width" in capsys.readouterr().err
     bad.write_text("not json", encoding="utf-8")
     assert probe.main(["--compare", str(bad)]) == 2
+
