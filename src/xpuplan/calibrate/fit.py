@@ -332,6 +332,7 @@ def fit_efficiency(device: Device, points: Sequence[Point], *, main_dtype: str, 
     else:
         skipped["low_precision_factor"] = "no fp8/int8 GEMM measurements"
     skipped["fp4_factor"] = "the bench times no FP4 GEMM: the family value stays"
+    skipped["fa1_factor"] = "the bench times no FlashAttention-1-generation kernel: the default stays"
 
     # 5. attention (causal prefill: the compute-bound case), one fraction per fused-attention kernel
     prefill = [p for p in by_kind.get("attention", []) if p.params.get("phase") == "prefill"]
