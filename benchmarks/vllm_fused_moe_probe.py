@@ -427,9 +427,14 @@ def compare(path: Path, device: str, engine: str) -> int:
     if bad:
         print(f"--compare {path}: missing or malformed field {bad}", file=sys.stderr)
         return 2
+    from xpuplan.errors import UserInputError
     from xpuplan.perf.roofline import OpCost, op_seconds
 
-    dev, eff = serving_efficiency(device, engine)
+    try:
+        dev, eff = serving_efficiency(device, engine)
+    except UserInputError as exc:  # --device or --engine unknown
+        print(f"--compare: {exc.render()}", file=sys.stderr)
+        return 2
     flops = 2.0 * 8192 ** 3
     ref = OpCost("gemm", "gemm", flops, 3 * 8192 * 8192 * 2, 8192)
     model_bf16 = float(op_seconds(ref, dev, "bf16", eff)[2])

@@ -95,3 +95,10 @@ def test_compare_names_the_field_a_file_lacks(probe, tmp_path, capsys) -> None:
     bad.write_text("not json", encoding="utf-8")
     assert probe.main(["--compare", str(bad)]) == 2
 
+
+def test_compare_names_an_unknown_device_or_engine(probe, capsys) -> None:
+    path = str(RUNS / "h200_vllm_fused_moe_2026-11-28.json")
+    assert probe.main(["--compare", path, "--device", "nope"]) == 2
+    assert "hardware" in capsys.readouterr().err
+    assert probe.main(["--compare", path, "--engine", "nope"]) == 2
+    assert "engine" in capsys.readouterr().err
