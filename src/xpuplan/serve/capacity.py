@@ -36,7 +36,6 @@ DISAGG_MIN_PARAMS: float = 30e9
 MAX_PP: int = 8
 
 
-
 @dataclass(frozen=True)
 class CapacityOption:
     """Best configuration on one hardware kind for the target load."""
