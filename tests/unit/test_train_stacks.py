@@ -512,6 +512,31 @@ def test_flashattention_1_generation_kernels_run_at_a_share_of_the_fa2_fraction(
     assert fa1 > 1.2 * fa2
 
 
+def test_metas_2024_stack_times_attention_as_flashattention_2_on_hopper():
+    """Llama 3's pre-training stack (meta-4d) predates FlashAttention-3 and PyTorch's cuDNN attention on H100:
+    its attention runs at the FlashAttention-2 fraction, so a 128K-token step (attention-heavy) is slower than the
+    same stack with the native (cuDNN) kernels, by more than an 8K step is."""
+    from xpuplan.catalog.stacks import stack_for_framework
+
+    meta = training_stack("meta-4d")
+    assert meta.attention_kernel == "fa2"
+    assert stack_for_framework("Meta internal PyTorch stack (4D parallelism: TP, CP, PP, sharded DP)").id == "meta-4d"
+    native = meta.model_copy(update={"attention_kernel": "native"})
+    m = get_model("llama3.1-405b")
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 2048)
+
+    def slowdown(seq: int, cp: int) -> float:
+        job = TrainingJob(seq_len=seq, global_batch_tokens=16 * seq * 2048 // (8 * 16 * cp))
+        plan = make_plan(n_devices=2048, global_batch_seqs=job.global_batch_tokens // seq, tp=8, pp=16, cp=cp,
+                         sp=True, zero_stage=2, recompute="none", micro_batch=1)
+        fa2, nat = (estimate(m, c, plan, job, stack=s, uneven_pipeline=True).step.compute_s for s in (meta, native))
+        return fa2 / nat
+
+    long_ctx, short_ctx = slowdown(131072, 16), slowdown(8192, 1)
+    assert long_ctx > short_ctx > 1.0
+    assert long_ctx > 1.1
+
+
 def test_ep_overlap_cannot_hide_more_than_the_other_micro_batchs_compute():
     # Qwen3-235B with EP 32 across four H100 nodes: the all-to-alls outweigh the compute they could hide under
     m = get_model("qwen3-235b-a22b")
