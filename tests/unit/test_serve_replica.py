@@ -270,6 +270,38 @@ def test_asynchronous_scheduling_hides_host_time_under_the_device_step(tmp_path)
     assert st2.total_s == pytest.approx(0.256)
 
 
+def test_tensorrt_llms_pytorch_executor_pays_host_time_per_request_its_cpp_executor_none():
+    """TensorRT-LLM's PyTorch backend (the default from 1.0, --backend pytorch before) runs a Python executor loop:
+    each scheduled request costs host time (PR #10273's GB200 measurement, 29 µs), hidden by the overlap scheduler
+    from 0.20 on. The TensorRT backend's C++ executor (older releases) and products that print their own version
+    (NIM) pay none; a name without a version is a current build."""
+    current = engine_profile("TensorRT-LLM v1.0 (PyTorch backend)")
+    assert current.host_s_per_sequence == pytest.approx(29e-6)
+    assert current.async_scheduling
+    assert engine_profile("trtllm").host_s_per_sequence == pytest.approx(29e-6)
+    assert engine_profile("TRT-LLM 1.2").host_s_per_sequence == pytest.approx(29e-6)
+    opt_in = engine_profile("TensorRT-LLM v0.19 (PyTorch backend)")
+    assert opt_in.host_s_per_sequence == pytest.approx(29e-6) and not opt_in.async_scheduling
+    assert engine_profile("TensorRT-LLM v0.6.1").host_s_per_sequence == 0.0
+    assert engine_profile("TensorRT-LLM v0.21").host_s_per_sequence == 0.0
+    assert engine_profile("NVIDIA NIM 1.8.0 (Llama-3.3-70b-Instruct)").host_s_per_sequence == 0.0
+
+
+def test_a_small_model_at_a_large_batch_is_host_bound_under_the_pytorch_executor(tmp_path):
+    """With the overlap scheduler the step lasts max(device, host): a 7B model's decode step at 2,048 sequences
+    on the ideal test device is shorter than 2,048 x 29 µs, so the PyTorch executor's step is the host time and
+    the C++ executor's the device time."""
+    py = _rep(tmp_path, engine="TensorRT-LLM v1.0")
+    cpp = _rep(tmp_path, engine="TensorRT-LLM v0.9.0")
+    st_py, st_cpp = (step_time(r, decode_seqs=2048, decode_context=16) for r in (py, cpp))
+    host = 2048 * py.engine.host_s_per_sequence
+    assert st_cpp.total_s < host
+    assert st_py.total_s == pytest.approx(host, rel=0.02)
+    # at a small batch the host work hides under the device step: both executors take the device time
+    small_py, small_cpp = (step_time(r, decode_seqs=8, decode_context=16) for r in (py, cpp))
+    assert small_py.total_s == pytest.approx(small_cpp.total_s)
+
+
 def test_gqa_without_kv_sharing_reads_kv_per_query_head(tmp_path):
     new = _rep(tmp_path, LLAMA3_70B, tp=8, engine="trtllm")
     old = _rep(tmp_path, LLAMA3_70B, tp=8, engine="TensorRT-LLM v0.6.1")

@@ -143,7 +143,9 @@ class EngineProfile:
     FP8/FP4 format first; ``moe_nvlink_alltoall``: the all-to-all replaces the gather where the EP group sits in a
     multi-node NVLink domain and ep > top-k (TensorRT-LLM's MNNVL path). ``masked_prefill_attention``: releases of a build
     (vLLM-Ascend before 0.12) whose fresh-prompt prefill steps compute the full square of attention scores
-    (:class:`MaskedPrefillAttention`; applied by ``serve.step``). ``memory_defaults``: the name of a rule by which the
+    (:class:`MaskedPrefillAttention`; applied by ``serve.step``). ``python_executor``: which printed builds pay
+    ``host_s_per_sequence`` (:class:`PythonExecutor`; TensorRT-LLM's PyTorch backend), the others none.
+    ``memory_defaults``: the name of a rule by which the
     engine computes its memory fraction and prefill chunk from the device and the layout (``serve.engine_memory``;
     SGLang's ``server_args``), applied by ``make_replica`` unless the user gives a fraction. ``min_versions``: (feature,
     first version with it); a printed older version is modelled without the feature.
@@ -177,6 +179,7 @@ class EngineProfile:
     benchmark_closed_loop: bool = False
     prefill_first_non_mla: PrefillFirst | None = None
     masked_prefill_attention: MaskedPrefillAttention | None = None
+    python_executor: PythonExecutor | None = None
     memory_defaults: MemoryDefaultsRule | None = None
     version: tuple[int, ...] | None = None
     min_versions: tuple[tuple[EngineFeature, tuple[int, ...]], ...] = ()
@@ -235,6 +238,31 @@ class MaskedPrefillAttention:
         key = _of_build(self.name_contains, name)
         version = None if key is None else printed_version(key)
         return version is not None and version < self.before
+
+
+@dataclass(frozen=True)
+class PythonExecutor:
+    """Which printed builds of an engine run their executor loop in Python, so that every request a step
+    schedules costs the profile's ``host_s_per_sequence`` of host time: builds whose printed name contains one of
+    ``name_contains`` and either carries no version (a current build) or a version from ``from_version`` on, or
+    names one of ``also_named`` (e.g. TensorRT-LLM 0.17-0.21 run with ``--backend pytorch``). Any other printed
+    name of the family (an older release, a packaged product that prints its own version, such as NIM) runs the
+    compiled executor: no per-request host time. An engine resolved by its id is a current build."""
+
+    name_contains: tuple[str, ...]
+    from_version: tuple[int, ...]
+    also_named: tuple[str, ...]
+    note: str
+
+    def matches(self, name: str) -> bool:
+        """Whether a printed engine name is a build with the Python executor."""
+        key = name.casefold()
+        if not any(n.casefold() in key for n in self.name_contains):
+            return False
+        if any(a.casefold() in key for a in self.also_named):
+            return True
+        version = printed_version(key)
+        return version is None or version[: len(self.from_version)] >= self.from_version
 
 
 @dataclass(frozen=True)
@@ -369,6 +397,15 @@ class MaskedPrefillSpec(_Strict):
     note: str = Field(min_length=1, description="the kernel the build calls, with the source")
 
 
+class PythonExecutorSpec(_Strict):
+    """Which printed builds of an engine run a Python executor loop (see :class:`PythonExecutor`)."""
+
+    name_contains: list[str] = Field(min_length=1, description="substrings of the printed engine name (the build)")
+    from_version: str = Field(pattern=r"^\d+(\.\d+)*$", description="first release whose default executor it is")
+    also_named: list[str] = Field(default_factory=list, description="name substrings that select it in older releases")
+    note: str = Field(min_length=1, description="where the build does this, with the source")
+
+
 class EngineSpec(_Strict):
     """One entry of ``engines.yaml``; overheads are a number (in the key's unit) or a shared name."""
 
@@ -398,6 +435,7 @@ class EngineSpec(_Strict):
     benchmark: BenchmarkSpec | None = None
     prefill_first_non_mla: PrefillFirstSpec | None = None
     masked_prefill_attention: MaskedPrefillSpec | None = None
+    python_executor: PythonExecutorSpec | None = None
     memory_defaults: MemoryDefaultsRule | None = None
     min_versions: dict[EngineFeature, str] = Field(default_factory=dict)
     build_fitted: list[BuildFittedSpec] = Field(default_factory=list)
@@ -793,6 +831,10 @@ class Assumptions(BaseModel):
                                                                  _parse_version(s.masked_prefill_attention.before),
                                                                  s.masked_prefill_attention.note)
                                           if s.masked_prefill_attention else None),
+                python_executor=(PythonExecutor(tuple(s.python_executor.name_contains),
+                                                _parse_version(s.python_executor.from_version),
+                                                tuple(s.python_executor.also_named), s.python_executor.note)
+                                 if s.python_executor else None),
                 memory_defaults=s.memory_defaults,
                 min_versions=tuple((feat, _parse_version(v)) for feat, v in s.min_versions.items()),
                 source=self._entry_source("engines", eid),
@@ -836,6 +878,8 @@ class Assumptions(BaseModel):
             prof = replace(prof, prefill_first_non_mla=replace(prof.prefill_first_non_mla, active=True))
         if prof.masked_prefill_attention is not None and prof.masked_prefill_attention.matches(key):
             prof = replace(prof, masked_prefill_attention=replace(prof.masked_prefill_attention, active=True))
+        if prof.python_executor is not None and key != family and not prof.python_executor.matches(key):
+            prof = replace(prof, host_s_per_sequence=0.0)  # a compiled executor: no per-request Python work
         version = printed_version(key)
         if version is None:
             return prof
