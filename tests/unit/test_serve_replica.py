@@ -285,6 +285,8 @@ def test_tensorrt_llms_pytorch_executor_pays_host_time_per_request_its_cpp_execu
     assert engine_profile("TensorRT-LLM v0.6.1").host_s_per_sequence == 0.0
     assert engine_profile("TensorRT-LLM v0.21").host_s_per_sequence == 0.0
     assert engine_profile("NVIDIA NIM 1.8.0 (Llama-3.3-70b-Instruct)").host_s_per_sequence == 0.0
+    # a release that names PyTorch only as its framework version still runs the C++ executor
+    assert engine_profile("TensorRT-LLM v0.9.0 (PyTorch 2.2 container)").host_s_per_sequence == 0.0
 
 
 def test_a_small_model_at_a_large_batch_is_host_bound_under_the_pytorch_executor(tmp_path):
