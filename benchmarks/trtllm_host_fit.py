@@ -51,6 +51,11 @@ _DEVICE = re.compile(r"prev_device_step_time = ([0-9.]+|N/A)\s*(?:ms)?")
 _SCHEDULED = re.compile(r"num_scheduled_requests(?::| =) (\d+)")
 
 
+#: What a log without iteration lines is told (no file, or every file of the run).
+NO_ITERATIONS = ("no PyExecutor iteration lines (iter = N, ... host_step_time = ...ms, ... num_scheduled_requests "
+                 "...): turn on print_iter_log")
+
+
 class FitError(ValueError):
     """A log that cannot give a fit; the message names the file or the field."""
 
@@ -105,8 +110,7 @@ def host_bound(its: list[Iteration], margin: float = HOST_BOUND_MARGIN) -> list[
 def fit_host(its: list[Iteration], margin: float = HOST_BOUND_MARGIN) -> HostFit:
     """Least-squares ``host_ms = fixed + per_request x scheduled`` over the host-bound iterations."""
     if not its:
-        raise FitError("no PyExecutor iteration lines (iter = N, ... host_step_time = ...ms, ... "
-                       "num_scheduled_requests ...): turn on print_iter_log")
+        raise FitError(NO_ITERATIONS)
     pts = host_bound(its, margin)
     distinct = {p.scheduled for p in pts}
     if len(pts) < MIN_POINTS or len(distinct) < MIN_DISTINCT_COUNTS:
@@ -149,8 +153,7 @@ def _read(paths: list[str]) -> list[Iteration]:
             raise FitError(f"{p}: cannot read the log ({exc.strerror or exc})") from None
         found = parse_iter_log(text)
         if not found:
-            raise FitError(f"{p}: no PyExecutor iteration lines (iter = N, ... host_step_time = ...ms, ... "
-                           "num_scheduled_requests ...): turn on print_iter_log")
+            raise FitError(f"{p}: {NO_ITERATIONS}")
         its.extend(found)
     return its
 

@@ -256,8 +256,8 @@ class PythonExecutor:
 
     def matches(self, name: str) -> bool:
         """Whether a printed engine name is a build with the Python executor."""
-        key = name.casefold()
-        if not any(n.casefold() in key for n in self.name_contains):
+        key = next((k for n in self.name_contains if (k := _of_build(n, name)) is not None), None)
+        if key is None:
             return False
         if any(a.casefold() in key for a in self.also_named):
             return True
