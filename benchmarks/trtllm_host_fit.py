@@ -180,12 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"host time per scheduled request: {fit.per_request_us:.2f} µs; fixed per iteration: {fit.fixed_ms:.2f} ms;"
           f" median |residual| {fit.median_abs_residual_ms:.2f} ms")
     print("planner's figure (pyexecutor-per-sequence, NVIDIA's GB200/Grace measurement): 29 µs per request")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"fit": asdict(fit), "logs": args.logs}, indent=2) + "\n")
-        print(f"written: {args.json}")
-    if args.write_overrides:
-        Path(args.write_overrides).write_text(overrides_yaml(fit, args.logs))
-        print(f"written: {args.write_overrides} (use it with XPUPLAN_ASSUMPTIONS_PATH={args.write_overrides})")
+    outputs = [("--json", args.json, lambda: json.dumps({"fit": asdict(fit), "logs": args.logs}, indent=2) + "\n"),
+               ("--write-overrides", args.write_overrides, lambda: overrides_yaml(fit, args.logs))]
+    for flag, target, text in outputs:
+        if not target:
+            continue
+        try:
+            Path(target).write_text(text())
+        except OSError as exc:
+            print(f"trtllm_host_fit: field '{flag}': cannot write {target} ({exc.strerror or exc})", file=sys.stderr)
+            return 2
+        print(f"written: {target}" + (f" (use it with XPUPLAN_ASSUMPTIONS_PATH={target})"
+                                      if flag == "--write-overrides" else ""))
     return 0
 
 

@@ -87,3 +87,7 @@ def test_cli_refuses_bad_input_with_the_file_or_field_named(tmp_path, capsys):
     assert "empty.log: no PyExecutor iteration lines" in capsys.readouterr().err
     assert fitmod.main([str(empty), "--margin", "0.5"]) == 2
     assert "--margin" in capsys.readouterr().err
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(_ramp(_old)) + "\n")
+    assert fitmod.main([str(log), "--json", str(tmp_path / "no-such-dir" / "fit.json")]) == 2
+    assert "field '--json': cannot write" in capsys.readouterr().err
