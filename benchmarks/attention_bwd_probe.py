@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 
-from gpu_timing import event_seconds
+from gpu_timing import event_seconds, output_problem
 
 #: ``--backends`` names and the SDPA backend each pins.
 BACKENDS = {"fa2": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [b.strip() for b in args.backends.split(",") if b.strip()]
     if not wanted or any(b not in BACKENDS for b in wanted):
         print(f"--backends: give some of {', '.join(BACKENDS)} (got {args.backends!r})", file=sys.stderr)
+        return 2
+    problem = output_problem(args.json)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
 
     import torch

@@ -7,7 +7,21 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+
+def output_problem(path: str | Path | None, flag: str = "--json") -> str | None:
+    """Why a probe could not write its result to ``path`` (a missing folder, a folder in its place), checked
+    before minutes of GPU time are spent; None when it can (or no path was given)."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        return f"field '{flag}': {p} is a folder, give a file name"
+    if not p.parent.is_dir():
+        return f"field '{flag}': the folder {p.parent} does not exist"
+    return None
 
 
 def cuda_torch() -> Any:

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_timing import cuda_torch, graph_seconds
+from gpu_timing import cuda_torch, graph_seconds, output_problem
 
 #: (case id, model preset, tp, routed experts E, per-rank expert width N, hidden K, top-k, precision, tokens)
 CASES: tuple[tuple[str, str, int, int, int, int, int, str, tuple[int, ...]], ...] = (
@@ -490,6 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--vllm-dir is required to measure (or give --compare FILE)")
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
+    problem = output_problem(args.json)
+    if problem:
+        print(f"vllm_fused_moe_probe: {problem}", file=sys.stderr)
+        return 2
     only = None if args.only is None else {c for c in args.only.split(",") if c}
     return measure(args.vllm_dir, args.json, only, args.repeats, dense=not args.no_dense)
 

@@ -102,3 +102,12 @@ def test_compare_names_an_unknown_device_or_engine(probe, capsys) -> None:
     assert "hardware" in capsys.readouterr().err
     assert probe.main(["--compare", path, "--engine", "nope"]) == 2
     assert "engine" in capsys.readouterr().err
+
+
+def test_an_unwritable_json_path_is_refused_before_any_gpu_time(probe, tmp_path, capsys) -> None:
+    src = tmp_path / "vllm"
+    src.mkdir()
+    assert probe.main(["--vllm-dir", str(src), "--json", str(tmp_path / "missing" / "out.json")]) == 2
+    assert "field '--json': the folder" in capsys.readouterr().err
+    assert probe.main(["--vllm-dir", str(src), "--json", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
