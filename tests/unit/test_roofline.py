@@ -2,6 +2,7 @@ import pytest
 
 from tests.unit.archs import LLAMA3_70B
 from tests.unit.hwfixture import device
+from xpuplan.models import get_model
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.ops import expected_experts_touched, layer_ops
 from xpuplan.perf.roofline import OpCost, cost_elementwise, cost_gemm, gemm_efficiency, op_time
@@ -67,6 +68,26 @@ def test_layer_ops_flops_match_model_flops():
 def test_experts_touched():
     assert expected_experts_touched(8, 2, 1) == pytest.approx(2)
     assert expected_experts_touched(256, 8, 10_000) == pytest.approx(256)
+
+
+def test_routed_rows_counts_token_copies_not_tokens():
+    """``routed_rows`` takes the copies (tokens x top-k) reaching a rank: one decoding sequence of a top-8 model
+    touches its 8 experts (before 0.4.22 its 8 copies were counted as 8 tokens of 8 picks each: 52 experts)."""
+    from xpuplan.perf.ops import routed_rows
+
+    assert routed_rows(128, 8, 8)[0] == pytest.approx(8.0)
+    assert routed_rows(8, 2, 2)[0] == pytest.approx(2.0)  # Mixtral, one token
+    # T tokens: E(1 - (1 - k/E)^T), whatever way the copies are counted
+    assert routed_rows(128, 8, 8 * 8)[0] == pytest.approx(expected_experts_touched(128, 8, 8))
+    # EP: a rank holding 16 of the 128 experts gets 1/8 of the group's copies and 1/8 of the touched experts
+    whole, _ = routed_rows(128, 8, 64 * 8)
+    local, rows = routed_rows(16, 8, 64 * 8 / 8, n_experts=128)
+    assert local == pytest.approx(whole / 8)
+    assert rows == round(64 * 8 / 8 / local)
+    # and the serving step reads only those experts' weights at batch 1
+    q = get_model("qwen3-30b-a3b")
+    up = next(o for o in layer_ops(q, batch=1, q_len=1, kv_len=1, moe_layer=True) if o.name == "experts up/gate")
+    assert up.flops == pytest.approx(8 * 2.0 * q.d_model * 2 * q.moe.expert_ffn_dim)
 
 
 def test_family_efficiency_applies_to_npus():
@@ -153,3 +174,26 @@ def test_k_factor_scales_the_compute_time_only(tmp_path):
     t1 = op_time(tiny, dev)
     t2 = op_time(OpCost(tiny.name, "gemm", tiny.flops, tiny.bytes, tiny.min_dim, k_factor=1.5), dev)
     assert t1.bound == "memory" and t2.time_s == pytest.approx(t1.time_s)
+
+
+def test_busiest_expert_parallel_rank_gets_more_than_its_share():
+    """A balanced router still sends a step's copies unevenly: the EP rank with the most sets the pace. The
+    excess is statistical, shrinks as the step grows, and vanishes when every token hits every expert."""
+    from xpuplan.perf.ops import busiest_rank_copies, expected_max_normal
+
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(8) == pytest.approx(1.42, abs=0.02)  # E[max of 8 standard normals] = 1.4236
+    assert busiest_rank_copies(512.0, 1, 128, 8) == 512.0
+    excess = [busiest_rank_copies(t * 8.0, 8, 128, 8) / (t * 8.0 / 8) - 1 for t in (1, 8, 64, 1024)]
+    assert excess == sorted(excess, reverse=True) and excess[-1] < 0.05 < 0.10 < excess[2] < 0.25
+    assert busiest_rank_copies(8.0, 8, 128, 8) <= 8.0  # never more copies than were sent
+    assert busiest_rank_copies(64.0, 8, 8, 8) == pytest.approx(8.0)  # top-8 of 8: every rank gets exactly its share
+    q = get_model("qwen3-30b-a3b")
+
+    def up(busiest: bool) -> float:
+        ops = layer_ops(q, batch=16, q_len=1, kv_len=1, ep=8, moe_layer=True, busiest_rank=busiest)
+        return next(o for o in ops if o.name == "experts up/gate").bytes
+
+    assert up(True) > up(False)  # the busiest rank touches more of its experts than the mean rank
+    dense = layer_ops(get_model("llama3-8b"), batch=16, q_len=1, kv_len=1, busiest_rank=True)
+    assert dense == layer_ops(get_model("llama3-8b"), batch=16, q_len=1, kv_len=1)

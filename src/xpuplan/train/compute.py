@@ -485,7 +485,7 @@ def layer_compute(
         # graph-replayed loop of 128 GEMMs, at 16 experts of 2,048 rows 0.95x (benchmarks/expert_gemm_probe.py).
         if not grouped_expert_gemm:
             touched, _ = routed_rows(max(1, model.moe.n_routed_experts // ep), model.moe.top_k,
-                                     tokens * model.moe.top_k)
+                                     tokens * model.moe.top_k, model.moe.n_routed_experts)
             mg += 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
     attn_ops, bwd_factor = attention_core_ops(model, micro_batch=micro_batch, q_len=s_loc, kv_len=seq_len if cp > 1 else s_loc,
                                               tp=tp, cp=cp, flash=flash)
