@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from tests.unit.archs import DEEPSEEK_V3
@@ -119,3 +120,23 @@ def test_a_replica_says_which_exchange_it_priced():
     assert any("all-gather" in n and "0.5625 B" in n for n in trt.notes)
     tp_only = make_replica(m, dev, tp=2, ep=1, dtype="nvfp4", engine="trtllm")
     assert not any("expert parallelism" in n for n in tp_only.notes)
+
+
+def test_an_expert_parallel_step_waits_for_its_busiest_rank():
+    """The serving step times the routed experts of the EP rank that receives the most token copies
+    (perf.ops.busiest_rank_copies): at a small batch the busiest of 8 ranks holds well above 1/8 of the copies,
+    so the expert GEMMs take longer than an even split; a TP-only replica has no such rank."""
+    from xpuplan.perf.ops import layer_ops
+    from xpuplan.serve.step import EXPERT_OPS, _layer_ops, _Shape
+
+    d, _ = _setup()
+    m = DEEPSEEK_V3
+    rep = make_replica(m, d, tp=1, ep=8, dtype="fp8")
+    one = np.asarray(16.0)
+    sh = _Shape(tokens=one, group_tokens=one / 8, decode_seqs=one, decode_context=np.asarray(1024.0),
+                prefill_tokens=np.asarray(0.0), prefill_len=np.asarray(1.0), prefill_kv_len=np.asarray(1.0),
+                sampled_rows=np.asarray(1.0), has_decode=np.asarray(True), has_prefill=np.asarray(False))
+    got = {o.name: o for o, _ in _layer_ops(rep, sh, True, "bf16") if o.name in EXPERT_OPS}
+    mean = {o.name: o for o in layer_ops(m, batch=16, q_len=1, kv_len=1, ep=8, dtype=rep.precision.gemm_dtype,
+                                         weight_dtype=rep.precision.weight_dtype, moe_layer=True)}
+    assert got["experts up/gate"].bytes > mean["experts up/gate"].bytes

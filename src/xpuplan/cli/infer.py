@@ -37,6 +37,9 @@ def estimate_cmd(
     tp: Annotated[str | None, typer.Option(help="tensor-parallel size(s): 4, '1,2,4' or '1:8'")] = None,
     pp: Annotated[int | None, typer.Option(help="pipeline stages")] = None,
     ep: Annotated[int | None, typer.Option(help="expert-parallel groups (MoE)")] = None,
+    etp: Annotated[int | None, typer.Option(help="MoE: ranks each routed expert is split over (default tp); below tp the "
+                                            "experts go to tp/etp expert-parallel ranks inside the TP group "
+                                            "(1: whole experts, vLLM's --enable-expert-parallel)")] = None,
     batch: Annotated[str | None, typer.Option(help="batch / concurrency: 64, '1,8,64', '1:256' or 'max'")] = None,
     input_len: Annotated[int | None, typer.Option("--in", help="prompt tokens (sequence length for encoders)")] = None,
     output_len: Annotated[int | None, typer.Option("--out", help="generated tokens per request")] = None,
@@ -83,7 +86,8 @@ def estimate_cmd(
         title = (f"{m_id}: in {in_len}, out {out_len}, {dt} (KV {first['replica']['precision']['kv_dtype']}), "
                  f"engine {first['replica']['engine']}, {first['mode']} batching")
     src = results[0].get("efficiency_source") or results[0]["replica"]["efficiency_source"]
-    console.print(table(title, cols, rows, caption=f"efficiency: {src}; pp={pp_} ep={ep_}"))
+    etp_ = f" etp={res.etp}" if res.etp is not None else ""
+    console.print(table(title, cols, rows, caption=f"efficiency: {src}; pp={pp_} ep={ep_}{etp_}"))
     if res.dataset:
         console.print(f"[dim]{dataset_line(res.dataset)}[/]", highlight=False, soft_wrap=True)
     printed: set[str] = set()
@@ -173,6 +177,8 @@ def capacity_cmd(
     tp: Annotated[str | None, typer.Option(help="tensor-parallel sizes to try (default: powers of two)")] = None,
     pp: Annotated[int | None, typer.Option(help="pipeline stages (default: 1, more only if nothing fits)")] = None,
     ep: Annotated[int | None, typer.Option(help="expert-parallel groups (MoE)")] = None,
+    etp: Annotated[int | None, typer.Option(help="MoE: ranks each routed expert is split over, the only split tried "
+                                            "(default: tp, and 1 = expert parallelism inside the TP group)")] = None,
     memory_fraction: Annotated[float | None, typer.Option(help="device memory the engine may use (0-1]")] = None,
     disagg: Annotated[bool | None, typer.Option("--disagg/--no-disagg", help="disaggregated estimate (default: >= 30B)")] = None,
     spec_tokens: Annotated[int | None, typer.Option(help="speculative decoding: draft tokens per step (MTP/EAGLE/draft model)")] = None,
@@ -217,7 +223,8 @@ def capacity_cmd(
     for o in plan.options:
         r = o.replica
         at = o.at_target
-        rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']}", r["precision"]["scheme"], r["engine"],
+        rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']}" + (f" etp{r['etp']}" if r.get("etp") is not None else ""),
+                     r["precision"]["scheme"], r["engine"],
                      o.max_requests_per_s_per_replica, o.replicas, o.devices, at["ttft_p_s"] * 1e3 if at else None,
                      at["tpot_s"] * 1e3 if at else None, o.limited_by,
                      o.disaggregated["devices"] if o.disaggregated else (o.disaggregated_error and "infeasible")])

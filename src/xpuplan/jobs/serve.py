@@ -99,6 +99,8 @@ class InferEstimateRequest(_ServeCommon):
     """``xpuplan infer estimate``."""
 
     tp: str | None = Field(default=None, max_length=200, description="tensor-parallel size(s): 4, '1,2,4' or '1:8'")
+    etp: Degree | None = Field(default=None, description="MoE: ranks each routed expert is split over (None: tp); "
+                               "below tp, expert parallelism over tp/etp ranks inside the TP group")
     batch: str | None = Field(default=None, max_length=400, description="batch: 64, '1,8,64', '1:256' or 'max'")
     dtype: Id | None = Field(default=None, description="precision scheme")
     mode: Literal["static", "continuous"] | None = Field(default=None, description="batching mode")
@@ -118,6 +120,8 @@ class CapacityRequest(_ServeCommon):
 
     qps: Rate | None = Field(default=None, description="target requests/s")
     tp: str | None = Field(default=None, max_length=200, description="tensor-parallel sizes to try")
+    etp: Degree | None = Field(default=None, description="MoE: ranks each routed expert is split over, the only "
+                               "split tried (default: the search tries tp, and 1 inside the TP group)")
     dtype: str | None = Field(default=None, max_length=200, description="precision schemes to try, comma-separated")
     disagg: bool | None = Field(default=None, description="disaggregated estimate (default: >= 30B)")
 
@@ -163,6 +167,8 @@ class InferEstimateResult(Result):
     slo: dict[str, Any] | None = None
     pp: int = 1
     ep: int = 1
+    etp: int | None = Field(default=None, description="ranks each routed expert is split over, when not tp "
+                            "(expert parallelism inside the TP group)")
     input_len: int
     output_len: int
     dtype: str
@@ -336,6 +342,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     tps = int_range(req.tp, "--tp", max_value=MAX_PARALLEL) if req.tp else [_pick(None, rs.tp if rs else None, 1)]
     pp = _pick(req.pp, rs.pp if rs else None, 1)
     ep = _pick(req.ep, rs.ep if rs else None, 1)
+    etp = _pick(req.etp, rs.etp if rs else None)
     dt = _pick(req.dtype, rs.dtype if rs else None, "bf16")
     kv = _pick(req.kv_dtype, rs.kv_dtype if rs else None)
     eng = _pick(req.engine, rs.engine if rs else None)
@@ -370,8 +377,8 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     for dev in devices:
         for t in tps:
             try:
-                rep = make_replica(m, dev, tp=t, pp=pp, ep=ep, dtype=dt, kv_dtype=kv, engine=eng, memory_fraction=frac,
-                                   assumptions=assumptions, **extra)
+                rep = make_replica(m, dev, tp=t, pp=pp, ep=ep, etp=etp, dtype=dt, kv_dtype=kv, engine=eng,
+                                   memory_fraction=frac, assumptions=assumptions, **extra)
                 batches: list[int] = []
                 for p in batch_parts:
                     batches += ([rep.max_num_seqs if is_encoder else max_batch(rep, in_len, out_len, mode=req.mode)]
@@ -426,8 +433,8 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     engines = [r["replica"]["engine"] for r in results if isinstance(r.get("replica"), dict) and "engine" in r["replica"]]
     return InferEstimateResult(
         model=m.id, results=results, infeasible=failures, commands=commands, launches=launches,
-        slo=slo.to_dict() if (slo.ttft_s or slo.tpot_s) else None, pp=pp, ep=ep, input_len=in_len, output_len=out_len,
-        dtype=dt, encoder=is_encoder, dataset=ds,
+        slo=slo.to_dict() if (slo.ttft_s or slo.tpot_s) else None, pp=pp, ep=ep, etp=etp, input_len=in_len,
+        output_len=out_len, dtype=dt, encoder=is_encoder, dataset=ds,
         used=used(assumptions, devices, SERVE_FIGURES, precisions=[dt], engines=[e for e in engines if e]),
     )
 
@@ -495,6 +502,7 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
                         engine=_pick(req.engine, rs.engine if rs else None),
                         kv_dtype=_pick(req.kv_dtype, rs.kv_dtype if rs else None), tps=tps,
                         pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs and rs.ep > 1 else None),
+                        etp=_pick(req.etp, rs.etp if rs else None),
                         memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
                         ttft_input_len=tail_len, disagg=req.disagg, **serving_inputs(req),
                         input_lengths=d_in.nodes() if d_in and req.input_len is None else None,

@@ -64,7 +64,8 @@ def _rows(res: CapacityResult, lang: str = "en") -> list[list[str]]:
         r, at = o.replica, o.at_target
         dis = (str(o.disaggregated["devices"]) if o.disaggregated else
                (t("cap.infeasible_cell", lang) if o.disaggregated_error else "-"))
-        rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']} {r['precision']['scheme']}", str(r["engine"]),
+        rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']}" + (f" etp{r['etp']}" if r.get("etp") is not None else "")
+                     + f" {r['precision']['scheme']}", str(r["engine"]),
                      f"{o.max_requests_per_s_per_replica:.3g}", f"{o.replicas:,}", f"{o.devices:,}", _band(o),
                      fmt_ms(at["ttft_p_s"]) if at else "-", fmt_ms(at["tpot_s"]) if at else "-",
                      f"{at['output_tokens_per_s']:,.0f}" if at else "-", limited_by(o.limited_by, lang), dis])

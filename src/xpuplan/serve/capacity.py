@@ -1,8 +1,9 @@
 """Sizing: how many devices of each kind serve a target request rate within a latency SLO.
 
 For every hardware option: enumerate replica configurations (tp over the powers of two the model's
-heads allow, up to the scale-up domain; for MoE models TP-only and attention-DP + EP layouts,
-:func:`candidate_eps`; pp only when nothing fits one domain; the precision schemes asked for), prune those that do not fit or cannot meet the SLO, evaluate the largest rate per replica
+heads allow, up to the scale-up domain; for MoE models TP-only, attention-DP + EP and EP-inside-TP layouts,
+:func:`candidate_layouts`; pp only when nothing fits one domain; the precision schemes asked for), prune those that
+do not fit or cannot meet the SLO, evaluate the largest rate per replica
 at the SLO (:func:`xpuplan.serve.slo.throughput_at_slo`), and keep the configuration that needs the
 fewest devices (ties: more headroom, then lower TTFT). Devices = replicas × devices per replica,
 replicas = ceil(target / rate per replica). Cost-free: the cost planner prices the answer.
@@ -112,11 +113,27 @@ def candidate_eps(model: ModelArch, device: Device, tp: int, ep: int | None = No
     return out
 
 
+def candidate_layouts(model: ModelArch, device: Device, tp: int, ep: int | None = None,
+                      etp: int | None = None) -> list[tuple[int, int | None]]:
+    """(ep, etp) MoE layouts to try at ``tp``: :func:`candidate_eps` with the experts split like the rest of the
+    model (etp None), and, for an MoE model at tp > 1 whose routed experts tp divides (when ``ep`` is not given),
+    expert parallelism inside the TP group: whole experts over the tp ranks, attention over tp (etp 1; vLLM's
+    --enable-expert-parallel). Wider expert GEMMs against a step that waits for the busiest rank: which wins
+    depends on the batch (``perf.ops.busiest_rank_copies``). A given ``etp`` is the only split tried (with the
+    given ep, else 1)."""
+    if etp is not None:
+        return [(ep or 1, etp)]
+    out: list[tuple[int, int | None]] = [(e, None) for e in candidate_eps(model, device, tp, ep)]
+    if ep is None and model.moe is not None and tp > 1 and model.moe.n_routed_experts % tp == 0:
+        out.append((1, 1))
+    return out
+
+
 def best_on_device(model: ModelArch, device: Device, qps: float, input_len: float, output_len: float, slo: SLO, *,
                    dtypes: list[str], engine: str | None = None, kv_dtype: str | None = None,
                    tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                    memory_fraction: float | None = None, ttft_input_len: float | None = None,
-                   input_lengths: list[tuple[float, float]] | None = None,
+                   input_lengths: list[tuple[float, float]] | None = None, etp: int | None = None,
                    **serving: Any) -> tuple[tuple[Replica, SLOResult] | None, list[str]]:
     """(best replica and its SLO result, or None; reasons the rejected candidates failed)."""
     reasons: list[str] = []
@@ -127,12 +144,13 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
     while True:
         for p in pps:
             for dt in dtypes:
-                layouts = [(t_, e_) for t_ in candidate_tps(model, device, tps) for e_ in candidate_eps(model, device, t_, ep)]
-                for t, e in layouts:
-                    where = f"tp={t} pp={p}" + (f" ep={e}" if e > 1 else "")
+                layouts = [(t_, e_, x_) for t_ in candidate_tps(model, device, tps)
+                           for e_, x_ in candidate_layouts(model, device, t_, ep, etp)]
+                for t, e, x in layouts:
+                    where = f"tp={t} pp={p}" + (f" ep={e}" if e > 1 else "") + (f" etp={x}" if x is not None else "")
                     try:
-                        rep = make_replica(model, device, tp=t, pp=p, ep=e, dtype=dt, kv_dtype=kv_dtype, engine=engine,
-                                           memory_fraction=memory_fraction, **serving)
+                        rep = make_replica(model, device, tp=t, pp=p, ep=e, etp=x, dtype=dt, kv_dtype=kv_dtype,
+                                           engine=engine, memory_fraction=memory_fraction, **serving)
                         res = throughput_at_slo(rep, input_len, output_len, slo, ttft_input_len=ttft_input_len,
                                                 input_lengths=input_lengths)
                     except InfeasibleError as exc:
@@ -158,7 +176,7 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
                  tps: list[int] | None = None, pp: int | None = None, ep: int | None = None,
                  memory_fraction: float | None = None, ttft_input_len: float | None = None,
                  disagg: bool | None = None, input_lengths: list[tuple[float, float]] | None = None,
-                 **serving: Any) -> CapacityPlan:
+                 etp: int | None = None, **serving: Any) -> CapacityPlan:
     """Devices needed per hardware option to serve ``qps`` requests/s (module doc). ``serving``:
     ``speculation`` and ``prefix_hit_rate`` for every replica (``make_replica``). ``input_lengths``:
     (length, probability) nodes of the prompt-length distribution for the prompt queue (M/G/1)."""
@@ -169,6 +187,10 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
         raise UserInputError("give at least one hardware option", field="hw")
     if model.type == "encoder":
         raise UserInputError("capacity sizing is for decoder LLMs; use `infer estimate` for encoders", field="model")
+    if etp is not None:
+        validity.positive_int("etp", etp)
+        if model.moe is None:
+            raise UserInputError(f"etp ({etp}) splits the routed experts; {model.id} is dense", field="etp")
     dtypes = dtypes or ["bf16"]
     want_disagg = disagg if disagg is not None else param_breakdown(model).total >= DISAGG_MIN_PARAMS
     options: list[CapacityOption] = []
@@ -176,7 +198,8 @@ def size_for_qps(model: ModelArch, devices: list[Device], qps: float, input_len:
     for dev in devices:
         found, reasons = best_on_device(model, dev, qps, input_len, output_len, slo, dtypes=dtypes, engine=engine,
                                         kv_dtype=kv_dtype, tps=tps, pp=pp, ep=ep, memory_fraction=memory_fraction,
-                                        ttft_input_len=ttft_input_len, input_lengths=input_lengths, **serving)
+                                        ttft_input_len=ttft_input_len, input_lengths=input_lengths, etp=etp,
+                                        **serving)
         if found is None:
             infeasible[dev.id] = reasons or ["no configuration to try"]
             continue

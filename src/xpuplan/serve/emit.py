@@ -78,6 +78,11 @@ def _vllm_args(rep: Replica, key: str, n: int, ctx: int, quantized_checkpoint: b
         a += ["--data-parallel-size", str(rep.ep), "--enable-expert-parallel"]
         if key == "vllm":  # the exchange the estimate priced (serve.comm.moe_exchange_s)
             a += ["--all2all-backend", "deepep_high_throughput" if _alltoall(rep) else "allgather_reducescatter"]
+    elif rep.etp is not None:  # expert parallelism inside the TP group: vLLM puts whole experts on each rank
+        a += ["--enable-expert-parallel"]
+        if rep.etp > 1:
+            notes.append(f"vLLM's expert parallelism puts whole experts on each of the {rep.tp} ranks; the estimate's "
+                         f"experts split over etp {rep.etp} are not expressible (served as etp 1)")
     if rep.precision.scheme == "fp8" and not quantized_checkpoint:
         a += ["--quantization", "fp8"]
     elif _quantized(rep) and not quantized_checkpoint:
@@ -134,6 +139,8 @@ def _sglang_args(rep: Replica, n: int, ctx: int, qc: bool) -> list[str]:
         a += ["--dp-size", str(rep.ep), "--enable-dp-attention", "--ep-size", str(world)]
         if _alltoall(rep):  # the exchange the estimate priced (serve.comm.moe_exchange_s)
             a += ["--moe-a2a-backend", "deepep"]
+    elif rep.etp is not None:  # EP inside the TP group: SGLang splits each expert over tp / ep-size ranks
+        a += ["--ep-size", str(rep.tp // rep.etp)]
     if rep.precision.scheme == "fp8" and not qc:
         a += ["--quantization", "fp8"]
     if rep.precision.kv_dtype == "fp8":
@@ -152,6 +159,9 @@ def _sglang(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None, qc: 
         notes.append(f"attention data-parallel over {rep.ep} groups of tp {rep.tp}; experts over all {rep.tp * rep.ep} "
                      "ranks" + ("" if _alltoall(rep) else " (the estimate priced SGLang's default token gather; "
                                                         "--moe-a2a-backend deepep is the all-to-all)"))
+    elif rep.etp is not None:
+        notes.append(f"attention over tp {rep.tp}; the experts over {rep.tp // rep.etp} expert-parallel ranks "
+                     "(--ep-size), " + ("whole" if rep.etp == 1 else f"each split over {rep.etp}"))
     if disagg is None:
         cmd = Command("serve", (Segment("sglang", "sglang.launch_server", head, (*base, "--port", str(ROUTER_PORT))),))
         return LaunchPlan("sglang", (cmd,), notes=tuple(notes))
@@ -201,6 +211,8 @@ def _trtllm(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None) -> L
     a = [hf_id(rep), "--backend", "pytorch", "--tp_size", str(world), "--pp_size", str(rep.pp)]
     if rep.ep > 1:
         a += ["--ep_size", str(world)]
+    elif rep.etp is not None:  # EP inside the TP group, attention TP (no attention-DP): moe_tp = tp / ep_size
+        a += ["--ep_size", str(rep.tp // rep.etp)]
     a += ["--max_batch_size", str(n), "--max_num_tokens", str(rep.engine.prefill_chunk_tokens),
           "--max_seq_len", str(ctx), "--kv_cache_free_gpu_memory_fraction", f"{rep.memory_fraction:.2f}",
           "--enable_chunked_prefill", "--config", "extra-llm-api-config.yml"]
@@ -242,6 +254,9 @@ def _lmdeploy(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None) ->
     a = [hf_id(rep), "--backend", "pytorch" if pytorch else "turbomind", "--tp", str(rep.tp), "--dtype", _dtype(rep)]
     if rep.ep > 1:
         a += ["--dp", str(rep.ep), "--ep", str(rep.tp * rep.ep)]
+    elif rep.etp is not None:
+        notes.append("LMDeploy runs expert parallelism with attention data-parallel (--dp, --ep): the estimate's "
+                     "experts over the TP group (etp) are not expressible; served with the experts split over tp")
     if rep.pp > 1:
         notes.append("LMDeploy has no pipeline parallelism: pp is dropped (tp only)")
     if _is_ascend(rep):
@@ -313,7 +328,7 @@ def _mindie(rep: Replica, n: int, ctx: int, disagg: tuple[int, int] | None) -> L
     problems += check_keys(b["ScheduleConfig"], keys.get("ScheduleConfig", []), "ScheduleConfig")
     notes = [f"merge into mindie-service/conf/config.json; npuMemSize -1 sizes the KV cache from free memory "
              f"(the estimate assumed {rep.memory_fraction:.0%} of device memory)"]
-    if rep.ep > 1:
+    if rep.ep > 1 or rep.etp is not None:
         notes.append("expert parallelism: set the model's EP/DP degrees in its MindIE-LLM model config (not in config.json)")
     if _quantized(rep):
         notes.append(f"{rep.precision.scheme}: weights quantised with msModelSlim")

@@ -62,6 +62,10 @@ class ServingPlan:
     """pipeline stages (layers split; pp micro-batches in flight)"""
     ep: int = 1
     """expert-parallel groups of tp devices (MoE only; attention data-parallel across them)"""
+    etp: int | None = None
+    """tensor-parallel size of each routed expert (MoE only; None: tp). Below tp the experts are split over
+    tp/etp expert-parallel ranks inside the TP group (vLLM's --enable-expert-parallel, TensorRT-LLM's --ep_size
+    without attention-DP, SGLang's --ep-size); attention stays split over tp"""
     dtype: str = "bf16"
     """precision scheme: bf16, fp16, fp8, int8 (W8A8), int8-wo, int4-wo, or an alias"""
     kv_dtype: str | None = None
@@ -85,6 +89,8 @@ class ServingPlan:
         validity.check_prefix_hit_rate(self.prefix_hit_rate)
         for name in ("tp", "pp", "ep"):
             validity.positive_int(name, getattr(self, name))
+        if self.etp is not None:
+            validity.positive_int("etp", self.etp)
         if self.memory_fraction is not None:
             validity.check_memory_fraction(self.memory_fraction)
         if self.block_size_tokens is not None:
@@ -100,14 +106,14 @@ class ServingPlan:
 
     def issues(self, model: ModelArch) -> list[validity.ServingIssue]:
         """Every rule this plan breaks for ``model`` (empty: valid)."""
-        return validity.layout_issues(model, self.tp, self.pp, self.ep)
+        return validity.layout_issues(model, self.tp, self.pp, self.ep, self.etp)
 
     def replica(self, model: ModelArch, device: Device, *, eff: Efficiency | None = None,
                 assumptions: Assumptions | None = None) -> Replica:
         """The validated :class:`~xpuplan.serve.replica.Replica` of ``model`` on ``device``."""
         from xpuplan.serve.replica import make_replica
 
-        return make_replica(model, device, tp=self.tp, pp=self.pp, ep=self.ep, dtype=self.dtype,
+        return make_replica(model, device, tp=self.tp, pp=self.pp, ep=self.ep, etp=self.etp, dtype=self.dtype,
                             kv_dtype=self.kv_dtype, engine=self.engine, memory_fraction=self.memory_fraction,
                             block_size_tokens=self.block_size_tokens, max_num_seqs=self.max_num_seqs, eff=eff,
                             assumptions=assumptions, speculation=self.speculation,

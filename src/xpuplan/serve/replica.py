@@ -8,7 +8,12 @@ A replica is one copy of a model on ``tp × pp × ep`` devices of one kind:
 * ``pp`` pipeline stages split the layers; ``pp`` micro-batches are kept in flight;
 * ``ep`` (MoE only) splits the routed experts over ``ep`` groups of ``tp`` devices; attention runs
   data-parallel across those groups (the DP-attention + EP layout of SGLang and DeepSeek's serving
-  system), so a replica has ``tp·pp·ep`` devices and two all-to-alls per MoE layer.
+  system), so a replica has ``tp·pp·ep`` devices and two all-to-alls per MoE layer;
+* ``etp`` (MoE only, ep = 1) splits each routed expert over ``etp`` of the tp ranks (default: all tp, like a
+  dense MLP); below tp the experts go whole (or in etp slices) to tp/etp expert-parallel ranks inside the TP
+  group while attention stays split over tp (vLLM's ``--enable-expert-parallel``, TensorRT-LLM's ``--ep_size``
+  without attention-DP): the same weights per device and the same all-reduces, wider expert GEMMs, and a step
+  that waits for the rank the router sends the most tokens to.
 
 One engine step is a forward pass over a set of tokens: ``decode_seqs`` sequences adding one token
 at ``decode_context`` keys, plus ``prefill_tokens`` prompt tokens (whole prompts or chunks of
@@ -57,6 +62,8 @@ class Replica:
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    etp: int | None = None
+    """tensor-parallel size of each routed expert (None: tp); see :attr:`expert_tp`"""
     memory_fraction: float = 0.9
     block_size_tokens: int = 16
     max_num_seqs: int = 256
@@ -78,9 +85,19 @@ class Replica:
         return self.tp * self.pp * self.ep
 
     @property
+    def expert_tp(self) -> int:
+        """Ranks each routed expert is split over: ``etp``, else tp (the dense-MLP split)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_ranks(self) -> int:
+        """Expert-parallel ranks the routed experts are spread over: ep groups, or tp/etp inside the TP group."""
+        return self.ep * self.tp // self.expert_tp
+
+    @property
     def plan(self) -> ServingPlan:
         """The resolved :class:`~xpuplan.serve.plan.ServingPlan` of this replica (engine defaults filled in)."""
-        return ServingPlan(tp=self.tp, pp=self.pp, ep=self.ep, dtype=self.precision.scheme,
+        return ServingPlan(tp=self.tp, pp=self.pp, ep=self.ep, etp=self.etp, dtype=self.precision.scheme,
                            kv_dtype=self.precision.kv_dtype, engine=self.engine.id,
                            memory_fraction=self.memory_fraction, block_size_tokens=self.block_size_tokens,
                            max_num_seqs=self.max_num_seqs, batching=self.engine.batching,
@@ -90,13 +107,15 @@ class Replica:
     def key(self) -> str:
         """Stable candidate key, e.g. ``llama2-70b@nvidia-h100-sxm-80gb:tp4pp1ep1:fp8/kv-fp8:trtllm``."""
         p = self.precision
-        return (f"{self.model.id}@{self.device.id}:tp{self.tp}pp{self.pp}ep{self.ep}:"
+        etp = "" if self.etp is None else f"etp{self.etp}"
+        return (f"{self.model.id}@{self.device.id}:tp{self.tp}pp{self.pp}ep{self.ep}{etp}:"
                 f"{p.scheme}/kv-{p.kv_dtype}:{self.engine.id}")
 
     def to_dict(self) -> dict[str, object]:
         return {
             "key": self.key, "model": self.model.id, "hardware": self.device.id, "tp": self.tp, "pp": self.pp,
-            "ep": self.ep, "n_devices": self.n_devices, "precision": self.precision.to_dict(),
+            "ep": self.ep, **({"etp": self.etp} if self.etp is not None else {}), "n_devices": self.n_devices,
+            "precision": self.precision.to_dict(),
             "engine": self.engine.id, "memory_fraction": self.memory_fraction,
             "block_size_tokens": self.block_size_tokens, "max_num_seqs": self.max_num_seqs,
             "efficiency_source": self.eff.source, "notes": list(self.notes),
@@ -118,6 +137,7 @@ def make_replica(
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
+    etp: int | None = None,
     dtype: str = "bf16",
     kv_dtype: str | None = None,
     engine: str | None = None,
@@ -135,9 +155,12 @@ def make_replica(
     memory fraction, block size and sequence limit. Engine profiles and efficiencies (``eff``, else
     ``assumptions.efficiency(device)``) come from ``assumptions`` (None: the built-in defaults).
     ``speculation`` (speculative decoding) and ``prefix_hit_rate`` (prefix caching) are serving
-    inputs of current deployments; None / 0 model neither."""
+    inputs of current deployments; None / 0 model neither. ``etp``: tensor-parallel size of each routed expert
+    (None or tp: split like a dense MLP; below tp: expert parallelism over tp/etp ranks inside the TP group)."""
     a = assumptions or default_assumptions()
-    check_parallelism(model, tp, pp, ep)
+    check_parallelism(model, tp, pp, ep, etp)
+    if etp == tp:
+        etp = None  # the default split: one replica, one key
     if engine is None or not engine.strip():
         engine = default_engine(device.ecosystem.serving_engines, encoder=model.type == "encoder", assumptions=a)
     prof = engine_profile(engine, assumptions=a)
@@ -174,8 +197,15 @@ def make_replica(
         notes.extend(unversioned_build_notes(prof, device, a, e))
     if ep > 1 and model.moe is not None:
         notes.append(moe_exchange_note(prof, model, prec, ep, links))
+    if etp is not None and model.moe is not None:
+        ranks = tp // etp
+        notes.append(f"expert parallelism inside the TP group: the {model.moe.n_routed_experts} routed experts over "
+                     f"{ranks} ranks ({model.moe.n_routed_experts // ranks} each"
+                     + (f", split over {etp}" if etp > 1 else ", whole") + f"), attention over tp {tp}; every rank "
+                     "holds every token after the attention all-reduce, so the experts need no exchange, and a step "
+                     "waits for the rank the router sends the most tokens to")
     return Replica(model=model, device=device, precision=prec, engine=prof, eff=e,
-                   tp=tp, pp=pp, ep=ep, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
+                   tp=tp, pp=pp, ep=ep, etp=etp, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
                    notes=tuple(notes), links=links,
                    speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
 

@@ -26,7 +26,7 @@ import numpy as np
 from xpuplan.catalog.device import Device
 from xpuplan.catalog.efficiency import Efficiency
 from xpuplan.perf import collectives as coll
-from xpuplan.perf.ops import head_ops, layer_ops, routed_rows
+from xpuplan.perf.ops import MOE_COMBINE_OP, busiest_rank_copies, head_ops, layer_ops, routed_rows
 from xpuplan.perf.roofline import OpCost, cost_attention, op_seconds
 from xpuplan.serve.comm import moe_exchange_s, serving_all_reduce_algorithm
 from xpuplan.serve.constants import (
@@ -152,9 +152,16 @@ def _layer_ops(rep: Replica, sh: _Shape, moe_layer: bool, act16: str) -> list[tu
         return layer_ops(m, batch=batch, q_len=q_len, kv_len=kv_len, tp=rep.tp, ep=rep.ep, dtype=p.gemm_dtype,
                          weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype, moe_layer=moe_layer)
 
-    ops = [(o, every) for o in lops(sh.group_tokens, 1, 1) if o.op_class != "attention" and o.name not in EXPERT_OPS]
+    # with expert parallelism inside the TP group (etp < tp) the experts and their combine run on tp/etp ranks
+    # that each hold every token; otherwise the experts follow the replica's tp and ep
+    expert_part = EXPERT_OPS if rep.etp is None else (*EXPERT_OPS, MOE_COMBINE_OP)
+    ops = [(o, every) for o in lops(sh.group_tokens, 1, 1) if o.op_class != "attention" and o.name not in expert_part]
     if m.moe is not None and moe_layer:
-        ops += [(o, every) for o in lops(sh.tokens, 1, 1) if o.name in EXPERT_OPS]
+        # the step waits for the expert-parallel rank the router sends the most copies to
+        experts = layer_ops(m, batch=sh.tokens, q_len=1, kv_len=1, tp=rep.expert_tp, ep=rep.expert_ranks,  # type: ignore[arg-type]
+                            dtype=p.gemm_dtype, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype, moe_layer=moe_layer,
+                            busiest_rank=True)
+        ops += [(o, every) for o in experts if o.name in expert_part]
     dseq = _ceil_div(sh.decode_seqs, rep.ep)
     # speculative decoding: each decoding sequence verifies q = draft tokens + 1 positions per step,
     # all attending its cached keys (read once per sequence)
@@ -205,9 +212,11 @@ def _gemm_rows(rep: Replica, op: OpCost, sh: _Shape) -> Any:
     to one expert, every other linear layer the attention group's tokens."""
     m = rep.model
     if op.name in EXPERT_OPS and m.moe is not None:
-        local = max(1, m.moe.n_routed_experts // rep.ep)
-        routed = sh.tokens * m.moe.top_k / rep.ep
-        touched, _ = routed_rows(local, m.moe.top_k, routed)
+        ranks = rep.expert_ranks
+        local = max(1, m.moe.n_routed_experts // ranks)
+        routed = busiest_rank_copies(sh.tokens * m.moe.top_k, ranks, m.moe.n_routed_experts, m.moe.top_k) \
+            if ranks > 1 else sh.tokens * m.moe.top_k
+        touched, _ = routed_rows(local, m.moe.top_k, routed, m.moe.n_routed_experts)
         return np.maximum(1.0, routed / np.maximum(touched, 1e-9))
     return sh.group_tokens
 

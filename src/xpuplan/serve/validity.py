@@ -125,18 +125,41 @@ def rule_ep_experts(ep: int, model: ModelArch) -> ServingIssue | None:
     return None
 
 
-def layout_issues(model: ModelArch, tp: int, pp: int, ep: int) -> list[ServingIssue]:
-    """Every rule a tp × pp × ep layout breaks for ``model`` (sizes must be positive integers)."""
+def rule_expert_tp(tp: int, ep: int, etp: int | None, model: ModelArch) -> ServingIssue | None:
+    """The experts' tensor-parallel size ``etp`` (None: tp, every expert split over the TP group like a dense MLP):
+    a divisor of tp; below tp the tp/etp groups of etp ranks hold whole sets of experts (expert parallelism inside
+    the TP group, attention still over tp), so the model must be MoE, its routed experts divisible by tp/etp, and
+    there are no attention-DP groups (ep = 1)."""
+    if etp is None or etp == tp:
+        return None
+    if tp % etp:
+        return ServingIssue("etp", f"etp ({etp}) must divide tp ({tp})")
+    if model.moe is None:
+        return ServingIssue("etp", f"etp ({etp}) below tp needs a mixture-of-experts model; {model.id} is dense")
+    if ep > 1:
+        return ServingIssue("etp", f"etp ({etp}) below tp is expert parallelism inside the TP group; with ep ({ep}) "
+                                   "attention-DP groups the experts are split over tp within each group (leave etp out)")
+    if model.moe.n_routed_experts % (tp // etp):
+        return ServingIssue("etp", f"tp/etp ({tp // etp}) expert-parallel ranks must divide the routed experts "
+                                   f"({model.moe.n_routed_experts})")
+    return None
+
+
+def layout_issues(model: ModelArch, tp: int, pp: int, ep: int, etp: int | None = None) -> list[ServingIssue]:
+    """Every rule a tp × pp × ep layout (experts over ``etp``, None: tp) breaks for ``model`` (sizes must be
+    positive integers)."""
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
         positive_int(name, v)
+    if etp is not None:
+        positive_int("etp", etp)
     rules = (rule_encoder_pp(pp, model), rule_tp_divides_heads(tp, model) or rule_tp_kv_heads(tp, model),
-             rule_pp_layers(pp, model), rule_ep_experts(ep, model))
+             rule_pp_layers(pp, model), rule_ep_experts(ep, model), rule_expert_tp(tp, ep, etp, model))
     return [r for r in rules if r is not None]
 
 
-def check_parallelism(model: ModelArch, tp: int, pp: int, ep: int) -> None:
+def check_parallelism(model: ModelArch, tp: int, pp: int, ep: int, etp: int | None = None) -> None:
     """UserInputError naming the field when the split is impossible for this model."""
-    raise_first(layout_issues(model, tp, pp, ep))
+    raise_first(layout_issues(model, tp, pp, ep, etp))
 
 
 def check_speculation(draft_tokens: int, accepted_tokens: float, draft_cost: float) -> None:

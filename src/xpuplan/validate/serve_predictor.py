@@ -237,7 +237,7 @@ def _finite_run_row(row: ValidationRow) -> bool:
 def _replica(row: ValidationRow, tp: int, assumptions: Assumptions | None) -> Replica:
     model = model_from_row(row)
     device = load_catalog().get(row.hardware)
-    return make_replica(model, device, tp=tp, pp=row.get("pp") or 1, ep=row.get("ep") or 1,
+    return make_replica(model, device, tp=tp, pp=row.get("pp") or 1, ep=row.get("ep") or 1, etp=row.get("etp"),
                         max_num_seqs=row.get("max_num_seqs"),
                         dtype=row.get("weight_dtype") or row.precision, kv_dtype=row.get("kv_dtype"),
                         engine=row.get("engine"), assumptions=assumptions)

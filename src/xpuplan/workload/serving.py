@@ -111,6 +111,8 @@ class ReplicaSpec(_Strict):
     tp: int | None = Field(default=None, ge=1, description="tensor-parallel devices (capacity searches when absent)")
     pp: int = Field(default=1, ge=1, description="pipeline stages")
     ep: int = Field(default=1, ge=1, description="expert-parallel groups (MoE)")
+    etp: int | None = Field(default=None, ge=1, description="MoE: ranks each routed expert is split over (default tp; "
+                            "below tp, expert parallelism inside the TP group)")
     dtype: str = Field(default="bf16", description="precision scheme: bf16, fp16, fp8, int8, int8-wo, int4-wo, nvfp4, mxfp4")
     kv_dtype: str | None = Field(default=None, description="KV-cache dtype (default: the scheme's)")
     engine: str | None = Field(default=None, description="serving engine (default: the device's first)")
