@@ -20,13 +20,21 @@ from xpuplan.workload.datasets import dataset_line
 TITLE = "Serving capacity"
 
 
+def _layout(r: dict, always_ep: bool = False) -> str:
+    """A replica's parallel layout as the tables print it: tp, pp, ep (where > 1 unless ``always_ep``) and etp
+    (where the experts are not split over tp)."""
+    ep = f" ep{r['ep']}" if always_ep or r.get("ep", 1) > 1 else ""
+    etp = f" etp{r['etp']}" if r.get("etp") is not None else ""
+    return f"tp{r['tp']} pp{r['pp']}{ep}{etp}"
+
+
 def fmt_ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:,.1f} ms"
 
 
 def option_label(o: CapacityOptionOut) -> str:
     r = o.replica
-    return f"{o.hardware} tp{r['tp']} pp{r['pp']} {r['precision']['scheme']}"
+    return f"{o.hardware} {_layout(r)} {r['precision']['scheme']}"
 
 
 def _slo(res: CapacityResult, lang: str = "en") -> str:
@@ -64,8 +72,7 @@ def _rows(res: CapacityResult, lang: str = "en") -> list[list[str]]:
         r, at = o.replica, o.at_target
         dis = (str(o.disaggregated["devices"]) if o.disaggregated else
                (t("cap.infeasible_cell", lang) if o.disaggregated_error else "-"))
-        rows.append([o.hardware, f"tp{r['tp']} pp{r['pp']} ep{r['ep']}" + (f" etp{r['etp']}" if r.get("etp") is not None else "")
-                     + f" {r['precision']['scheme']}", str(r["engine"]),
+        rows.append([o.hardware, f"{_layout(r, always_ep=True)} {r['precision']['scheme']}", str(r["engine"]),
                      f"{o.max_requests_per_s_per_replica:.3g}", f"{o.replicas:,}", f"{o.devices:,}", _band(o),
                      fmt_ms(at["ttft_p_s"]) if at else "-", fmt_ms(at["tpot_s"]) if at else "-",
                      f"{at['output_tokens_per_s']:,.0f}" if at else "-", limited_by(o.limited_by, lang), dis])
@@ -86,7 +93,7 @@ def _headline(res: CapacityResult, lang: str = "en") -> list[tuple[str, str]]:
     b = res.options[0]
     r = b.replica
     out = [(t("cap.kpi_fewest", lang), f"{b.devices:,}"),
-           (t("cap.kpi_hardware", lang, replica=f"tp{r['tp']} pp{r['pp']} {r['precision']['scheme']}",
+           (t("cap.kpi_hardware", lang, replica=f"{_layout(r)} {r['precision']['scheme']}",
               engine=r["engine"]), b.hardware),
            (t("cap.limited_by", lang), limited_by(b.limited_by, lang))]
     if b.at_target:
