@@ -50,3 +50,14 @@ def test_a100_plan_above_the_best_published_is_flagged_not_clipped():
                           zero_stage=1, recompute="selective", micro_batch=1)
     e21 = estimate(m, _a100(1024), published, job21)
     assert e21.mfu < 0.563 and not any(n.startswith("plausibility:") for n in e21.notes)
+
+
+def test_volta_plans_are_checked_against_the_published_v100_runs():
+    """V100 has a reference too (ZeRO-100B, Megatron-LM 2019: ~30% of peak at scale): the search's Ampere-style
+    defaults give V100 plans far above it, and the note says so."""
+    dev = Cluster.from_catalog("nvidia-v100-sxm-32gb", 64).device
+    ref = published_mfu_reference(dev, 64)
+    assert ref is not None and ref.id == "nvidia-volta" and ref.mfu == pytest.approx(0.30)
+    note = plausibility_note(dev, 64, 0.65)
+    assert note is not None and "ZeRO" in note and "30.0%" in note
+    assert published_mfu_reference(dev, 8) is None
