@@ -6,7 +6,9 @@
     python benchmarks/heldout.py --quiet         # summaries only (no per-row tables)
 
 Rows whose layout the source leaves uncertain may carry another reading in an ``alt_layout`` column (``tp=1;ep=8``):
-they are scored at the recorded layout, and the alternative reading is reported beside it (never in the figures).
+they are scored at the recorded layout, and the alternative reading is reported beside it (never in the figures);
+those with a recorded tp > 1 are also read with the experts over the tp ranks (``etp`` 1, expert parallelism inside
+the TP group), a third reading reported the same way.
 
 Predictions come from the public command line, ``xpuplan validate FILE --json`` (run once per file, under the
 built-in assumptions: no calibration profile, no override file), so this script depends on nothing inside the
@@ -300,6 +302,30 @@ def alternative_readings(path: Path, tmp_dir: Path) -> FileResult | None:
     return run_validate(out, f"alternative layouts of {path.name}")
 
 
+def ep_in_tp_readings(path: Path, tmp_dir: Path) -> FileResult | None:
+    """A third reading of the rows that carry an ``alt_layout`` and a recorded tp > 1: their recorded layout with the
+    routed experts over the tp ranks (``etp`` 1, expert parallelism inside the TP group: what TensorRT-LLM's
+    ``--ep`` without attention-DP and vLLM's ``--enable-expert-parallel`` run); None when no row qualifies."""
+    import csv
+
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = list(reader.fieldnames or [])
+        rows = [r for r in reader if (r.get(ALT_LAYOUT_COLUMN) or "").strip() and int(r.get("tp") or 1) > 1]
+    if not rows:
+        return None
+    if "etp" not in fields:
+        fields.append("etp")
+    for r in rows:
+        r["etp"] = "1"
+    out = tmp_dir / f"etp_{path.name}"
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return run_validate(out, f"EP inside the TP group of {path.name}")
+
+
 def layout_sensitivity(recorded: FileResult, alternative: FileResult) -> dict[str, dict[str, Any]]:
     """Per group of the recorded reading: the recorded and the alternative reading's figures, over the same rows."""
     alt = {r.id: r for r in alternative.rows}
@@ -383,6 +409,11 @@ def main(argv: list[str] | None = None) -> int:
             if alt is not None:
                 sensitivity[res.label] = layout_sensitivity(res, alt)
                 print_sensitivity(res.label, sensitivity[res.label])
+            third = ep_in_tp_readings(res.path, Path(tmp))
+            if third is not None:
+                label = f"{res.label}, EP inside the TP group (etp 1)"
+                sensitivity[label] = layout_sensitivity(res, third)
+                print_sensitivity(label, sensitivity[label])
 
     coverage = {f"{r.label} ({r.path.name})": band_coverage(r.path, r.rows) for r in held + tables + public}
     print_coverage(coverage)

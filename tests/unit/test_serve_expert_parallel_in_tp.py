@@ -114,3 +114,27 @@ def test_capacity_with_a_given_etp_tries_only_that_split():
     bad = runner.invoke(app, ["infer", "capacity", "--model", "llama3-70b", "--hw", "H200", "--qps", "2", "--in", "100",
                               "--out", "50", "--etp", "1", "--tpot-ms", "50"])
     assert bad.exit_code == 2 and "etp" in bad.output and "dense" in bad.output
+
+
+def test_simulated_pools_and_validation_rows_carry_etp():
+    """``simulate`` pools take etp (a refused layout names the pool's field), and a validation row's ``etp`` column
+    reaches the finite-run simulation it is predicted with."""
+    import dataclasses
+
+    from xpuplan.serve.sim import SimConfig, Simulation
+    from xpuplan.validate.rows import read_rows
+    from xpuplan.validate.serve_predictor import predict
+
+    cfg = {"model": "qwen3-235b-a22b", "duration_s": 5,
+           "pools": [{"name": "moe", "hardware": "H200", "tp": 8, "etp": 3, "dtype": "fp8"}],
+           "classes": [{"name": "c", "arrival": "poisson", "rate_rps": 1, "input_len": 100, "output_len": 10}]}
+    with pytest.raises(UserInputError) as exc:
+        Simulation(SimConfig.model_validate(cfg), seed=0)
+    assert exc.value.field == "pools[0].etp"
+    from pathlib import Path
+    tables = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "heldout_table_trtllm_v1.csv"
+    row = next(r for r in read_rows(str(tables)) if r.id == "TT-135")  # Qwen3-235B-A22B, H200, TP8, 30,000 prompts
+    tp_only = predict(row)
+    ep = predict(dataclasses.replace(row, raw={**row.raw, "etp": "1"}))
+    assert "etp1" in ep.details["replica"] and "etp" not in tp_only.details["replica"]
+    assert ep.value > tp_only.value  # the finite run itself, not only its steady state, sees the wider expert GEMMs

@@ -128,6 +128,7 @@ class PoolConfig(_Model):
     tp: Count = 1
     pp: Count = 1
     ep: Count = 1
+    etp: Count | None = None
     dtype: str = "bf16"
     kv_dtype: str | None = None
     engine: str | None = None

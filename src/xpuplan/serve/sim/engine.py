@@ -57,9 +57,15 @@ def build_replica(config: SimConfig, index: int, catalog: Any, assumptions: Assu
         device = catalog.get(p.hardware)
     except UserInputError as exc:
         raise UserInputError(exc.message, field=f"{where}.hardware", hint=exc.hint) from None
-    rep = make_replica(model, device, tp=p.tp, pp=p.pp, ep=p.ep, dtype=p.dtype, kv_dtype=p.kv_dtype, engine=p.engine,
-                       memory_fraction=p.memory_fraction, block_size_tokens=p.block_size,
-                       max_num_seqs=p.max_num_seqs, assumptions=assumptions)
+    try:
+        rep = make_replica(model, device, tp=p.tp, pp=p.pp, ep=p.ep, etp=p.etp, dtype=p.dtype, kv_dtype=p.kv_dtype,
+                           engine=p.engine, memory_fraction=p.memory_fraction, block_size_tokens=p.block_size,
+                           max_num_seqs=p.max_num_seqs, assumptions=assumptions)
+    except UserInputError as exc:  # a layout or precision the model or device refuses: name the pool's field
+        pool_fields = {"tp", "pp", "ep", "etp", "dtype", "kv_dtype", "engine", "memory_fraction", "max_num_seqs"}
+        if exc.field in pool_fields:
+            raise UserInputError(exc.message, field=f"{where}.{exc.field}", hint=exc.hint) from None
+        raise
     eng = rep.engine
     changes: dict[str, Any] = {}
     if p.max_batched_tokens is not None:

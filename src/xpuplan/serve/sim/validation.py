@@ -98,7 +98,7 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
         model = get_model(str(row.get("model")))
     device = load_catalog().get(row.hardware)
     tp, pp, ep = row.get("tp") or 1, row.get("pp") or 1, row.get("ep") or 1
-    rep = make_replica(model, device, tp=tp, pp=pp, ep=ep, max_num_seqs=row.get("max_num_seqs"),
+    rep = make_replica(model, device, tp=tp, pp=pp, ep=ep, etp=row.get("etp"), max_num_seqs=row.get("max_num_seqs"),
                        dtype=row.get("weight_dtype") or row.precision,
                        kv_dtype=row.get("kv_dtype"), engine=row.get("engine"), assumptions=assumptions)
     if row.n_devices % rep.n_devices:
@@ -115,7 +115,7 @@ def simulate_row(row: Any, assumptions: Assumptions | None = None, *, model: Mod
     duration = max(ROUNDS * est.e2e_latency_s, 1e-3)
     cfg = SimConfig.model_validate({
         "model": model.id,
-        "pools": [{"name": "row", "hardware": device.id, "tp": tp, "pp": pp, "ep": ep, "replicas": 1,
+        "pools": [{"name": "row", "hardware": device.id, "tp": tp, "pp": pp, "ep": ep, "etp": rep.etp, "replicas": 1,
                    "dtype": rep.precision.scheme, "kv_dtype": rep.precision.kv_dtype, "engine": engine_name(row, rep),
                    "batching": "continuous",
                    "max_num_seqs": rep.max_num_seqs if not conc else max(rep.max_num_seqs, per_replica)}],
@@ -146,7 +146,8 @@ def _simulate_finite_run(row: Any, rep: Any, model: ModelArch, device_id: str, r
         bench = {"name": "bench", "arrival": "burst", "requests": n, "input_len": in_len, "output_len": out_len}
     cfg = SimConfig.model_validate({
         "model": model.id,
-        "pools": [{"name": "row", "hardware": device_id, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "replicas": 1,
+        "pools": [{"name": "row", "hardware": device_id, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "etp": rep.etp,
+                   "replicas": 1,
                    "dtype": rep.precision.scheme, "kv_dtype": rep.precision.kv_dtype, "engine": engine_name(row, rep),
                    "batching": "continuous", "max_num_seqs": rep.max_num_seqs}],
         "classes": [bench],
