@@ -138,3 +138,14 @@ def test_simulated_pools_and_validation_rows_carry_etp():
     ep = predict(dataclasses.replace(row, raw={**row.raw, "etp": "1"}))
     assert "etp1" in ep.details["replica"] and "etp" not in tp_only.details["replica"]
     assert ep.value > tp_only.value  # the finite run itself, not only its steady state, sees the wider expert GEMMs
+
+
+def test_the_search_does_not_offer_it_to_an_engine_that_cannot_run_it():
+    from xpuplan.serve.capacity import EP_IN_TP_ENGINES, size_for_qps
+    from xpuplan.serve.slo import SLO
+
+    assert "lmdeploy" not in EP_IN_TP_ENGINES and "vllm" in EP_IN_TP_ENGINES
+    q, dev = get_model("qwen3-235b-a22b"), get_device(H200)
+    keys = {eng: size_for_qps(q, [dev], 20, 1000, 500, SLO(tpot_s=0.05), dtypes=["fp8"], engine=eng,
+                              tps=[8]).options[0].replica["key"] for eng in ("lmdeploy", "vllm")}
+    assert "etp" not in keys["lmdeploy"] and "etp1" in keys["vllm"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from xpuplan.catalog.device import Device
 from xpuplan.errors import InfeasibleError, UserInputError
@@ -113,6 +113,12 @@ def candidate_eps(model: ModelArch, device: Device, tp: int, ep: int | None = No
     return out
 
 
+#: Engines (profile ids) whose launch options express expert parallelism inside the TP group (``serve.emit``):
+#: vLLM's --enable-expert-parallel, SGLang's --ep-size, TensorRT-LLM's --ep_size, MindIE's model config. The
+#: search does not offer the layout on the others (LMDeploy runs EP only with attention-DP).
+EP_IN_TP_ENGINES: Final = frozenset({"vllm", "sglang", "trtllm", "tensorrt", "mindie"})
+
+
 def candidate_layouts(model: ModelArch, device: Device, tp: int, ep: int | None = None,
                       etp: int | None = None) -> list[tuple[int, int | None]]:
     """(ep, etp) MoE layouts to try at ``tp``: :func:`candidate_eps` with the experts split like the rest of the
@@ -151,6 +157,8 @@ def best_on_device(model: ModelArch, device: Device, qps: float, input_len: floa
                     try:
                         rep = make_replica(model, device, tp=t, pp=p, ep=e, etp=x, dtype=dt, kv_dtype=kv_dtype,
                                            engine=engine, memory_fraction=memory_fraction, **serving)
+                        if x is not None and etp is None and rep.engine.id not in EP_IN_TP_ENGINES:
+                            continue  # searched, not asked for: an engine that cannot run it is not offered it
                         res = throughput_at_slo(rep, input_len, output_len, slo, ttft_input_len=ttft_input_len,
                                                 input_lengths=input_lengths)
                     except InfeasibleError as exc:
