@@ -277,15 +277,30 @@ def print_coverage(cov: dict[str, dict[str, Any]]) -> None:
 ALT_LAYOUT_COLUMN = "alt_layout"
 
 
-def alternative_readings(path: Path, tmp_dir: Path) -> FileResult | None:
-    """The rows of ``path`` that carry an ``alt_layout``, predicted with that layout instead of the recorded one
-    (their other columns unchanged), through the same ``xpuplan validate``; None when no row carries one."""
+def _uncertain_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(columns, rows) of ``path`` whose layout the source leaves uncertain: those carrying an ``alt_layout``."""
     import csv
 
     with path.open(encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
-        fields = list(reader.fieldnames or [])
-        rows = [r for r in reader if (r.get(ALT_LAYOUT_COLUMN) or "").strip()]
+        return list(reader.fieldnames or []), [r for r in reader if (r.get(ALT_LAYOUT_COLUMN) or "").strip()]
+
+
+def _validate_reading(rows: list[dict[str, str]], fields: list[str], out: Path, label: str) -> FileResult:
+    """``rows`` written to ``out`` and scored by the same ``xpuplan validate`` as the recorded reading."""
+    import csv
+
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return run_validate(out, label)
+
+
+def alternative_readings(path: Path, tmp_dir: Path) -> FileResult | None:
+    """The rows of ``path`` that carry an ``alt_layout``, predicted with that layout instead of the recorded one
+    (their other columns unchanged), through the same ``xpuplan validate``; None when no row carries one."""
+    fields, rows = _uncertain_rows(path)
     if not rows:
         return None
     for r in rows:
@@ -294,36 +309,21 @@ def alternative_readings(path: Path, tmp_dir: Path) -> FileResult | None:
             if key.strip() not in fields:
                 raise SystemExit(f"{path}: row {r['id']}: field '{ALT_LAYOUT_COLUMN}': {key.strip()!r} is not a column")
             r[key.strip()] = value.strip()
-    out = tmp_dir / f"alt_{path.name}"
-    with out.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    return run_validate(out, f"alternative layouts of {path.name}")
+    return _validate_reading(rows, fields, tmp_dir / f"alt_{path.name}", f"alternative layouts of {path.name}")
 
 
 def ep_in_tp_readings(path: Path, tmp_dir: Path) -> FileResult | None:
     """A third reading of the rows that carry an ``alt_layout`` and a recorded tp > 1: their recorded layout with the
     routed experts over the tp ranks (``etp`` 1, expert parallelism inside the TP group: what TensorRT-LLM's
     ``--ep`` without attention-DP and vLLM's ``--enable-expert-parallel`` run); None when no row qualifies."""
-    import csv
-
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        fields = list(reader.fieldnames or [])
-        rows = [r for r in reader if (r.get(ALT_LAYOUT_COLUMN) or "").strip() and int(r.get("tp") or 1) > 1]
+    fields, rows = _uncertain_rows(path)
+    rows = [r for r in rows if int(r.get("tp") or 1) > 1]
     if not rows:
         return None
-    if "etp" not in fields:
-        fields.append("etp")
     for r in rows:
         r["etp"] = "1"
-    out = tmp_dir / f"etp_{path.name}"
-    with out.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    return run_validate(out, f"EP inside the TP group of {path.name}")
+    return _validate_reading(rows, fields + ([] if "etp" in fields else ["etp"]), tmp_dir / f"etp_{path.name}",
+                             f"EP inside the TP group of {path.name}")
 
 
 def layout_sensitivity(recorded: FileResult, alternative: FileResult) -> dict[str, dict[str, Any]]:
