@@ -188,3 +188,16 @@ def test_memory_infer_larger_batch_needs_more_tp():
 def test_range_syntax_shown_verbatim_in_errors():
     r = run("infer", "estimate", "--model", "llama3-8b", "--hw", "H100", "--tp", "x", "--in", "5", "--out", "5")
     assert r.exit_code == 2 and "'A:B:STEP'" in r.output
+
+
+def test_infer_estimate_without_tp_takes_the_smallest_tp_that_fits():
+    """Without --tp (or a scenario's tp) the estimate uses the smallest tensor-parallel size at which the weights and
+    one sequence fit, and says so; --tp 1 is still refused with the planner's advice (above)."""
+    r = run("infer", "estimate", "--model", "llama3-70b", "--hw", "H100", "--in", "1024", "--out", "256", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    rep = d["results"][0]["replica"]
+    assert rep["tp"] == 2 and any("smallest tensor-parallel size" in n for n in rep["notes"])
+    small = json.loads(run("infer", "estimate", "--model", "llama3-8b", "--hw", "H100", "--in", "1024", "--out", "256",
+                           "--json").stdout)
+    assert small["results"][0]["replica"]["tp"] == 1

@@ -7,6 +7,7 @@ list or range bounded (:data:`MAX_SWEEP_POINTS` estimates per request).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
@@ -322,6 +323,26 @@ def _engine_refused(rep: Any, target: str, n_devices: int, commands: list[str]) 
     return bool(why)
 
 
+def smallest_fitting_tp(model: Any, device: Any, input_len: float, output_len: float, **replica: Any) -> int:
+    """The smallest tensor-parallel size (``serve.capacity.candidate_tps``: powers of two the heads allow, up to the
+    scale-up domain) at which the weights and one sequence of ``input_len`` + ``output_len`` tokens fit on
+    ``device``; the largest size tried when none does (its error then names the shortfall). What ``infer estimate``
+    uses when neither ``--tp`` nor the scenario gives one."""
+    from xpuplan.serve import make_replica
+    from xpuplan.serve.capacity import candidate_tps
+    from xpuplan.serve.kv import memory_plan, require_fit
+
+    sizes = candidate_tps(model, device)
+    for t in sizes:
+        try:
+            rep = make_replica(model, device, tp=t, **replica)
+            require_fit(rep, memory_plan(rep), input_len + output_len)
+        except (InfeasibleError, UserInputError):
+            continue
+        return t
+    return sizes[-1]
+
+
 def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> InferEstimateResult:
     """TTFT, TPOT, throughput of each (device, tp, batch) point; ``InfeasibleError`` when none fits."""
     from xpuplan.serve import (
@@ -339,6 +360,7 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     rs = sc.replica if sc else None
     m = _model(ctx, req, sc)
     devices = _devices(ctx, req.hw, sc)
+    auto_tp = not req.tp and not (rs and rs.tp)
     tps = int_range(req.tp, "--tp", max_value=MAX_PARALLEL) if req.tp else [_pick(None, rs.tp if rs else None, 1)]
     pp = _pick(req.pp, rs.pp if rs else None, 1)
     ep = _pick(req.ep, rs.ep if rs else None, 1)
@@ -375,10 +397,16 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     assumptions = ctx.assumptions(devices)
     extra = serving_inputs(req)
     for dev in devices:
-        for t in tps:
+        layout = dict(pp=pp, ep=ep, etp=etp, dtype=dt, kv_dtype=kv, engine=eng, memory_fraction=frac,
+                      assumptions=assumptions, **extra)
+        dev_tps = [smallest_fitting_tp(m, dev, in_len, out_len, **layout)] if auto_tp and not is_encoder else tps
+        for t in dev_tps:
             try:
-                rep = make_replica(m, dev, tp=t, pp=pp, ep=ep, etp=etp, dtype=dt, kv_dtype=kv, engine=eng,
-                                   memory_fraction=frac, assumptions=assumptions, **extra)
+                rep = make_replica(m, dev, tp=t, **layout)
+                if auto_tp and not is_encoder and t > 1:
+                    rep = dataclasses.replace(rep, notes=(
+                        f"tp {t}: the smallest tensor-parallel size at which the weights and one {in_len + out_len:,}-token "
+                        f"sequence fit on {dev.id} (give --tp to choose)",) + rep.notes)
                 batches: list[int] = []
                 for p in batch_parts:
                     batches += ([rep.max_num_seqs if is_encoder else max_batch(rep, in_len, out_len, mode=req.mode)]
