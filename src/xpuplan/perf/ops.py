@@ -166,16 +166,13 @@ def expected_groups_hit(n_experts: int, top_k: int, groups: Any) -> Any:
     return float(out) if np.ndim(out) == 0 else out
 
 
-def expected_max_normal(n: Any) -> Any:
+def expected_max_normal(n: int) -> float:
     """Expected largest of ``n`` independent standard normal draws, Blom's approximation Φ⁻¹((n - 0.375)/(n + 0.25))
     (Blom 1958, *Statistical Estimates and Transformed Beta-Variables*: 0.59 for 2 against the exact 0.56, 1.43
-    for 8 against 1.42, within 1% from 8 on); 0 for n <= 1. Numbers or arrays."""
+    for 8 against 1.42, within 1% from 8 on); 0 for n <= 1."""
     from statistics import NormalDist
 
-    nd = NormalDist()
-    if isinstance(n, np.ndarray):
-        return np.asarray([expected_max_normal(float(x)) for x in n.ravel()]).reshape(n.shape)
-    return 0.0 if n <= 1 else nd.inv_cdf((n - 0.375) / (n + 0.25))
+    return 0.0 if n <= 1 else NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
 def busiest_rank_copies(copies: Any, ranks: int, n_experts: int, top_k: int) -> Any:
