@@ -225,3 +225,23 @@ def test_bands_widen_where_the_job_lies_outside_the_public_rows():
     s = infer_estimate(InferEstimateRequest(model="llama3.1-8b", hw="H100", tp="1", batch="8", input_len=32000,
                                             output_len=128), RunContext())
     assert any("prompt 32,000 tokens" in w for w in s.results[0]["uncertainty"]["extrapolation"])
+
+
+def test_serving_bands_know_the_running_batch_and_the_model():
+    """MI300X serving rows are one model (Llama 3.1 405B FP8) at up to 256 sequences: an estimate of another
+    model, or of more sequences running at once, is outside their regime; a batch above the running-sequence
+    limit counts as the sequences that actually run (the rest wait)."""
+    from xpuplan.jobs.context import RunContext
+    from xpuplan.jobs.serve import InferEstimateRequest, infer_estimate
+
+    def why(model: str, batch: str, engine: str = "vllm") -> list[str]:
+        s = infer_estimate(InferEstimateRequest(model=model, hw="MI300X", tp="8", batch=batch, dtype="fp8",
+                                                input_len=128, output_len=128, engine=engine), RunContext())
+        return [w for r in s.results for w in r["uncertainty"]["extrapolation"]]
+
+    assert why("llama3.1-405b", "64") == []
+    assert why("llama3.1-70b", "64") == ["model llama3.1-70b (the rows are all llama3.1-405b)"]
+    # vLLM's default max_num_seqs (256) runs 256 of 1,024: inside the rows' batches
+    assert not any("concurrent sequences" in w for w in why("llama3.1-405b", "1024"))
+    # vLLM >= 0.9 admits 1,024 on a device of >= 70 GiB: 1,024 run, more than any row ran
+    assert why("llama3.1-405b", "1024", "vllm 0.10.2") == ["1,024 concurrent sequences > the most of any row (256)"]

@@ -97,7 +97,7 @@ def test_envelope_and_what_lies_outside():
     env = band.envelope([band.Regime(seq_len=2048, n_devices=64, precision="bf16"),
                          band.Regime(seq_len=8192, n_devices=1024, precision="fp16")])
     assert env == {"moe": False, "fine_grained_moe": False, "max_seq_len": 8192, "max_devices": 1024,
-                   "precisions": ["16-bit"]}
+                   "precisions": ["16-bit"], "max_batch": None, "models": None}
     assert band.outside(band.Regime(seq_len=8192, n_devices=1024, precision="bf16"), env, "train") == []
     why = band.outside(band.Regime(moe=True, seq_len=131072, n_devices=16384, precision="fp8"), env, "train")
     assert len(why) == 4
@@ -157,3 +157,62 @@ def test_fine_grained_moe_is_a_regime_of_its_own():
     assert rec.widened_by >= band.EXTRAPOLATION_WIDENING and "fine-grained MoE" in rec.extrapolation[0]
     public = band.public_regimes()
     assert any(g.moe for g in public.values()) and not any(g.fine_grained_moe for g in public.values())
+
+
+def test_serving_batch_and_a_one_model_family_are_regimes_too():
+    """Rows up to batch 256 measure a weight-bound or mixed decode step, not one of thousands of sequences (GEMMs,
+    KV reads, all-reduces, host); a family whose rows are all one model has measured nothing that depends on the
+    shape. A prediction beyond either is outside the rows' regime and says so."""
+    rows = [band.Regime(seq_len=128, batch=b, model="llama3.1-405b", precision="fp8") for b in (1, 64, 256)]
+    env = band.envelope(rows)
+    assert env["max_batch"] == 256 and env["models"] == ["llama3.1-405b"]
+    assert band.outside(band.Regime(seq_len=128, batch=256, model="llama3.1-405b"), env, "infer") == []
+    why = band.outside(band.Regime(seq_len=128, batch=3200, model="llama3.1-70b"), env, "infer")
+    assert why == ["3,200 concurrent sequences > the most of any row (256)",
+                   "model llama3.1-70b (the rows are all llama3.1-405b)"]
+    # training rows carry no serving batch; a batch is never counted against a training envelope
+    assert band.outside(band.Regime(batch=3200, model="llama3.1-405b"), env, "train") == []
+    # rows that give only an architecture leave the models unknown: no model is then outside
+    env2 = band.envelope([*rows, band.Regime(seq_len=128)])
+    assert env2["models"] is None
+    assert band.outside(band.Regime(model="llama3.1-70b"), env2, "infer") == []
+    # several models: any model is inside (shape effects were measured)
+    env3 = band.envelope([*rows, band.Regime(model="llama3.1-70b")])
+    assert band.outside(band.Regime(model="mixtral-8x7b"), env3, "infer") == []
+
+
+def test_regime_batch_of_a_serving_row():
+    import dataclasses
+
+    from xpuplan.validate import public_files, read_rows
+
+    row = next(r for p in public_files() for r in read_rows(p) if r.kind == "infer" and r.raw.get("batch"))
+
+    def with_(**cols: str) -> band.Regime:
+        raw = {**row.raw, "batch": "", "concurrency": "", "max_num_seqs": "", "num_prompts": "", **cols}
+        return band.regime_of_row(dataclasses.replace(row, raw=raw))
+
+    assert band.regime_of_row(row).batch == int(float(row.raw["batch"]))
+    assert with_(concurrency="64").batch == 64
+    assert with_(max_num_seqs="3200", num_prompts="1500").batch == 1500  # every prompt at once, capped
+    assert with_(max_num_seqs="512").batch == 512
+    assert with_(num_prompts="1000").batch is None  # the engine's default limit decides: not known here
+    assert band.regime_of_row(row).model == band._model_id(row.raw.get("model"))
+
+
+def test_outside_the_regime_a_fitted_family_gets_at_least_the_pooled_spread():
+    """A fitted family's band is its in-sample error (MI300X serving: one model, one build, +-5%): outside its
+    regime it is treated like a family without rows of its own, the wider of its spread and all rows' spread,
+    then widened x2; inside, it stays its own."""
+    inside = band.band_record("amd-mi300x-192gb", "infer",
+                              band.Regime(seq_len=128, n_devices=8, precision="fp8", batch=64, model="llama3.1-405b"))
+    out = band.band_record("amd-mi300x-192gb", "infer",
+                           band.Regime(seq_len=128, n_devices=8, precision="fp8", batch=3200, model="llama3.1-405b"))
+    pooled = band.band_record("amd-mi300x-192gb", "infer")
+    table = band._table()["kinds"]["infer"]["all"]
+    assert inside.extrapolation == () and out.extrapolation[0].startswith("3,200 concurrent sequences")
+    assert out.widened_by == band.EXTRAPOLATION_WIDENING
+    assert out.high_fraction >= table["p90_measured_over_predicted_minus_1"] * band.EXTRAPOLATION_WIDENING - 1e-12
+    assert out.low_fraction >= min(0.95, -table["p10_measured_over_predicted_minus_1"] * band.EXTRAPOLATION_WIDENING) - 1e-12
+    assert out.high_fraction > inside.high_fraction and pooled.high_fraction == inside.high_fraction
+    assert "all" in out.source and "spread" in out.source

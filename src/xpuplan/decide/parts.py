@@ -285,7 +285,8 @@ def plan_serving(model: ModelArch, dev: Any, role: str, load: Load) -> Part:
             f"shorter prompts or faster prefill hardware would need far fewer devices")
     prec = o.replica.get("precision")
     part.regime = model_regime(model, seq_len=round(in_mean), n_devices=n_rep,
-                               precision=prec.get("gemm_dtype") if isinstance(prec, dict) else None)
+                               precision=prec.get("gemm_dtype") if isinstance(prec, dict) else None,
+                               batch=at.concurrency if at is not None else None)
     return part
 
 

@@ -431,7 +431,8 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
                 fitted.append(b)
                 results.append(clean(e.to_dict()))
                 results[-1]["uncertainty"] = clean(_serving_uncertainty(
-                    dev, results[-1], _serving_regime(m, t * pp, in_len, rep.precision.gemm_dtype)).model_dump())
+                    dev, results[-1], _serving_regime(m, t * pp, in_len, rep.precision.gemm_dtype,
+                                                      _running(b, results[-1]))).model_dump())
             if is_encoder or not fitted:
                 continue
             disagg_pools: tuple[int, int] | None = None
@@ -467,12 +468,20 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     )
 
 
-def _serving_regime(m: Any, devices: int | None, input_len: float | None, dtype: str | None) -> Any:
-    """Where a serving prediction sits (``validate.band.Regime``): MoE or not, prompt length, devices of one
-    replica, compute precision."""
+def _running(batch: int, r: dict[str, Any]) -> int:
+    """Sequences one replica runs at once for an estimate at ``batch``: the batch, or the running-sequence limit
+    (KV capacity, max_num_seqs) when the batch exceeds it (the rest wait)."""
+    limit = r.get("max_concurrency")
+    return min(batch, int(limit)) if isinstance(limit, int | float) and limit > 0 else batch
+
+
+def _serving_regime(m: Any, devices: int | None, input_len: float | None, dtype: str | None,
+                    batch: float | None = None) -> Any:
+    """Where a serving prediction sits (``validate.band.Regime``): the model, MoE or not, prompt length, devices
+    of one replica, compute precision, sequences the replica runs at once."""
     from xpuplan.validate.band import model_regime
 
-    return model_regime(m, seq_len=input_len, n_devices=devices, precision=dtype)
+    return model_regime(m, seq_len=input_len, n_devices=devices, precision=dtype, batch=batch)
 
 
 def _serving_uncertainty(dev: Device, r: dict[str, Any], regime: Any = None) -> Any:
@@ -567,7 +576,8 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
             u = uncertainty(by_id[opt.hardware], "infer", str(opt.replica.get("efficiency_source", "")), {
                 "max_requests_per_s_per_replica": (opt.max_requests_per_s_per_replica, "up"),
                 "devices": (float(opt.devices), "down")},
-                _serving_regime(m, per_replica, in_len, dtype if isinstance(dtype, str) else None))
+                _serving_regime(m, per_replica, in_len, dtype if isinstance(dtype, str) else None,
+                                (opt.at_target or {}).get("concurrency")))
             u.ranges["devices"] = [float(math.ceil(x / per_replica - 1e-9) * per_replica) for x in u.ranges["devices"]]
             opt.uncertainty = u
     if not plan.options:

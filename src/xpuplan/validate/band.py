@@ -16,9 +16,12 @@ public rows. The band is widened where the evidence is weaker, by named factors:
   times :data:`UNVALIDATED_WIDENING` (an uncalibrated family has no measured error of its own);
 * a family whose rows are mostly trust C/D: times :data:`LOW_TRUST_WIDENING`;
 * a prediction outside the regime the rows behind the band cover (:class:`Regime`: a mixture-of-experts
-  model where none of them is, a longer sequence or prompt, more devices, a precision none of them used):
-  times :data:`EXTRAPOLATION_WIDENING`, with the reasons named (``Band.extrapolation``). The rows' regime
-  (their "envelope") is stored beside their statistics in ``bands.json``;
+  model where none of them is, a longer sequence or prompt, more devices, a precision none of them used, more
+  concurrent sequences per serving replica than any of them ran, or another model where all of them are one):
+  the wider of the family's spread and that of all rows of the kind (the family's own error was measured in
+  another regime: it is treated like a family without rows of its own), times :data:`EXTRAPOLATION_WIDENING`,
+  with the reasons named (``Band.extrapolation``). The rows' regime (their "envelope") is stored beside their
+  statistics in ``bands.json``;
 * never narrower than :data:`MIN_BAND_FRACTION` on either side (run-to-run variation of published
   throughput: software versions, clocks, data loading).
 
@@ -94,24 +97,31 @@ class Regime:
     one whose routed experts are narrower than its hidden size (Qwen3, DeepSeek-V3: the short-K regime of the
     expert GEMMs, ``perf.ops.short_k_factor``; Mixtral's experts are wider); ``seq_len`` tokens per training
     sequence, or the prompt length of a serving request; ``n_devices`` devices of the run (a training job, or
-    one serving replica); ``precision`` the compute precision (bf16, fp8, fp4, int8, ...). None: not known
-    (never counted as outside)."""
+    one serving replica); ``precision`` the compute precision (bf16, fp8, fp4, int8, ...); ``batch`` (serving)
+    the sequences one replica runs at once: a decode step of a few sequences reads weights, one of thousands
+    is bound by the GEMMs, the KV reads, the all-reduces and the host, so rows up to batch 256 measure
+    nothing of batch 3,000; ``model`` the model id (a family whose rows are all one model has measured
+    nothing that depends on the shape). None: not known (never counted as outside)."""
 
     moe: bool = False
     seq_len: int | None = None
     n_devices: int | None = None
     precision: str | None = None
     fine_grained_moe: bool = False
+    batch: int | None = None
+    model: str | None = None
 
 
 def model_regime(model: Any, *, seq_len: float | None = None, n_devices: int | None = None,
-                 precision: str | None = None) -> Regime:
-    """The :class:`Regime` of a prediction for ``model`` (a ``ModelArch``): MoE and fine-grained MoE from its
-    architecture, the rest as given (``seq_len`` rounded)."""
+                 precision: str | None = None, batch: float | None = None) -> Regime:
+    """The :class:`Regime` of a prediction for ``model`` (a ``ModelArch``): MoE, fine-grained MoE and the model
+    id from it, the rest as given (``seq_len`` and ``batch`` rounded; ``batch``: a serving replica's concurrent
+    sequences)."""
     moe = getattr(model, "moe", None)
     return Regime(moe=moe is not None, seq_len=round(seq_len) if seq_len else None, n_devices=n_devices,
                   precision=precision,
-                  fine_grained_moe=moe is not None and moe.expert_ffn_dim < model.d_model)
+                  fine_grained_moe=moe is not None and moe.expert_ffn_dim < model.d_model,
+                  batch=round(batch) if batch else None, model=getattr(model, "id", None) or None)
 
 
 def _int(v: str | None) -> int | None:
@@ -139,8 +149,38 @@ def regime_of_row(row: ValidationRow) -> Regime:
         except Exception:  # noqa: BLE001 - an architecture-only row: its columns said no experts
             moe = moe and experts is not None
     seq = _int(raw.get("seq_len")) if row.kind == "train" else _int(raw.get("input_len"))
+    batch = row_batch(row) if row.kind == "infer" else None
     return Regime(moe=moe, seq_len=seq, n_devices=row.n_devices or None, precision=row.precision or None,
-                  fine_grained_moe=fine)
+                  fine_grained_moe=fine, batch=batch, model=_model_id(raw.get("model")))
+
+
+def _model_id(name: str | None) -> str | None:
+    """A row's model as the catalog names it (an alias resolved), so that rows and predictions compare;
+    the name as written when the catalog does not know it, None when the row gives none."""
+    name = (name or "").strip()
+    if not name:
+        return None
+    from xpuplan.models import get_model
+
+    try:
+        return get_model(name).id
+    except Exception:  # noqa: BLE001 - a model the catalog lacks: compared by its own name
+        return name
+
+
+def row_batch(row: ValidationRow) -> int | None:
+    """The sequences a serving row's replica runs at once, as far as the row says: its ``batch``, else its
+    ``concurrency``, else its ``max_num_seqs`` (capped by ``num_prompts``: an offline run of every prompt at
+    once); None when it names none of them (the engine's default decides, which this module does not know)."""
+    raw = row.raw
+    for col in ("batch", "concurrency"):
+        v = _int(raw.get(col))
+        if v:
+            return v
+    seqs, prompts = _int(raw.get("max_num_seqs")), _int(raw.get("num_prompts"))
+    if seqs:
+        return min(seqs, prompts) if prompts else seqs
+    return None
 
 
 def precision_class(precision: str) -> str:
@@ -160,14 +200,18 @@ def public_regimes() -> dict[str, Regime]:
 
 def envelope(regimes: Iterable[Regime]) -> dict[str, Any]:
     """What a set of rows covers: any MoE model, the longest sequence, the most devices, the precision
-    classes (:func:`precision_class`)."""
+    classes (:func:`precision_class`), the most concurrent sequences of a serving replica, and the models by id
+    (None when a row gives only an architecture: which models the rows cover is then not known)."""
     rs = list(regimes)
     seqs = [r.seq_len for r in rs if r.seq_len]
     devs = [r.n_devices for r in rs if r.n_devices]
+    batches = [r.batch for r in rs if r.batch]
     return {"moe": any(r.moe for r in rs), "fine_grained_moe": any(r.fine_grained_moe for r in rs),
             "max_seq_len": max(seqs) if seqs else None,
             "max_devices": max(devs) if devs else None,
-            "precisions": sorted({precision_class(r.precision) for r in rs if r.precision})}
+            "precisions": sorted({precision_class(r.precision) for r in rs if r.precision}),
+            "max_batch": max(batches) if batches else None,
+            "models": sorted({r.model for r in rs if r.model}) if rs and all(r.model for r in rs) else None}
 
 
 def outside(regime: Regime, env: dict[str, Any], kind: str) -> list[str]:
@@ -185,6 +229,11 @@ def outside(regime: Regime, env: dict[str, Any], kind: str) -> list[str]:
         why.append(f"{regime.n_devices:,} devices > the largest row's {env['max_devices']:,}")
     if regime.precision and env.get("precisions") and precision_class(regime.precision) not in env["precisions"]:
         why.append(f"{regime.precision} (rows in {', '.join(env['precisions'])} only)")
+    if kind == "infer" and regime.batch and env.get("max_batch") and regime.batch > env["max_batch"]:
+        why.append(f"{regime.batch:,} concurrent sequences > the most of any row ({env['max_batch']:,})")
+    models = env.get("models")
+    if regime.model and models and len(models) == 1 and regime.model not in models:
+        why.append(f"model {regime.model} (the rows are all {models[0]})")
     return why
 
 
@@ -296,11 +345,17 @@ def band_record(device: str | Device, kind: str = "train", regime: Regime | None
                   f"(trust {stats['trust']})" + (f", widened x{widen} (mostly trust C/D)" if widen > 1 else "")
                   + f"; {where}")
     why = outside(regime, base["envelope"], kind) if regime is not None and "envelope" in base else []
+    p10, p90 = base["p10_measured_over_predicted_minus_1"], base["p90_measured_over_predicted_minus_1"]
     if why:
         widen *= EXTRAPOLATION_WIDENING
-        source += f"; outside the rows' regime ({'; '.join(why)}): widened x{EXTRAPOLATION_WIDENING:g}"
-    low = max(MIN_BAND_FRACTION, -base["p10_measured_over_predicted_minus_1"] * widen)
-    high = max(MIN_BAND_FRACTION, base["p90_measured_over_predicted_minus_1"] * widen)
+        pooled = kinds["all"]
+        if base is not pooled:  # the family's own spread was measured elsewhere: at least all rows' spread
+            p10 = min(p10, pooled["p10_measured_over_predicted_minus_1"])
+            p90 = max(p90, pooled["p90_measured_over_predicted_minus_1"])
+        source += (f"; outside the rows' regime ({'; '.join(why)}): the wider of the family's and all "
+                   f"{pooled['n_rows']} {kind} rows' spread, widened x{EXTRAPOLATION_WIDENING:g}")
+    low = max(MIN_BAND_FRACTION, -p10 * widen)
+    high = max(MIN_BAND_FRACTION, p90 * widen)
     return Band(low_fraction=min(low, 0.95), high_fraction=high, family=fam, kind=kind,
                 n_rows=stats["n_rows"] if stats else 0, widened_by=widen, source=source, extrapolation=tuple(why))
 
