@@ -221,7 +221,10 @@ def test_bands_widen_where_the_job_lies_outside_the_public_rows():
     assert u.widened_by == EXTRAPOLATION_WIDENING
     plain = band_record("nvidia-h100-sxm-80gb", "train")
     assert u.high_fraction > plain.high_fraction
-    assert "outside their regime: MoE" in (band_line(u, "x") or "")
+    line = band_line(u, "x") or ""
+    assert "outside their regime: MoE" in line and "(their 80% range, widened)" in line
+    inside = band_line(dense.uncertainty, "x") or ""
+    assert "measured within" in inside and "for 80% of them" in inside and "widened" not in inside
     s = infer_estimate(InferEstimateRequest(model="llama3.1-8b", hw="H100", tp="1", batch="8", input_len=32000,
                                             output_len=128), RunContext())
     assert any("prompt 32,000 tokens" in w for w in s.results[0]["uncertainty"]["extrapolation"])

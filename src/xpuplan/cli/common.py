@@ -181,8 +181,10 @@ def band_line(u: Any, what: str) -> str | None:
     if d.get("extrapolation"):
         basis += f"; outside their regime: {'; '.join(d['extrapolation'])}"
     cal = " (your calibration likely narrows it)" if d["calibrated"] else ""
-    return (f"band ({basis}): measured within -{d['low_fraction']:.0%}..+{d['high_fraction']:.0%} of the "
-            f"prediction for 80% of them{cal} -> {what}")
+    span = f"-{d['low_fraction']:.0%}..+{d['high_fraction']:.0%} of the prediction"
+    if d["widened_by"] > 1:  # no longer what 80% of the rows measured: their 80% range, made wider
+        return f"band ({basis}): {span} (their 80% range, widened){cal} -> {what}"
+    return f"band ({basis}): measured within {span} for 80% of them{cal} -> {what}"
 
 
 def print_caveats(used: Any, skip: Sequence[str] = ()) -> None:
