@@ -56,6 +56,32 @@ PROFILES = (
               "kernels unattributed; the attention kernels run beside FSDP all-gathers and reduce-scatters for most "
               "of the step (7.7 s of communication kernels in an 8.9 s step)"),
     ),
+    dict(
+        name="Llama 3.1 70B BF16, 64 H100, CP 2, FSDP 32, MBS 1, GA 4, seq 8192, full recompute (Megatron-FSDP)",
+        source=("'LLaMA3-70B MFSDP vs Automodel FSDP2 - nsys Profile Analysis Report', 2026-04-10, a public analysis "
+                "report (public code index, document 52051864085): section 1, Megatron-LM --use-megatron-fsdp, TE "
+                "fused attention = cuDNN sm90 WGMMA kernels, CP by all-to-all; per step"),
+        model="llama3.1-70b", hw="nvidia-h100-sxm-80gb", devices=64,
+        plan=dict(tp=1, pp=1, dp=32, cp=2, ep=1, zero_stage=3, micro_batch=1, grad_accum=4, recompute="full"),
+        seq_len=8192, stack="megatron-core",
+        measured=dict(gemm=14830.0, attn_fwd=767.0, attn_bwd=1120.0),
+        gemm_alt=14830.0,
+        note="attention backward: the main kernel only (the report's convention); elementwise not listed",
+    ),
+    dict(
+        name="the same step with PyTorch FSDP2 and SDPA's FlashAttention-2 (NeMo Automodel)",
+        source=("the same report, section 1 and 2: Automodel FSDP2, attn_implementation sdpa = "
+                "flash_fwd_kernel / flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel (FlashAttention-2), separate "
+                "Q/K/V and gate/up projections, ring attention for CP; per step"),
+        model="llama3.1-70b", hw="nvidia-h100-sxm-80gb", devices=64,
+        plan=dict(tp=1, pp=1, dp=32, cp=2, ep=1, zero_stage=3, micro_batch=1, grad_accum=4, recompute="full"),
+        seq_len=8192, stack="fsdp",
+        measured=dict(gemm=12277.0, attn_fwd=1356.0, attn_bwd=1926.0),
+        gemm_alt=12277.0,
+        note=("attention backward with FlashAttention-2's helper kernels (dot_do_o, convert_dq; 1,839 ms main kernel "
+              "alone); the planner's fsdp stack runs the attention at FlashAttention-2's rate "
+              "(attention_kernel fa2)"),
+    ),
 )
 
 
