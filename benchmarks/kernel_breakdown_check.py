@@ -22,6 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: The configuration of the two CP-2 profiles (one step profiled under two stacks).
+_LLAMA70B_CP2 = dict(
+    model="llama3.1-70b", hw="nvidia-h100-sxm-80gb", devices=64, seq_len=8192,
+    plan=dict(tp=1, pp=1, dp=32, cp=2, ep=1, zero_stage=3, micro_batch=1, grad_accum=4, recompute="full"),
+)
+
 #: Published profiles. Each: where it comes from, the configuration (as the planner takes it) and the measured
 #: kernel time per training step on one device, ms (categories as in the module doc). ``gemm_alt`` is the same
 #: report's estimate of the GEMM time without a known software defect (see ``note``).
@@ -61,9 +67,7 @@ PROFILES = (
         source=("'LLaMA3-70B MFSDP vs Automodel FSDP2 - nsys Profile Analysis Report', 2026-04-10, a public analysis "
                 "report (public code index, document 52051864085): section 1, Megatron-LM --use-megatron-fsdp, TE "
                 "fused attention = cuDNN sm90 WGMMA kernels, CP by all-to-all; per step"),
-        model="llama3.1-70b", hw="nvidia-h100-sxm-80gb", devices=64,
-        plan=dict(tp=1, pp=1, dp=32, cp=2, ep=1, zero_stage=3, micro_batch=1, grad_accum=4, recompute="full"),
-        seq_len=8192, stack="megatron-core",
+        **_LLAMA70B_CP2, stack="megatron-core",
         measured=dict(gemm=14830.0, attn_fwd=767.0, attn_bwd=1120.0),
         gemm_alt=14830.0,
         note="attention backward: the main kernel only (the report's convention); elementwise not listed",
@@ -73,9 +77,7 @@ PROFILES = (
         source=("the same report, section 1 and 2: Automodel FSDP2, attn_implementation sdpa = "
                 "flash_fwd_kernel / flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel (FlashAttention-2), separate "
                 "Q/K/V and gate/up projections, ring attention for CP; per step"),
-        model="llama3.1-70b", hw="nvidia-h100-sxm-80gb", devices=64,
-        plan=dict(tp=1, pp=1, dp=32, cp=2, ep=1, zero_stage=3, micro_batch=1, grad_accum=4, recompute="full"),
-        seq_len=8192, stack="fsdp",
+        **_LLAMA70B_CP2, stack="fsdp",
         measured=dict(gemm=12277.0, attn_fwd=1356.0, attn_bwd=1926.0),
         gemm_alt=12277.0,
         note=("attention backward with FlashAttention-2's helper kernels (dot_do_o, convert_dq; 1,839 ms main kernel "
