@@ -292,3 +292,20 @@ def test_a_dimensionless_figure_shows_no_unit():
     from xpuplan.report.format import fmt_figure
 
     assert fmt_figure(1.1, "1") == "1.1" and fmt_figure(989.4e12, "FLOP/s") == "989.4 TFLOP/s"
+
+
+def test_capacity_report_says_why_a_band_is_widened(tmp_path):
+    """The MI300X's serving rows are all one other model (Llama 3.1 405B FP8): its option's band is widened, and the
+    report says so beside the table, in either language; the H100's band is its own and gets no such note."""
+    d, page, md = run(tmp_path, CAPACITY, "capacity")
+    mi = next(o for o in d["options"] if o["hardware"] == "amd-mi300x-192gb")
+    h100 = next(o for o in d["options"] if o["hardware"] == "nvidia-h100-sxm-80gb")
+    assert mi["uncertainty"]["extrapolation"] and not h100["uncertainty"]["extrapolation"]
+    lo, hi = mi["uncertainty"]["ranges"]["devices"]
+    note = f"amd-mi300x-192gb: its 80% band ({lo:,.0f} - {hi:,.0f} devices) is widened"
+    both(note, page, md)
+    assert "nvidia-h100-sxm-80gb: its 80% band" not in page
+    assert "(the rows are all llama3.1-405b)" in page
+    _, zh, zh_md = run(tmp_path, [*CAPACITY, "--lang", "zh"], "capacity")
+    both("amd-mi300x-192gb：80% 区间", zh, zh_md)
+    assert "已放宽" in zh

@@ -116,7 +116,14 @@ def _notes(res: CapacityResult, lang: str = "en") -> list[str]:
 
 
 def _own_notes(res: CapacityResult, lang: str) -> list[str]:
-    return [t("cap.assumed", lang, inp=fmt_number(res.input_len), out=fmt_number(res.output_len))] if res.assumed_lengths else []
+    notes = [t("cap.assumed", lang, inp=fmt_number(res.input_len), out=fmt_number(res.output_len))] if res.assumed_lengths else []
+    # why an option's band is wide: its job lies outside the regime of the public rows behind it (the reasons are the
+    # planner's, in English)
+    for o in res.options:
+        u = o.uncertainty
+        if u is not None and u.extrapolation:
+            notes.append(t("cap.band_widened", lang, hw=o.hardware, band=_band(o), why="; ".join(u.extrapolation)))
+    return notes
 
 
 def _notes_title(res: CapacityResult, notes: list[str], lang: str) -> str:
