@@ -81,6 +81,13 @@ class TrainingStack(_Strict):
                                       "combined_1f1b (Megatron-Core's batch-level overlap merges the forward of one "
                                       "micro-batch with the backward of another: the warm-up forwards and cool-down "
                                       "backwards, the first forward and last backward without pipelining, run alone)")
+    ep_overlap_opt_in: float = Field(
+        default=0.0, ge=0, le=1,
+        description="fraction of the MoE all-to-all a plan hides when it turns the stack's opt-in batch-level "
+                    "overlap on (Megatron-Core --overlap-moe-expert-parallel-comm, on the passes ep_overlap_schedule "
+                    "pairs); 0 = the stack has no such switch. The search tries plans with and without it "
+                    "(ParallelPlan.ep_overlap): it holds one more layer (pipelined: and one model chunk) of "
+                    "activations and excludes full recomputation")
     ep_overlap_sm_share: float = Field(
         default=EP_OVERLAP_SM_SHARE, ge=0, lt=1,
         description="share of the device's compute units the all-to-all kernels occupy while they run under "

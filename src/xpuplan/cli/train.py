@@ -192,6 +192,9 @@ def search_cmd(
     zero: Annotated[str | None, typer.Option(help="restrict ZeRO stages, e.g. '1,3'")] = None,
     recompute: Annotated[str | None, typer.Option(help="restrict recomputation, e.g. 'selective,full'")] = None,
     micro_batch: Annotated[str | None, typer.Option(help="restrict micro-batch sizes")] = None,
+    ep_overlap: Annotated[float | None, typer.Option(help="fraction of MoE all-to-all hidden for every plan "
+                                                          "(default: the stack's; where the stack has an opt-in "
+                                                          "overlap, plans with it are tried too, key suffix -epo)")] = None,
     scale_out_gbit: Annotated[float | None, typer.Option(help="scale-out NIC per device, Gbit/s")] = None,
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,

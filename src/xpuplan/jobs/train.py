@@ -149,6 +149,8 @@ class TrainSearchRequest(_TrainCommon):
     zero: str | None = Field(default=None, max_length=20, description="restrict ZeRO stages")
     recompute: str | None = Field(default=None, max_length=100, description="restrict recomputation")
     micro_batch: str | None = Field(default=None, max_length=200, description="restrict micro-batch sizes")
+    ep_overlap: Share | None = Field(default=None, description="fraction of MoE all-to-all hidden, for every plan "
+                                     "(unset: the stack's; plans with and without its opt-in overlap are tried)")
 
     @model_validator(mode="after")
     def _check_search(self) -> TrainSearchRequest:
@@ -508,7 +510,7 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
     sc = ctx.training_scenario(req.scenario)
     counts = device_counts(req, sc)
     m = _model(ctx, req, sc)
-    job = _job(req, sc)
+    job = _job(req, sc, ep_overlap=req.ep_overlap)
     if job.global_batch_tokens is None and job.method == "full":
         # No batch given: grow it with the cluster as practitioners do (workload.training).
         from xpuplan.workload.training import default_global_batch_tokens

@@ -527,6 +527,7 @@ def training_memory_arrays(
     frozen_base_bytes_per_param: float,
     lora_params_total: float,
     act_host_layer: np.ndarray | None = None,
+    extra_inflight_layers: np.ndarray | None = None,
     layer_offload: np.ndarray | None = None,
     usable: np.ndarray | None = None,
     whole_experts: bool = False,
@@ -554,6 +555,8 @@ def training_memory_arrays(
     stage would keep on the device; not part of ``total``; and offload_layers: per plan, the layers a
     ``layer_offload`` plan (mask ``layer_offload``) moves to the host to fit in ``usable`` bytes
     (:func:`layer_offload_count`; 0 for other plans), whose activations are then in ``host``, not ``acts``.
+    ``extra_inflight_layers``: layer-micro-batches of activations the first stage holds beyond the schedule's
+    (the MoE all-to-all overlap's extra micro-batch: ``train.phases.ep_overlap_extra_layers``).
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep, whole_experts)
@@ -579,6 +582,8 @@ def training_memory_arrays(
     interleave = interleave_activation_factor(pp, n_microbatches, vpp)
     inflight_layers = np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
                                layers_stage) * interleave
+    if extra_inflight_layers is not None:  # e.g. the MoE all-to-all overlap's extra micro-batch
+        inflight_layers = inflight_layers + extra_inflight_layers
     first = act_per_layer * inflight_layers
     host = (act_host_layer if act_host_layer is not None else np.zeros_like(first)) * inflight_layers
     # the logits (and the loss's fp32 copy) are freed by the output layer's backward, before any layer's

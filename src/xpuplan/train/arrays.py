@@ -14,13 +14,13 @@ _PREC_INDEX = PREC_INDEX
 _REC_INDEX = REC_INDEX
 
 
-_FIELDS = ("tp", "pp", "dp", "vpp", "cp", "ep", "sp", "zero", "rec", "mb", "ga", "prec")
+_FIELDS = ("tp", "pp", "dp", "vpp", "cp", "ep", "sp", "zero", "rec", "mb", "ga", "prec", "epo")
 
 
 @dataclass(frozen=True)
 class PlanArrays:
     """Many plans as parallel int64 arrays (structure of arrays). ``rec`` and ``prec`` are indices
-    into ``RECOMPUTE_MODES`` and ``PRECISIONS``; ``sp`` is 0/1."""
+    into ``RECOMPUTE_MODES`` and ``PRECISIONS``; ``sp`` and ``epo`` (``ParallelPlan.ep_overlap``) are 0/1."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -34,6 +34,7 @@ class PlanArrays:
     mb: np.ndarray
     ga: np.ndarray
     prec: np.ndarray
+    epo: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -49,6 +50,7 @@ class PlanArrays:
             sp=arr([int(p.sp) for p in plans]), zero=arr([p.zero_stage for p in plans]),
             rec=arr([_REC_INDEX[p.recompute] for p in plans]), mb=arr([p.micro_batch for p in plans]),
             ga=arr([p.grad_accum for p in plans]), prec=arr([_PREC_INDEX[p.precision] for p in plans]),
+            epo=arr([int(p.ep_overlap) for p in plans]),
         )
 
     @classmethod
@@ -64,6 +66,7 @@ class PlanArrays:
             ep=int(self.ep[i]), sp=bool(self.sp[i]), zero_stage=int(self.zero[i]),
             recompute=RECOMPUTE_MODES[int(self.rec[i])], micro_batch=int(self.mb[i]),  # type: ignore[arg-type]
             grad_accum=int(self.ga[i]), precision=PRECISIONS[int(self.prec[i])],  # type: ignore[arg-type]
+            ep_overlap=bool(self.epo[i]),
         )
 
 

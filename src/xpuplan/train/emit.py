@@ -189,6 +189,7 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
     else:
         a += ["--overlap-grad-reduce"]
     tp_on, ep_on = _overlaps(job, stack)
+    ep_on = ep_on or plan.ep_overlap
     if tp_on and plan.tp > 1 and plan.sp:
         a += ["--tp-comm-overlap"]
     elif tp_on and plan.tp > 1:
@@ -319,6 +320,10 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
                  "ddp.use_distributed_optimizer=true"]
     if _overlaps(job, stack)[0] and plan.tp > 1 and plan.sp:
         over += ["model.tp_comm_overlap=true"]
+    if (_overlaps(job, stack)[1] or plan.ep_overlap) and plan.ep > 1:
+        # what Megatron-Bridge's moe_a2a_overlap switch sets (scripts/performance/utils/overrides.py)
+        over += ["model.overlap_moe_expert_parallel_comm=true", "model.delay_wgrad_compute=true",
+                 "model.moe_shared_expert_overlap=false"]
     seg = Segment("bridge", "scripts/training/run_recipe.py", ("scripts/training/run_recipe.py",), tuple(a + over),
                   overrides=True)
     notes.append(f"--dataset {dataset} makes the command run as printed; give your dataset preset or dataset.* overrides")
@@ -489,6 +494,10 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
     ``stack``: the training-stack profile the estimate ran under (default stack when None); the
     overlaps it assumed (TP communication, MoE all-to-all) are switched on in the command.
     ``offload_layers``: the layers a ``layer_offload`` plan offloads (``MemoryBreakdown.offload_layers``)."""
+    if plan.ep_overlap and framework in ("torchtitan", "deepspeed"):
+        raise UserInputError(f"--emit {framework}: the plan's MoE all-to-all overlap (-epo) is Megatron-Core's "
+                             f"--overlap-moe-expert-parallel-comm ({framework} has none); use --emit megatron or "
+                             "bridge, or a plan without it (--ep-overlap 0)", field="emit")
     if plan.recompute == "layer_offload" and framework in ("torchtitan", "deepspeed"):
         raise UserInputError(f"--emit {framework}: recompute layer_offload is Megatron-Core's activation offloading "
                              f"({framework} has none); use --emit megatron or bridge, or another --recompute",

@@ -256,6 +256,31 @@ def ep_overlap_paired_fraction(m: np.ndarray, pp: np.ndarray, vpp: np.ndarray) -
     return np.clip(1.0 - warm / chunks, 0.0, 1.0)
 
 
+def ep_overlap_fraction(p: PlanArrays, stack: TrainingStack, job: TrainingJob) -> np.ndarray:
+    """Per plan, the fraction of the MoE all-to-all the schedule hides: the job's ``ep_overlap`` when given,
+    else the stack's ``ep_overlap``; a plan that turns the stack's opt-in overlap on (``ParallelPlan.ep_overlap``)
+    hides the stack's ``ep_overlap_opt_in``."""
+    base = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
+    return np.where(p.epo > 0, stack.ep_overlap_opt_in, base).astype(float)
+
+
+def ep_overlap_extra_layers(p: PlanArrays, stack: TrainingStack, job: TrainingJob, n_layers: int) -> np.ndarray:
+    """Layer-micro-batches of activations the first stage holds beyond its schedule's own because Megatron-Core's
+    batch-level EP overlap (``ep_overlap_schedule`` ``combined_1f1b``) merges one micro-batch's forward with another's
+    backward, layer by layer (combined_1f1b.py: the forward of layer l runs beside the backward of layer L-1-l, which
+    frees that layer's activations as the forward allocates the next): without pipelining the two together hold one
+    micro-batch's activations plus the layer pair in flight (1 layer more); with the interleaved schedule add the extra
+    warm-up forward of one model chunk (ceil(layers/pp)/vpp layers; schedules.py, "we schedule one extra micro-batch
+    forward step before the 1f1b stages"). 0 for plans without the overlap and for schedules that pair passes
+    otherwise (DualPipe's own memory is not modelled here)."""
+    if stack.ep_overlap_schedule != "combined_1f1b":
+        return np.zeros(len(p))
+    on = (ep_overlap_fraction(p, stack, job) > 0) & (p.ep > 1)
+    pp = p.pp.astype(float)
+    chunk = np.ceil(n_layers / pp) / np.maximum(p.vpp.astype(float), 1.0)
+    return np.where(on, np.where(pp > 1, chunk, 0.0) + 1.0, 0.0)
+
+
 def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,
                      stack: TrainingStack, comp: StageCompute | None = None) -> np.ndarray:
     """Exposed MoE all-to-alls (dispatch and combine) of one micro-batch: what the schedule does not
@@ -291,14 +316,14 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     else:  # dispatch and combine move the same bytes
         t_a2a = 2.0 * a2a(combine_bytes)
     moe_layers_stage = np.where(lay.multi_stage, np.minimum(lay.Ls, model.n_moe_layers), float(model.n_moe_layers))
-    overlap = stack.ep_overlap if job.ep_overlap is None else job.ep_overlap
+    overlap = ep_overlap_fraction(p, stack, job)
     paired = (ep_overlap_paired_fraction(lay.m, lay.pp, lay.vpp) if stack.ep_overlap_schedule == "combined_1f1b"
               else np.ones_like(lay.m))
     hidden = overlap * paired
     total = moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride))
     exposed = total * (1.0 - hidden)
-    if comp is not None and overlap > 0:
-        exposed = np.maximum(exposed, total - comp.per_mb)
+    if comp is not None:
+        exposed = np.where(overlap > 0, np.maximum(exposed, total - comp.per_mb), exposed)
     # the hidden part is not free: its kernels hold a share of the SMs the hiding compute would use
     return exposed + (total - exposed) * stack.ep_overlap_sm_share
 

@@ -62,6 +62,10 @@ class ParallelPlan:
     """micro-batches per data-parallel rank per optimizer step"""
     precision: Precision = "bf16"
     """GEMM precision: bf16/fp16 mixed precision, or fp8 (Transformer Engine style, bf16 elsewhere)"""
+    ep_overlap: bool = False
+    """the training stack's opt-in batch-level MoE all-to-all overlap is on (Megatron-Core
+    --overlap-moe-expert-parallel-comm: one micro-batch's dispatch and combine under another's compute;
+    ``TrainingStack.ep_overlap_opt_in``); needs ep > 1, vpp > 1 when pp > 1, no full recomputation"""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "vpp", "cp", "ep", "micro_batch", "grad_accum"):
@@ -71,7 +75,9 @@ class ParallelPlan:
         validity.check_precision(self.precision)
         validity.raise_first([i for i in (validity.rule_sp_needs_tp(self.tp, self.sp),
                                           validity.rule_vpp_needs_pp(self.pp, self.vpp),
-                                          validity.rule_ep_divides_dp_cp(self.ep, self.dp, self.cp, self.tp)) if i])
+                                          validity.rule_ep_divides_dp_cp(self.ep, self.dp, self.cp, self.tp),
+                                          validity.rule_ep_overlap(self.ep_overlap, self.ep, self.pp, self.vpp,
+                                                                   self.recompute)) if i])
 
     # -- derived ------------------------------------------------------------------------------
     @property
@@ -87,7 +93,7 @@ class ParallelPlan:
         """Stable, human-readable identity of the plan (same fields -> same key, in any process)."""
         return plan_key(
             self.tp, self.pp, self.dp, self.vpp, self.cp, self.ep, self.sp, self.zero_stage, self.recompute,
-            self.micro_batch, self.grad_accum, self.precision,
+            self.micro_batch, self.grad_accum, self.precision, self.ep_overlap,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -99,13 +105,14 @@ class ParallelPlan:
 
 def plan_key(
     tp: int, pp: int, dp: int, vpp: int, cp: int, ep: int, sp: bool, zero_stage: int, recompute: str,
-    micro_batch: int, grad_accum: int, precision: str,
+    micro_batch: int, grad_accum: int, precision: str, ep_overlap: bool = False,
 ) -> str:
-    """``tp8-pp4-vpp2-dp16-cp1-ep1-sp1-z1-rsel-mb1-ga8-bf16``: every field, fixed order."""
+    """``tp8-pp4-vpp2-dp16-cp1-ep1-sp1-z1-rsel-mb1-ga8-bf16``: every field, fixed order; ``-epo`` at the end
+    when the MoE all-to-all overlap is on (keys of plans without it are unchanged)."""
     rec = {"none": "none", "selective": "sel", "full": "full", "offload": "off", "layer_offload": "loff"}[recompute]
     return (
         f"tp{tp}-pp{pp}-vpp{vpp}-dp{dp}-cp{cp}-ep{ep}-sp{int(sp)}-z{zero_stage}-r{rec}"
-        f"-mb{micro_batch}-ga{grad_accum}-{precision}"
+        f"-mb{micro_batch}-ga{grad_accum}-{precision}" + ("-epo" if ep_overlap else "")
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 import numpy as np
 
 from xpuplan.catalog.stacks import TrainingStack
+from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
@@ -68,6 +69,9 @@ class SearchSpace:
     precision: Sequence[str] = ("bf16",)
     uneven_pipeline: bool = False
     """also try pipeline sizes that do not divide the layers (busiest stage: ceil(layers/pp))"""
+    ep_overlap: Sequence[bool] | None = None
+    """the stack's opt-in MoE all-to-all overlap (``ParallelPlan.ep_overlap``): None = with and without it where
+    the stack has one (``TrainingStack.ep_overlap_opt_in`` > 0) and the job does not set ``ep_overlap``"""
 
     def __post_init__(self) -> None:
         for p in self.precision:
@@ -103,11 +107,13 @@ def vpp_options(n_layers: int, pp: int, *, uneven: bool) -> list[int]:
 
 def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,
                     space: SearchSpace | None = None, cp_algorithm: str = "ring",
-                    layer_offload: bool = False) -> PlanArrays:
+                    layer_offload: bool = False, ep_overlap_opt_in: bool = False) -> PlanArrays:
     """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``, and
     :func:`~xpuplan.train.validity.rule_cp_all_to_all_heads` for the stack's ``cp_algorithm``); recompute
     ``layer_offload`` only where the stack can (``layer_offload``) and without pipelining
-    (:func:`~xpuplan.train.validity.rule_layer_offload`)."""
+    (:func:`~xpuplan.train.validity.rule_layer_offload`); every MoE plan with expert parallelism also with the
+    stack's opt-in all-to-all overlap (``ep_overlap_opt_in``) where :func:`~xpuplan.train.validity.rule_ep_overlap`
+    allows it, unless the job sets its own ``ep_overlap`` fraction."""
     space = space or SearchSpace()
     B = job.global_batch_seqs
     s = job.seq_len
@@ -122,6 +128,11 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                if r != "layer_offload" or layer_offload]
     rec_layer_offload = RECOMPUTE_MODES.index("layer_offload")
     prec_all = [PRECISIONS.index(p) for p in space.precision]
+    if space.ep_overlap is not None:
+        epo_all = sorted({int(bool(x)) for x in space.ep_overlap})
+    else:
+        epo_all = [0, 1] if ep_overlap_opt_in and job.ep_overlap is None and model.moe is not None else [0]
+    rec_full = {RECOMPUTE_MODES.index("full"), RECOMPUTE_MODES.index("offload")}
     parts: list[PlanArrays] = []
     for tp in tps:
         rest_tp = n_devices // tp
@@ -157,10 +168,12 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                 recs = [r for r in rec_all if r != rec_layer_offload or pp == 1]
                 if not recs:
                     continue
-                grid = np.meshgrid(vpps, eps, sps, zeros, recs, mbs, prec_all, indexing="ij")
-                vpp_a, ep_a, sp_a, z_a, r_a, mb_a, pr_a = (g.ravel().astype(np.int64) for g in grid)
+                grid = np.meshgrid(vpps, eps, sps, zeros, recs, mbs, prec_all, epo_all, indexing="ij")
+                vpp_a, ep_a, sp_a, z_a, r_a, mb_a, pr_a, epo_a = (g.ravel().astype(np.int64) for g in grid)
                 ga_a = per_rank // mb_a
                 keep = (vpp_a == 1) | (ga_a % pp == 0)
+                if 1 in epo_all:  # validity.rule_ep_overlap, over the arrays
+                    keep &= (epo_a == 0) | ((ep_a > 1) & ((pp == 1) | (vpp_a > 1)) & ~np.isin(r_a, list(rec_full)))
                 k = int(keep.sum())
                 if not k:
                     continue
@@ -170,17 +183,17 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
 
                 parts.append(PlanArrays(
                     tp=full(tp), pp=full(pp), dp=full(dp), vpp=vpp_a[keep], cp=full(cp), ep=ep_a[keep], sp=sp_a[keep],
-                    zero=z_a[keep], rec=r_a[keep], mb=mb_a[keep], ga=ga_a[keep], prec=pr_a[keep],
+                    zero=z_a[keep], rec=r_a[keep], mb=mb_a[keep], ga=ga_a[keep], prec=pr_a[keep], epo=epo_a[keep],
                 ))
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
-        return PlanArrays(*(empty for _ in range(12)))
+        return PlanArrays(*(empty for _ in range(13)))
     return PlanArrays.concat(parts)
 
 
 def rank_order(r: StepArrays, p: PlanArrays, idx: np.ndarray) -> np.ndarray:
     """``idx`` sorted by tokens/s (descending), ties broken by the plan fields in key order."""
-    keys = (p.prec[idx], p.ga[idx], p.mb[idx], p.rec[idx], p.zero[idx], p.sp[idx], p.ep[idx], p.cp[idx],
+    keys = (p.epo[idx], p.prec[idx], p.ga[idx], p.mb[idx], p.rec[idx], p.zero[idx], p.sp[idx], p.ep[idx], p.cp[idx],
             p.dp[idx], p.vpp[idx], p.pp[idx], p.tp[idx], -np.round(r.tokens_per_s[idx], 6))
     return idx[np.lexsort(keys)]
 
@@ -271,6 +284,9 @@ def search_plans(
     if any(issues):
         space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
+    if space.ep_overlap is not None and any(space.ep_overlap) and not sm.stack.ep_overlap_opt_in > 0:
+        raise UserInputError(f"the training stack {sm.stack.name!r} has no opt-in MoE all-to-all overlap "
+                             "(ep_overlap_opt_in 0): give the job's ep_overlap fraction instead", field="ep_overlap")
     if space.recompute is not None and set(space.recompute) == {"layer_offload"}:
         # only Megatron-Core's activation offloading asked for: say why nothing could be enumerated
         pp = 1 if space.pp is None or 1 in space.pp else min(space.pp)
@@ -282,7 +298,8 @@ def search_plans(
     closest: tuple[float, TrainEstimate] | None = None
     for i, n in enumerate(counts):
         cl = cluster.with_devices(n)
-        plans = enumerate_plans(model, n, job, cl, space, sm.stack.cp_algorithm, sm.stack.layer_offload)
+        plans = enumerate_plans(model, n, job, cl, space, sm.stack.cp_algorithm, sm.stack.layer_offload,
+                                sm.stack.ep_overlap_opt_in > 0 and sm.stack.ep_overlap == 0)
         if progress:
             progress(i, len(counts))
         if not len(plans):

@@ -93,6 +93,7 @@ from xpuplan.train.phases import (
     cp_comm_per_mb_s,
     dp_comm_s,
     ep_comm_per_mb_s,
+    ep_overlap_extra_layers,
     exposed_after_overlap_s,
     group_time_s,
     offload_per_mb_s,
@@ -366,6 +367,8 @@ class StepModel:
             frozen_base_bytes_per_param=self._frozen_base_bytes_per_param(),
             lora_params_total=float(self.lora_params_total),
             act_host_layer=np.where(offload, self.offload_input_table(p), 0.0) if offload.any() else None,
+            extra_inflight_layers=extra if (extra := ep_overlap_extra_layers(
+                p, self.stack, self.job, self.model.n_layers)).any() else None,
             layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable),
             whole_experts=self.stack.expert_tp_one)
 

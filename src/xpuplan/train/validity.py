@@ -103,6 +103,23 @@ def rule_vpp_needs_pp(pp: int, vpp: int) -> PlanIssue | None:
     return None
 
 
+def rule_ep_overlap(ep_overlap: bool, ep: int, pp: int, vpp: int, recompute: str) -> PlanIssue | None:
+    """Megatron-Core's batch-level MoE all-to-all overlap (--overlap-moe-expert-parallel-comm) merges one
+    micro-batch's forward with another's backward: it needs expert parallelism, a virtual pipeline when
+    pp > 1, and no full recomputation (megatron/core/transformer/transformer_config.py asserts each)."""
+    if not ep_overlap:
+        return None
+    if ep <= 1:
+        return PlanIssue("ep_overlap", "ep_overlap (the MoE all-to-all overlap) needs expert parallelism (ep > 1)")
+    if pp > 1 and vpp <= 1:
+        return PlanIssue("ep_overlap", f"ep_overlap with pipeline parallelism (pp {pp}) needs a virtual pipeline "
+                                       "(vpp > 1), as Megatron-Core asserts")
+    if recompute in ("full", "offload"):
+        return PlanIssue("ep_overlap", f"ep_overlap excludes full recomputation (recompute {recompute!r}): "
+                                       "Megatron-Core asserts recompute_granularity != 'full'")
+    return None
+
+
 def rule_ep_divides_dp_cp(ep: int, dp: int, cp: int, tp: int = 1) -> PlanIssue | None:
     """Expert parallelism over the ranks of one pipeline stage. Classic layouts carve EP out of
     dp·cp; MoE parallel folding (Liu et al. 2025, arXiv 2504.14960; Megatron-Core >= 0.10) lets the
