@@ -84,10 +84,27 @@ def test_the_best_moe_plan_may_use_it_and_its_launch_switches_it_on():
     assert res.best is not None and without.best is not None
     assert res.best.tokens_per_s >= without.best.tokens_per_s
     assert not any(e.key.endswith("-epo") for e in without.top)
-    plan = next(e.plan for e in res.top if e.plan.ep_overlap)
+    est = next(e for e in res.top if e.plan.ep_overlap)
+    assert any(n.startswith("-epo:") for n in est.notes)  # the key's suffix is explained where the plan is shown
+    plan = est.plan
     assert "--overlap-moe-expert-parallel-comm" in emit_launch(plan, m, c, JOB, "megatron", nemo).commands[0].argv
     bridge = emit_launch(plan, m, c, JOB, "bridge", nemo)
     assert "model.overlap_moe_expert_parallel_comm=true" in bridge.commands[0].argv and bridge.problems() == []
     with pytest.raises(UserInputError) as err:
         emit_launch(plan, m, c, JOB, "torchtitan", nemo)
     assert err.value.field == "emit"
+
+
+def test_the_command_line_can_fix_the_overlap_for_every_plan():
+    from typer.testing import CliRunner
+
+    from xpuplan.cli.main import app
+
+    args = ["train", "search", "--model", "qwen3-30b-a3b", "--hw", "H100", "--devices", "16", "--seq-len", "4096",
+            "--stack", "nemo", "--top", "5"]
+    tried = CliRunner().invoke(app, args)
+    assert tried.exit_code == 0 and "-epo" in tried.output
+    fixed = CliRunner().invoke(app, [*args, "--ep-overlap", "0"])
+    assert fixed.exit_code == 0 and "-epo" not in fixed.output
+    bad = CliRunner().invoke(app, [*args, "--ep-overlap", "1.5"])
+    assert bad.exit_code == 2 and "--ep-overlap" in bad.output and "Traceback" not in bad.output

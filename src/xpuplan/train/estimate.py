@@ -251,6 +251,11 @@ def estimate_from_arrays(
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes))
     elif plan.recompute == "layer_offload":
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes, mem.offload_layers))
+    if plan.ep_overlap:
+        notes.append(f"-epo: the MoE all-to-all overlap is on (Megatron-Core --overlap-moe-expert-parallel-comm, "
+                     f"Megatron-Bridge moe_a2a_overlap): {step.ep_comm_s:.2f} s of all-to-all per step stays exposed "
+                     "(the warm-up and cool-down passes run alone) and the first stage holds one more layer of "
+                     "activations (pipelined: and one model chunk); full recomputation is not available with it")
     if plan.zero_stage == 2 and plan.pp > 1:
         notes.append("ZeRO-2 with pipelining: each stage accumulates its full gradients over the micro-batches and "
                      "reduce-scatters them once per step, as ZeRO-1 (the full-size gradient buffer is in the memory; "
