@@ -108,3 +108,25 @@ def test_the_command_line_can_fix_the_overlap_for_every_plan():
     assert fixed.exit_code == 0 and "-epo" not in fixed.output
     bad = CliRunner().invoke(app, [*args, "--ep-overlap", "1.5"])
     assert bad.exit_code == 2 and "--ep-overlap" in bad.output and "Traceback" not in bad.output
+
+
+def test_memory_train_counts_the_same_extra_activations_as_the_step_model():
+    from typer.testing import CliRunner
+
+    from xpuplan.cli.main import app
+    from xpuplan.perf.memory import training_memory
+
+    m = get_model(MODEL)
+    kw = dict(seq_len=4096, micro_batch=1, tp=1, pp=2, vpp=2, dp=8, ep=8, zero_stage=1, recompute="none")
+    plain = training_memory(m, **kw)
+    over = training_memory(m, **kw, ep_overlap=True)
+    c = Cluster.from_catalog("H100", 16)
+    sm = StepModel(m, c.device, c.efficiency, JOB, stack=training_stack("nemo"))
+    p = PlanArrays.from_plans([_plan(pp=2, vpp=2, dp=8, ep=8, grad_accum=32, ep_overlap=e) for e in (False, True)])
+    r = sm.evaluate(c, p)
+    assert over.activations - plain.activations == pytest.approx(
+        float(r.mem_activations[1] - r.mem_activations[0]), rel=0.02)
+    args = ["memory", "train", "--model", MODEL, "--tp", "1", "--dp", "16", "--ep", "16", "--recompute", "none"]
+    assert CliRunner().invoke(app, [*args, "--ep-overlap"]).exit_code == 0
+    bad = CliRunner().invoke(app, ["memory", "train", "--model", MODEL, "--ep-overlap"])  # ep 1
+    assert bad.exit_code == 2 and "ep-overlap" in bad.output

@@ -205,3 +205,9 @@ def test_the_page_parses_every_training_plan_key_the_planner_writes() -> None:
         m = rx.match(key)
         assert m, key
         assert f'{m.group(9)}: "{mode}"' in js, mode
+    # a plan with the MoE all-to-all overlap ends in -epo (0.4.24); its layout still parses, and the flag with it
+    epo = ParallelPlan(tp=2, pp=1, dp=4, ep=8, sp=True, recompute="none", micro_batch=1, grad_accum=2,
+                       precision="fp8", ep_overlap=True).key
+    m = rx.match(epo)
+    assert m and m.group(12) == "fp8" and m.group(13) == "-epo", epo
+    assert "ep_overlap: k.ep_overlap" in js

@@ -35,6 +35,7 @@ def memory_train(
     method: Annotated[str, typer.Option(help="full | lora | qlora")] = "full",
     lora_rank: int = 16,
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
+    ep_overlap: Annotated[bool, typer.Option(help="Megatron-Core's MoE all-to-all overlap is on (a plan key's -epo)")] = False,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Weights, gradients, optimizer states and activations per device (exit 3 when it does not fit --hw)."""

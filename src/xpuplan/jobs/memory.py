@@ -50,6 +50,8 @@ class MemoryTrainRequest(Request):
     method: Method = "full"
     lora_rank: int = Field(default=16, ge=1, le=65536)
     reserve: Reserve = Field(default=0.05, description="fraction of device memory kept free")
+    ep_overlap: bool = Field(default=False, description="Megatron-Core's MoE all-to-all overlap is on (a plan key's "
+                             "-epo): one more layer of activations, pipelined also one model chunk")
 
 
 class MemoryInferRequest(Request):
@@ -121,7 +123,9 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> Non
     issues += [i for i in (validity.rule_vpp_needs_pp(req.pp, req.vpp), validity.rule_cp_divides_seq(req.cp, req.seq),
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
-                           validity.rule_layer_offload(req.recompute, req.pp, stack)) if i is not None]
+                           validity.rule_layer_offload(req.recompute, req.pp, stack),
+                           validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute))
+              if i is not None]
     if issues:
         first = issues[0]
         field = {"seq_len": "--seq", "micro_batch": "--micro-batch", "zero_stage": "--zero"}.get(
@@ -148,9 +152,10 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
-                          usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one)
+                          usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap)
     plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
-            "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch}
+            "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
+            "ep_overlap": req.ep_overlap}
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
     if dev is not None and usable_bytes is not None:

@@ -256,6 +256,19 @@ def pipeline_inflight_microbatches(pp: int, n_microbatches: int, vpp: int = 1) -
     return base * float(interleave_activation_factor(np.asarray(pp), np.asarray(n_microbatches), np.asarray(vpp)))
 
 
+def ep_overlap_extra_layers(n_layers: int, pp: Any, vpp: Any) -> Any:
+    """Layer-micro-batches of activations the first stage holds beyond its schedule's own when Megatron-Core's
+    batch-level MoE all-to-all overlap merges one micro-batch's forward with another's backward, layer by layer
+    (combined_1f1b.py: the forward of layer l runs beside the backward of layer L-1-l, which frees that layer's
+    activations as the forward allocates the next): one layer more (the pair in flight), and with the interleaved
+    schedule also the extra warm-up forward of one model chunk, ceil(layers/pp)/vpp layers (schedules.py, "we
+    schedule one extra micro-batch forward step before the 1f1b stages"). Numbers or arrays."""
+    pp_f = np.asarray(pp, dtype=float)
+    chunk = np.ceil(n_layers / pp_f) / np.maximum(np.asarray(vpp, dtype=float), 1.0)
+    out = 1.0 + np.where(pp_f > 1, chunk, 0.0)
+    return float(out) if out.ndim == 0 else out
+
+
 def interleave_activation_factor(pp: np.ndarray, n_microbatches: np.ndarray, vpp: np.ndarray) -> np.ndarray:
     """Activations the first stage of an interleaved (virtual-stage) 1F1B schedule holds, over plain 1F1B's.
 
@@ -434,10 +447,12 @@ def training_memory(
     lora_targets: tuple[str, ...] = LORA_DEFAULT_TARGETS,
     usable_bytes: float | None = None,
     whole_experts: bool = False,
+    ep_overlap: bool = False,
 ) -> TrainingMemory:
     """Peak memory per device of a training or fine-tuning step (bytes).
 
     ``whole_experts``: the training stack runs its expert layers at expert-TP 1 (``TrainingStack.expert_tp_one``).
+    ``ep_overlap``: Megatron-Core's batch-level MoE all-to-all overlap is on (:func:`ep_overlap_extra_layers`).
 
     ``recompute="layer_offload"`` moves the activations of as many layers to host memory as the step needs to
     fit in ``usable_bytes`` (:func:`layer_offload_count`); without ``usable_bytes``, all layers but one.
@@ -481,6 +496,7 @@ def training_memory(
         frozen_base_bytes_per_param=frozen_bpp, lora_params_total=adapters, act_host_layer=one(host_layer),
         layer_offload=one(recompute == "layer_offload").astype(bool),
         usable=one(usable_bytes if usable_bytes is not None else 0.0), whole_experts=whole_experts,
+        extra_inflight_layers=one(ep_overlap_extra_layers(model.n_layers, pp, vpp)) if ep_overlap and ep > 1 else None,
     )
     return TrainingMemory(
         weights=float(parts["weights"][0]),

@@ -18,6 +18,7 @@ from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf import collectives as coll
 from xpuplan.perf.efficiency import Efficiency
+from xpuplan.perf.memory import ep_overlap_extra_layers as mem_ep_overlap_extra_layers
 from xpuplan.perf.memory import expert_dp_size, expert_tensor_parallel, gradients_sharded
 from xpuplan.perf.ops import expected_groups_hit
 from xpuplan.perf.roofline import cost_adam_step, op_time
@@ -265,20 +266,14 @@ def ep_overlap_fraction(p: PlanArrays, stack: TrainingStack, job: TrainingJob) -
 
 
 def ep_overlap_extra_layers(p: PlanArrays, stack: TrainingStack, job: TrainingJob, n_layers: int) -> np.ndarray:
-    """Layer-micro-batches of activations the first stage holds beyond its schedule's own because Megatron-Core's
-    batch-level EP overlap (``ep_overlap_schedule`` ``combined_1f1b``) merges one micro-batch's forward with another's
-    backward, layer by layer (combined_1f1b.py: the forward of layer l runs beside the backward of layer L-1-l, which
-    frees that layer's activations as the forward allocates the next): without pipelining the two together hold one
-    micro-batch's activations plus the layer pair in flight (1 layer more); with the interleaved schedule add the extra
-    warm-up forward of one model chunk (ceil(layers/pp)/vpp layers; schedules.py, "we schedule one extra micro-batch
-    forward step before the 1f1b stages"). 0 for plans without the overlap and for schedules that pair passes
-    otherwise (DualPipe's own memory is not modelled here)."""
+    """Per plan, the layer-micro-batches of activations the first stage holds beyond its schedule's own because
+    Megatron-Core's batch-level EP overlap (``ep_overlap_schedule`` ``combined_1f1b``) is on
+    (:func:`xpuplan.perf.memory.ep_overlap_extra_layers`: one layer, pipelined also one model chunk). 0 for plans
+    without the overlap and for schedules that pair passes otherwise (DualPipe's own memory is not modelled here)."""
     if stack.ep_overlap_schedule != "combined_1f1b":
         return np.zeros(len(p))
     on = (ep_overlap_fraction(p, stack, job) > 0) & (p.ep > 1)
-    pp = p.pp.astype(float)
-    chunk = np.ceil(n_layers / pp) / np.maximum(p.vpp.astype(float), 1.0)
-    return np.where(on, np.where(pp > 1, chunk, 0.0) + 1.0, 0.0)
+    return np.where(on, mem_ep_overlap_extra_layers(n_layers, p.pp, p.vpp), 0.0)
 
 
 def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: Cluster, p: PlanArrays,
