@@ -916,10 +916,11 @@ class Assumptions(BaseModel):
         """Training-stack profiles by id (read-only)."""
         return MappingProxyType(self.training_stack_specs)
 
-    def training_stack(self, name: str | None = None, *, field: str = "stack") -> TrainingStack:
-        """The stack ``name`` (case-insensitive; the built-in default stack when None);
+    def training_stack(self, name: str | None = None, *, field: str = "stack", device: Any = None) -> TrainingStack:
+        """The stack ``name`` (case-insensitive); when None, the default for ``device``
+        (``StacksFile.default_stack_for``: MaxText on TPUs, MindSpeed-LLM on Ascend, else Megatron-Core);
         UserInputError naming ``field`` and listing the known ones when unknown."""
-        key = load_stacks().default_stack if name is None else name.strip().casefold()
+        key = load_stacks().default_stack_for(device) if name is None else name.strip().casefold()
         try:
             return self.training_stack_specs[key]
         except KeyError:

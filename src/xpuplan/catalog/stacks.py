@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -172,11 +172,34 @@ class _Pattern(_Strict):
     before_year: int | None = None
 
 
+class _HardwareDefault(_Strict):
+    """The stack a device's own vendor ships for LLM training, the default where a job names none."""
+
+    vendor: str | None = None
+    kind: str | None = None
+    stack: str
+    source: str
+
+    def matches(self, vendor: str, kind: str) -> bool:
+        return ((self.vendor is None or self.vendor.casefold() == vendor.casefold())
+                and (self.kind is None or self.kind.casefold() == kind.casefold()))
+
+
 class StacksFile(_Strict):
     schema_version: Literal[1]
     default_stack: str
     stacks: dict[str, TrainingStack] = Field(min_length=1)
     name_patterns: list[_Pattern] = Field(default_factory=list)
+    hardware_defaults: list[_HardwareDefault] = Field(default_factory=list)
+
+    def default_stack_for(self, device: Any = None) -> str:
+        """The default stack's id for ``device`` (anything with ``vendor`` and ``kind``): the first
+        ``hardware_defaults`` entry it matches, else ``default_stack``; ``default_stack`` without a device."""
+        if device is not None:
+            for h in self.hardware_defaults:
+                if h.matches(str(getattr(device, "vendor", "")), str(getattr(device, "kind", ""))):
+                    return h.stack
+        return self.default_stack
 
     @model_validator(mode="after")
     def _references(self) -> StacksFile:
@@ -189,6 +212,11 @@ class StacksFile(_Strict):
                 re.compile(p.pattern)
             except re.error as exc:
                 raise ValueError(f"name_patterns[{i}]: bad pattern {p.pattern!r}: {exc}") from None
+        for i, h in enumerate(self.hardware_defaults):
+            if h.stack not in self.stacks:
+                raise ValueError(f"hardware_defaults[{i}]: unknown stack {h.stack!r}")
+            if h.vendor is None and h.kind is None:
+                raise ValueError(f"hardware_defaults[{i}]: give vendor, kind or both")
         return self
 
 
@@ -253,8 +281,11 @@ def training_stack(name: str | None = None) -> TrainingStack:
     return f.stacks[key]
 
 
-def default_training_stack() -> TrainingStack:
-    return training_stack(None)
+def default_training_stack(device: Any = None) -> TrainingStack:
+    """The stack a job that names none runs: the one ``device``'s vendor ships (``hardware_defaults``: MaxText on
+    TPUs, MindSpeed-LLM on Ascend), else the file's ``default_stack`` (Megatron-Core)."""
+    f = load_stacks()
+    return f.stacks[f.default_stack_for(device)]
 
 
 def stack_for_framework(framework: str | None, year: int | None = None) -> TrainingStack | None:

@@ -136,7 +136,7 @@ def estimate_cmd(
     scale_out_gbit: Annotated[float | None, typer.Option(help="scale-out NIC per device, Gbit/s")] = None,
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
-    stack: Annotated[str | None, typer.Option(help="training stack profile: megatron-core (default), nemo, "
+    stack: Annotated[str | None, typer.Option(help="training stack profile (default: the one the device's vendor ships: maxtext on TPUs, mindspeed-mcore on Ascend, else megatron-core): megatron-core, nemo, "
                                                    "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, maxtext, "
                                                    "meta-4d, deepseek-dualpipe (catalog/data/training_stacks.yaml; an assumptions file may add "
                                                    "its own)")] = None,
@@ -198,7 +198,7 @@ def search_cmd(
     scale_out_gbit: Annotated[float | None, typer.Option(help="scale-out NIC per device, Gbit/s")] = None,
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
-    stack: Annotated[str | None, typer.Option(help="training stack profile: megatron-core (default), nemo, "
+    stack: Annotated[str | None, typer.Option(help="training stack profile (default: the one the device's vendor ships: maxtext on TPUs, mindspeed-mcore on Ascend, else megatron-core): megatron-core, nemo, "
                                                    "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, maxtext, "
                                                    "meta-4d, deepseek-dualpipe (catalog/data/training_stacks.yaml; an assumptions file may add "
                                                    "its own)")] = None,

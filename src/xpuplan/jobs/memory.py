@@ -141,7 +141,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
-    stack = ctx.assumptions().training_stack(None)  # the default stack: its conventions and capabilities
+    # the default stack (for --hw, the one its vendor ships): its conventions and capabilities
+    stack = ctx.assumptions().training_stack(None, device=ctx.device(req.hw) if req.hw else None)
     _train_layout_issues(req, m, stack)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
     gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (

@@ -348,10 +348,11 @@ def _uncertainty(e: TrainEstimate, cluster: Cluster, model: ModelArch, job: Trai
     }, regime)
 
 
-def _stack(ctx: RunContext, req: _TrainCommon) -> Any:
+def _stack(ctx: RunContext, req: _TrainCommon, device: Any = None) -> Any:
     """The request's training-stack profile, from the context's assumptions (built-in stacks plus
-    any an overrides file changes or adds); UserInputError naming --stack when unknown."""
-    return ctx.assumptions().training_stack(req.stack, field="--stack")
+    any an overrides file changes or adds); without --stack the default for ``device`` (MaxText on TPUs,
+    MindSpeed-LLM on Ascend, else Megatron-Core); UserInputError naming --stack when unknown."""
+    return ctx.assumptions().training_stack(req.stack, field="--stack", device=device)
 
 
 def what_it_would_take(model: ModelArch, cluster: Cluster, job: TrainingJob, precision: str,
@@ -397,7 +398,7 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
         raise UserInputError("give --devices (or 'devices' in the scenario)", field="--devices")
     job = _job(req, sc, dp_compression=req.dp_compression, tp_overlap=req.tp_overlap, ep_overlap=req.ep_overlap)
     cluster = _cluster(ctx, req, n, sc)
-    st = _stack(ctx, req)
+    st = _stack(ctx, req, cluster.device)
     pin = (sc.plan if sc and sc.plan else PlanIn()).model_dump()
     pin.update({k: v for k, v in dict(tp=req.tp, pp=req.pp, vpp=req.vpp, cp=req.cp, ep=req.ep, dp=req.dp, sp=req.sp,
                                       zero_stage=req.zero, recompute=req.recompute, micro_batch=req.micro_batch,
@@ -519,7 +520,7 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
     cluster = _cluster(ctx, req, counts[0], sc)
     space = _space(req, sc)
     k = req.top or (sc.top if sc else 10)
-    st = _stack(ctx, req)
+    st = _stack(ctx, req, cluster.device)
     sm = StepModel(m, cluster.device, cluster.efficiency, job, stack=st)
     parts: list[SearchResult] = []
     interrupted = False

@@ -509,4 +509,4 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
     if cluster.device.kind.upper() == "TPU":  # all four are PyTorch-distributed (NCCL/HCCL) launchers
         raise UserInputError(f"--emit {framework}: {framework} does not run on TPUs ({cluster.device.id}); "
                              "TPU training runs on JAX (MaxText) or PyTorch/XLA", field="--emit")
-    return emitter(plan, model, cluster, job, stack or default_training_stack(), offload_layers)
+    return emitter(plan, model, cluster, job, stack or default_training_stack(cluster.device), offload_layers)

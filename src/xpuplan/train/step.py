@@ -126,7 +126,7 @@ class StepModel:
     def __init__(self, model: ModelArch, device: Device, eff: Efficiency, job: TrainingJob, *,
                  power: PowerProfile | None = None, stack: TrainingStack | None = None) -> None:
         self.model = model
-        self.stack = stack if stack is not None else default_training_stack()
+        self.stack = stack if stack is not None else default_training_stack(device)
         self.device = device
         # the stack's fused-attention kernel (FlashAttention-2 code or the device's native kernels)
         self.eff = eff.for_attention_kernel(self.stack.attention_kernel)

@@ -142,12 +142,14 @@ def _framework_zero(row: ValidationRow) -> int:
     return 3 if "fsdp" in fw else 1
 
 
-def row_stack(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainingStack, bool]:
+def row_stack(row: ValidationRow, assumptions: Assumptions | None = None,
+              device: Any = None) -> tuple[TrainingStack, bool]:
     """(the training stack the row's ``framework`` names, given the source's year; whether it was
-    recognised — the default stack otherwise). The profile is the one ``assumptions`` hold (an
-    overrides file's ``training_stacks:`` changes apply); None means the built-in ones."""
+    recognised — otherwise the default stack for the row's ``device``: the one its vendor ships). The profile is
+    the one ``assumptions`` hold (an overrides file's ``training_stacks:`` changes apply); None means the built-in
+    ones."""
     st = stack_for_framework(row.get("framework"), source_year(row))
-    chosen, known = (st, True) if st is not None else (default_training_stack(), False)
+    chosen, known = (st, True) if st is not None else (default_training_stack(device), False)
     if assumptions is not None:
         chosen = assumptions.training_stack(chosen.id)
     return chosen, known
@@ -270,7 +272,7 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
     cluster = Cluster.from_catalog(row.hardware, row.n_devices, assumptions=assumptions, scale_out_gbit_per_s=nic)
     if nic is not None:
         inferred["scale_out"] = f"{nic:g} Gbit/s per device (the row's network, not the catalog's)"
-    stack, known = row_stack(row, assumptions)
+    stack, known = row_stack(row, assumptions, cluster.device)
     inferred["stack"] = stack.id if known else f"{stack.id} (default)"
     if row.get("stack_options"):
         stack = stack_options(row, stack)
