@@ -572,7 +572,8 @@ def training_memory_arrays(
     ``layer_offload`` plan (mask ``layer_offload``) moves to the host to fit in ``usable`` bytes
     (:func:`layer_offload_count`; 0 for other plans), whose activations are then in ``host``, not ``acts``.
     ``extra_inflight_layers``: layer-micro-batches of activations the first stage holds beyond the schedule's
-    (the MoE all-to-all overlap's extra micro-batch: ``train.phases.ep_overlap_extra_layers``).
+    (the MoE all-to-all overlap's layer pair in flight and, pipelined, its extra warm-up chunk:
+    :func:`ep_overlap_extra_layers`).
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep, whole_experts)
@@ -598,7 +599,7 @@ def training_memory_arrays(
     interleave = interleave_activation_factor(pp, n_microbatches, vpp)
     inflight_layers = np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
                                layers_stage) * interleave
-    if extra_inflight_layers is not None:  # e.g. the MoE all-to-all overlap's extra micro-batch
+    if extra_inflight_layers is not None:  # e.g. what the MoE all-to-all overlap holds beyond the schedule
         inflight_layers = inflight_layers + extra_inflight_layers
     first = act_per_layer * inflight_layers
     host = (act_host_layer if act_host_layer is not None else np.zeros_like(first)) * inflight_layers
