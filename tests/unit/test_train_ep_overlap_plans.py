@@ -130,3 +130,13 @@ def test_memory_train_counts_the_same_extra_activations_as_the_step_model():
     assert CliRunner().invoke(app, [*args, "--ep-overlap"]).exit_code == 0
     bad = CliRunner().invoke(app, ["memory", "train", "--model", MODEL, "--ep-overlap"])  # ep 1
     assert bad.exit_code == 2 and "ep-overlap" in bad.output
+
+
+def test_memory_train_refuses_the_overlap_where_the_devices_stack_has_none():
+    from typer.testing import CliRunner
+
+    from xpuplan.cli.main import app
+
+    r = CliRunner().invoke(app, ["memory", "train", "--model", MODEL, "--dp", "8", "--ep", "8", "--recompute", "none",
+                                 "--ep-overlap", "--hw", "tpu-v5p"])  # MaxText, the TPU default, has none
+    assert r.exit_code == 2 and "ep-overlap" in r.output and "Traceback" not in r.output
