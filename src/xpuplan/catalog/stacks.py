@@ -81,6 +81,11 @@ class TrainingStack(_Strict):
                                       "combined_1f1b (Megatron-Core's batch-level overlap merges the forward of one "
                                       "micro-batch with the backward of another: the warm-up forwards and cool-down "
                                       "backwards, the first forward and last backward without pipelining, run alone)")
+    pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
+        default="1f1b", description="pipeline schedule: 1f1b (Megatron's, interleaved with vpp > 1) or dualpipe "
+                                    "(DeepSeek-V3's bidirectional schedule: bubble (pp/2 - 1)(F&B + B - 3W), arXiv "
+                                    "2412.19437 Table 2; its memory, two copies of the stage parameters and pp + 1 "
+                                    "micro-batches of activations, is not charged: docs/training.md)")
     ep_overlap_opt_in: float = Field(
         default=0.0, ge=0, le=1,
         description="fraction of the MoE all-to-all a plan hides when it turns the stack's opt-in batch-level "

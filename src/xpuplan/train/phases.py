@@ -375,16 +375,32 @@ def moe_dispatch_dedup_s(n_bytes: np.ndarray, model: ModelArch, cluster: Cluster
 # ---------------------------------------------------------------------------------------
 # Pipeline
 # ---------------------------------------------------------------------------------------
+def dualpipe_bubble_s(pp: np.ndarray, fwd_s: np.ndarray, bwd_s: np.ndarray, wgrad_s: np.ndarray) -> np.ndarray:
+    """DualPipe's bubble (DeepSeek-V3, arXiv 2412.19437 Table 2; deepseek-ai/DualPipe README): (PP/2 - 1)(F&B + B - 3W)
+    with F a stage's forward chunk, B its full backward chunk, W the backward-for-weights part of it and F&B a forward
+    and a backward chunk run overlapped (their compute adds: F + B). 1F1B's is (PP - 1)(F + B)."""
+    fb = fwd_s + bwd_s
+    return np.maximum(np.asarray(pp, dtype=float) / 2.0 - 1.0, 0.0) * np.maximum(fb + bwd_s - 3.0 * wgrad_s, 0.0)
+
+
 def pipeline_s(lay: Layout, cluster: Cluster, p: PlanArrays, t_mb: np.ndarray,
-               stack: TrainingStack) -> tuple[np.ndarray, np.ndarray]:
+               stack: TrainingStack, comp: StageCompute | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(bubble, stage hand-offs) per step: the 1F1B bubble (pp-1)/vpp micro-batch times and two
     point-to-point sends per micro-batch and virtual stage (Megatron scatter/gather: 1/tp per rank).
+    A stack whose ``pipeline_schedule`` is ``dualpipe`` has :func:`dualpipe_bubble_s` instead, its F, B and W the
+    stage's forward, backward and weight-gradient share of ``t_mb`` (W: half the backward beside the attention core's,
+    whose backward is all input gradient; needs ``comp``).
 
     Interleaved schedules (vpp > 1) of stacks that send asynchronously overlap each send with the
     other virtual stage's compute: only the warm-up and cool-down sends (2·(pp-1) of the
     2·(m·vpp + pp - 1)) wait, the rest hides under the m micro-batches' compute
     (:func:`exposed_after_overlap_s`, with its interference)."""
     bubble = (lay.pp - 1.0) / lay.vpp * t_mb
+    if stack.pipeline_schedule == "dualpipe" and comp is not None:
+        scale = t_mb / np.maximum(comp.fwd + comp.bwd, 1e-30)  # the micro-batch's other terms, pro rata
+        attn_bwd_stage = comp.attn_bwd * lay.layers_stage
+        wgrad = np.maximum(comp.bwd - attn_bwd_stage, 0.0) / 2.0
+        bubble = np.where(lay.pp > 1, dualpipe_bubble_s(lay.pp, comp.fwd * scale, comp.bwd * scale, wgrad * scale), 0.0)
     pp_bytes = lay.mb * (lay.s / lay.cp) * lay.h * ACTIVATION_BYTES / lay.tp
     t_p2p = group_time_s("p2p", pp_bytes, cluster, p.pp, p.tp * p.cp * p.dp)
     n_sends = 2.0 * (lay.m * lay.vpp + lay.pp - 1.0)

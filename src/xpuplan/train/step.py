@@ -269,7 +269,8 @@ class StepModel:
                                       layer_bytes=self.activation_table(p, p.rec), offload_layers=mem["offload_layers"])
         else:
             off_mb = np.zeros_like(lay.tp)
-        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st)
+        bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st,
+                                     comp)
         tr = self._trainable(lay, dense_p, expert_p, frozen, p)
         dp_comm, zero3_comm = dp_comm_s(lay, model, job, cluster, p, comp, dense_p, expert_p, tr, st)
         optimizer = optimizer_s(cluster, p, dev, self.eff, tr, rb["grads"], whole_experts=st.expert_tp_one)
