@@ -124,11 +124,9 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> Non
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
                            validity.rule_layer_offload(req.recompute, req.pp, stack),
-                           validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute))
+                           validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute),
+                           validity.rule_ep_overlap_on_stack(req.ep_overlap, stack))
               if i is not None]
-    if req.ep_overlap and stack.ep_overlap_opt_in <= 0 and stack.ep_overlap <= 0:
-        issues.append(validity.PlanIssue("ep_overlap", f"the training stack {stack.name!r} (the default for this device) "
-                                                       "has no MoE all-to-all overlap"))
     if issues:
         first = issues[0]
         field = {"seq_len": "--seq", "micro_batch": "--micro-batch", "zero_stage": "--zero"}.get(

@@ -153,13 +153,14 @@ def _megatron_model(model: ModelArch, job: TrainingJob) -> tuple[list[str], list
     return a, notes
 
 
-def _overlaps(job: TrainingJob, stack: TrainingStack) -> tuple[bool, bool]:
+def _overlaps(job: TrainingJob, stack: TrainingStack, plan: ParallelPlan) -> tuple[bool, bool]:
     """(TP-communication overlap on, MoE all-to-all overlap on) as the estimate assumed them: the
     job's fractions when given, else the training stack's defaults (so a plan estimated under a
-    stack that overlaps TP collectives is launched with that overlap switched on)."""
+    stack that overlaps TP collectives is launched with that overlap switched on); the all-to-all overlap
+    also when the plan turns the stack's opt-in one on (``ParallelPlan.ep_overlap``)."""
     tp_on = job.tp_overlap > 0 if job.tp_overlap is not None else stack.tp_comm_overlap
     ep_on = job.ep_overlap > 0 if job.ep_overlap is not None else stack.ep_overlap > 0
-    return tp_on, ep_on
+    return tp_on, ep_on or plan.ep_overlap
 
 
 def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
@@ -188,8 +189,7 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
               "--no-gradient-accumulation-fusion", "--ckpt-format", "fsdp_dtensor"]
     else:
         a += ["--overlap-grad-reduce"]
-    tp_on, ep_on = _overlaps(job, stack)
-    ep_on = ep_on or plan.ep_overlap
+    tp_on, ep_on = _overlaps(job, stack, plan)
     if tp_on and plan.tp > 1 and plan.sp:
         a += ["--tp-comm-overlap"]
     elif tp_on and plan.tp > 1:
@@ -318,9 +318,10 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
         strategy = "optim_grads" if plan.zero_stage == 2 else "optim_grads_params"
         over += ["ddp.use_megatron_fsdp=true", f"ddp.data_parallel_sharding_strategy={strategy}",
                  "ddp.use_distributed_optimizer=true"]
-    if _overlaps(job, stack)[0] and plan.tp > 1 and plan.sp:
+    tp_on, ep_on = _overlaps(job, stack, plan)
+    if tp_on and plan.tp > 1 and plan.sp:
         over += ["model.tp_comm_overlap=true"]
-    if (_overlaps(job, stack)[1] or plan.ep_overlap) and plan.ep > 1:
+    if ep_on and plan.ep > 1:
         # what Megatron-Bridge's moe_a2a_overlap switch sets (scripts/performance/utils/overrides.py)
         over += ["model.overlap_moe_expert_parallel_comm=true", "model.delay_wgrad_compute=true",
                  "model.moe_shared_expert_overlap=false"]

@@ -23,7 +23,6 @@ from typing import Any, Final
 import numpy as np
 
 from xpuplan.catalog.stacks import TrainingStack
-from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
@@ -284,9 +283,7 @@ def search_plans(
     if any(issues):
         space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
-    if space.ep_overlap is not None and any(space.ep_overlap) and not sm.stack.ep_overlap_opt_in > 0:
-        raise UserInputError(f"the training stack {sm.stack.name!r} has no opt-in MoE all-to-all overlap "
-                             "(ep_overlap_opt_in 0): give the job's ep_overlap fraction instead", field="ep_overlap")
+    validity.raise_first([i for i in (validity.rule_ep_overlap_on_stack(any(space.ep_overlap or ()), sm.stack),) if i])
     if space.recompute is not None and set(space.recompute) == {"layer_offload"}:
         # only Megatron-Core's activation offloading asked for: say why nothing could be enumerated
         pp = 1 if space.pp is None or 1 in space.pp else min(space.pp)

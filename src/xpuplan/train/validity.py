@@ -120,6 +120,15 @@ def rule_ep_overlap(ep_overlap: bool, ep: int, pp: int, vpp: int, recompute: str
     return None
 
 
+def rule_ep_overlap_on_stack(ep_overlap: bool, stack: Any) -> PlanIssue | None:
+    """A plan turns on its training stack's opt-in MoE all-to-all overlap (``TrainingStack.ep_overlap_opt_in``):
+    a stack without one (torchtitan, DeepSpeed, MaxText, ...) cannot."""
+    if ep_overlap and not stack.ep_overlap_opt_in > 0:
+        return PlanIssue("ep_overlap", f"the training stack {stack.name!r} has no opt-in MoE all-to-all overlap "
+                                       "(ep_overlap_opt_in 0); megatron-core and nemo have one")
+    return None
+
+
 def rule_ep_divides_dp_cp(ep: int, dp: int, cp: int, tp: int = 1) -> PlanIssue | None:
     """Expert parallelism over the ranks of one pipeline stage. Classic layouts carve EP out of
     dp·cp; MoE parallel folding (Liu et al. 2025, arXiv 2504.14960; Megatron-Core >= 0.10) lets the
