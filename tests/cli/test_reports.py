@@ -309,3 +309,16 @@ def test_capacity_report_says_why_a_band_is_widened(tmp_path):
     _, zh, zh_md = run(tmp_path, [*CAPACITY, "--lang", "zh"], "capacity")
     both("amd-mi300x-192gb：80% 区间", zh, zh_md)
     assert "已放宽" in zh
+
+
+def test_train_report_says_what_an_overlapped_plan_is_in_either_language(tmp_path):
+    """A best plan whose key ends in -epo (the MoE all-to-all overlap) gets a row saying so in the reader's language."""
+    rows = {"en": "MoE all-to-all overlap", "zh": "MoE 全对全通信重叠"}
+    for lang, label in rows.items():
+        out = tmp_path / f"train_{lang}.html"
+        r = runner.invoke(app, ["train", "search", "--model", "qwen3-30b-a3b", "--hw", "H100", "--devices", "16",
+                                "--seq-len", "4096", "--stack", "nemo", "--top", "3", "--lang", lang,
+                                "--report", str(out)])
+        assert r.exit_code == 0, r.output
+        html = out.read_text(encoding="utf-8")
+        assert "-epo" in html and label in html

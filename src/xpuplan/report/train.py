@@ -182,6 +182,8 @@ def render_html(res: TrainSearchResult, lang: str = "en") -> str:
         if b.device_time_s is not None:
             extra.append((t("train.device_hours", lang), f"{b.device_time_s / units.HOUR:,.0f}"))
         batch = t("train.batch_value", lang, seqs=f"{b.global_batch_seqs:,}", seq_len=f"{b.seq_len:,}")
+        if b.key.endswith("-epo"):  # what the key's suffix means, in the reader's language
+            extra.insert(0, (t("train.ep_overlap", lang), t("train.ep_overlap_on", lang)))
         s.append(section(t("train.best_plan", lang), table(
             [t("train.quantity", lang), t("page.value", lang)],
             [[t("train.col.plan", lang), b.key], [t("train.global_batch", lang), batch], *[[k, v] for k, v in extra]],
