@@ -1,5 +1,6 @@
-"""DualPipe's pipeline bubble (DeepSeek-V3, arXiv 2412.19437 Table 2; deepseek-ai/DualPipe README):
-(PP/2 - 1)(F&B + B - 3W) against 1F1B's (PP - 1)(F + B)."""
+"""DualPipe (DeepSeek-V3, arXiv 2412.19437 sec. 3.2.1 and Table 2; deepseek-ai/DualPipe README): its bubble
+(PP/2 - 1)(F&B + B - 3W) against 1F1B's (PP - 1)(F + B), and its memory: two stages' parameters per rank, the
+embedding and the output head on the same rank, PP + 1 micro-batches of activations."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from xpuplan.catalog.stacks import training_stack
 from xpuplan.models import get_model
+from xpuplan.perf.memory import dualpipe_peak_layer_microbatches, params_per_device, training_memory
+from xpuplan.perf.params import param_breakdown
 from xpuplan.train import Cluster, estimate, make_plan
 from xpuplan.train.phases import dualpipe_bubble_s
 from xpuplan.workload.training import TrainingJob
@@ -31,10 +34,69 @@ def test_the_dualpipe_stack_idles_less_than_1f1b(pp: int):
     one = dual.model_copy(update={"pipeline_schedule": "1f1b"})
     d = estimate(m, c, plan, job, stack=dual, uneven_pipeline=True)
     o = estimate(m, c, plan, job, stack=one, uneven_pipeline=True)
-    assert d.step.compute_s == pytest.approx(o.step.compute_s)  # only the bubble differs
+    assert d.step.compute_s == pytest.approx(o.step.compute_s)  # the compute is the same; the bubble is not
     assert o.step.bubble_s > 0
     if pp == 2:
         assert d.step.bubble_s == 0.0
     else:  # (pp/2 - 1)(F + 2B - 3W) against (pp - 1)(F + B): well under half
         assert d.step.bubble_s < 0.5 * o.step.bubble_s
-    assert d.memory.total_bytes == pytest.approx(o.memory.total_bytes)  # its memory is not charged (docs)
+    assert d.memory.total_bytes > o.memory.total_bytes  # two stages' parameters, one more micro-batch
+
+
+def test_a_rank_holds_two_stages_and_the_edge_rank_both_ends():
+    m = get_model("llama3.1-8b")  # 32 layers: an even pipeline of 8 stages, 4 layers each
+    b = param_breakdown(m)
+    one = params_per_device(m, pp=8)
+    two = params_per_device(m, pp=8, dualpipe=True)
+    layer = (one.dense - max(b.embedding, b.output_head)) / 4
+    # the edge rank (stages 0 and 7): 8 layers, the embedding and the output head
+    assert two.dense == pytest.approx(8 * layer + b.embedding + b.output_head)
+    # two stages: the whole model on each rank, as without pipelining
+    assert params_per_device(m, pp=2, dualpipe=True).total == pytest.approx(params_per_device(m, pp=1).total)
+    # no pipeline: DualPipe changes nothing
+    assert params_per_device(m, pp=1, dualpipe=True) == params_per_device(m, pp=1)
+
+
+def test_an_uneven_pipeline_leaves_the_missing_layers_on_the_edge_stages():
+    m = get_model("deepseek-v3")  # 61 layers on 16 stages of at most 4: 3 missing, on stages 0 and 15
+    b = param_breakdown(m)
+    inner = params_per_device(m, pp=16, ep=64, dualpipe=True)
+    per_layer = params_per_device(m, pp=61, ep=64)  # one layer and the larger end
+    layer_dense = per_layer.dense - max(b.embedding, b.output_head)
+    edge_total = 5 * (layer_dense + per_layer.expert) + b.embedding + b.output_head
+    inner_total = 8 * (layer_dense + per_layer.expert)
+    assert inner.total == pytest.approx(max(edge_total, inner_total))
+
+
+def test_dualpipe_holds_pp_plus_one_micro_batches_and_shards_states_over_both_copies():
+    m = get_model("llama3.1-8b")
+    kw = dict(seq_len=4096, micro_batch=1, tp=1, pp=8, dp=4, zero_stage=1, recompute="selective", n_microbatches=32)
+    one = training_memory(m, **kw)
+    two = training_memory(m, **kw, dualpipe=True)
+    # 1F1B's first stage: 8 micro-batches of 4 layers; DualPipe: 9
+    assert float(dualpipe_peak_layer_microbatches(32, np.asarray(8), np.asarray(32))) == 36.0
+    assert two.activations == pytest.approx(one.activations * 36 / 32)
+    dual_params = params_per_device(m, pp=8, dualpipe=True).total
+    assert two.weights == pytest.approx(dual_params * 2)  # bf16, both stages
+    # ZeRO-1 shards the fp32 master copy over the stage's two copies' data-parallel ranks: 2·dp
+    assert two.master_weights == pytest.approx(dual_params * 4 / (2 * 4))
+    # fewer micro-batches than pp + 1: only those
+    few = training_memory(m, **{**kw, "n_microbatches": 4}, dualpipe=True)
+    assert few.activations == pytest.approx(one.activations / 8 * 4 * 4 / 4)
+
+
+def test_deepseeks_published_layout_still_fits_with_dualpipes_memory():
+    """DeepSeek: two copies 'does not significantly increase the memory consumption since we use a large EP
+    size' (sec. 3.2.1): PP16 EP64 on 2,048 H800 fits with the two stages' parameters and PP + 1 micro-batches."""
+    m = get_model("deepseek-v3")
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096)
+    plan = make_plan(n_devices=2048, global_batch_seqs=15360, pp=16, ep=64, zero_stage=1, precision="fp8",
+                     recompute="selective", model=m, uneven_pipeline=True, micro_batch=1)
+    dual = training_stack("deepseek-dualpipe")
+    d = estimate(m, c, plan, job, stack=dual, uneven_pipeline=True)
+    o = estimate(m, c, plan, job, stack=dual.model_copy(update={"pipeline_schedule": "1f1b"}), uneven_pipeline=True)
+    assert d.feasible
+    assert d.memory.weights_bytes > 1.3 * o.memory.weights_bytes
+    # 1F1B's busiest stage: max(2 layers x 16, 4 layers x 15) = 60 layer-micro-batches; DualPipe's: 4 x 17 = 68
+    assert d.memory.activations_bytes == pytest.approx(o.memory.activations_bytes * 68 / 60)

@@ -75,13 +75,22 @@ class DeviceParams:
         return self.dense + self.expert
 
 
-def params_per_device(model: ModelArch, tp: int = 1, pp: int = 1, ep: int = 1, etp: int = 1) -> DeviceParams:
+def params_per_device(model: ModelArch, tp: int = 1, pp: int = 1, ep: int = 1, etp: int = 1, *,
+                      dualpipe: bool = False) -> DeviceParams:
     """Parameters on the busiest pipeline stage of one device.
 
     Dense weights (attention, dense MLPs, shared experts, norms) split over TP; layers split over
     PP, the first or last stage also holding the embedding or the output head. Routed experts are
     split over EP x expert-TP. Norms are replicated across TP (counted in full). With tp > n_kv_heads
     each device holds one KV head's projections (``perf.params.kv_replication``).
+
+    ``dualpipe`` (DeepSeek-V3's bidirectional schedule, pp > 1): rank i holds stages i and pp-1-i, so every
+    device keeps two stages' layers ("DualPipe requires keeping two copies of the model parameters",
+    arXiv 2412.19437 sec. 3.2.1) and the first rank both the embedding and the output head (sec. 3.2.3: "the
+    shallowest layers (including the embedding layer) and deepest layers (including the output head) ... on the
+    same PP rank"). The d = pp·ceil(L/pp) - L layers an uneven pipeline lacks fall on those two edge stages, as
+    under 1F1B (:func:`pipeline_peak_layer_microbatches`), so the edge rank holds 2·ceil(L/pp) - d layers plus
+    both ends and an inner rank 2·ceil(L/pp) layers; the busier of the two (by parameter count) is returned.
     """
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("etp", etp)):
         if v < 1:
@@ -105,6 +114,16 @@ def params_per_device(model: ModelArch, tp: int = 1, pp: int = 1, ep: int = 1, e
         moe_dense_part = moe_expert_part = frac_moe = 0.0
     per_layer_dense = attn + norms + (1 - frac_moe) * dense_mlp_layer + frac_moe * moe_dense_part
     per_layer_expert = frac_moe * moe_expert_part
+    if dualpipe and pp > 1:
+        deficit = pp * layers_per_stage - model.n_layers
+        edge_rank = DeviceParams(
+            dense=(2 * layers_per_stage - deficit) * per_layer_dense + (b.embedding + b.output_head + b.pooler) / tp,
+            expert=(2 * layers_per_stage - deficit) * per_layer_expert)
+        if pp == 2:
+            return edge_rank  # both ranks hold the whole model
+        inner_rank = DeviceParams(dense=2 * layers_per_stage * per_layer_dense,
+                                  expert=2 * layers_per_stage * per_layer_expert)
+        return max(edge_rank, inner_rank, key=lambda d: d.total)
     edge = max(b.embedding, b.output_head) if pp > 1 else b.embedding + b.output_head
     dense = layers_per_stage * per_layer_dense + edge / tp + b.pooler / tp
     return DeviceParams(dense=dense, expert=layers_per_stage * per_layer_expert)
@@ -349,6 +368,15 @@ def pipeline_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatch
     return np.maximum(first_layers * np.minimum(pp, m), ls * np.minimum(pp - 1.0, m))
 
 
+def dualpipe_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
+    """Peak (layers x micro-batches) of activations a rank holds under DualPipe: pp + 1 micro-batches of one
+    stage (ceil(L/pp) layers), against 1F1B's pp (DeepSeek-V3, arXiv 2412.19437 Table 2; deepseek-ai/DualPipe
+    README: activation PP + 1), fewer when the step has fewer micro-batches."""
+    pp = np.asarray(pp, dtype=float)
+    m = np.asarray(n_microbatches, dtype=float)
+    return np.ceil(n_layers / pp) * np.minimum(pp + 1.0, np.maximum(m, 1.0))
+
+
 # ---------------------------------------------------------------------------------------
 # Training memory
 # ---------------------------------------------------------------------------------------
@@ -448,11 +476,13 @@ def training_memory(
     usable_bytes: float | None = None,
     whole_experts: bool = False,
     ep_overlap: bool = False,
+    dualpipe: bool = False,
 ) -> TrainingMemory:
     """Peak memory per device of a training or fine-tuning step (bytes).
 
     ``whole_experts``: the training stack runs its expert layers at expert-TP 1 (``TrainingStack.expert_tp_one``).
     ``ep_overlap``: Megatron-Core's batch-level MoE all-to-all overlap is on (:func:`ep_overlap_extra_layers`).
+    ``dualpipe``: DeepSeek-V3's DualPipe schedule (two stages per rank; see :func:`training_memory_arrays`).
 
     ``recompute="layer_offload"`` moves the activations of as many layers to host memory as the step needs to
     fit in ``usable_bytes`` (:func:`layer_offload_count`); without ``usable_bytes``, all layers but one.
@@ -469,7 +499,8 @@ def training_memory(
         raise UserInputError(f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp})", field="ep")
     sp = tp > 1 if sp is None else sp
     r = state_recipe(recipe)
-    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=expert_tensor_parallel(tp, dp * cp, ep, whole_experts))
+    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=expert_tensor_parallel(tp, dp * cp, ep, whole_experts),
+                            dualpipe=dualpipe)
     per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
                                            flash_attention=flash_attention, dropout=dropout,
                                            linear_input_bytes=linear_input_bytes)
@@ -497,6 +528,7 @@ def training_memory(
         layer_offload=one(recompute == "layer_offload").astype(bool),
         usable=one(usable_bytes if usable_bytes is not None else 0.0), whole_experts=whole_experts,
         extra_inflight_layers=one(ep_overlap_extra_layers(model.n_layers, pp, vpp)) if ep_overlap and ep > 1 else None,
+        dualpipe=dualpipe,
     )
     return TrainingMemory(
         weights=float(parts["weights"][0]),
@@ -547,6 +579,7 @@ def training_memory_arrays(
     layer_offload: np.ndarray | None = None,
     usable: np.ndarray | None = None,
     whole_experts: bool = False,
+    dualpipe: bool = False,
 ) -> dict[str, np.ndarray]:
     """Peak bytes per device of many training plans at once: THE training-memory model (the scalar
     :func:`training_memory` and the step model's search both call it).
@@ -574,13 +607,19 @@ def training_memory_arrays(
     ``extra_inflight_layers``: layer-micro-batches of activations the first stage holds beyond the schedule's
     (the MoE all-to-all overlap's layer pair in flight and, pipelined, its extra warm-up chunk:
     :func:`ep_overlap_extra_layers`).
+    ``dualpipe``: the stack runs DeepSeek-V3's DualPipe (pp > 1): ``dense``/``expert`` are then two stages' worth
+    (:func:`params_per_device` with ``dualpipe``), each stage's two copies share one data-parallel group of 2·dp·cp
+    ranks (so sharded states cost what they cost under 1F1B), and the first rank holds pp + 1 micro-batches of one
+    stage's activations (:func:`dualpipe_peak_layer_microbatches`).
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep, whole_experts)
     total_dev = dense + expert
+    two = dualpipe & (pp > 1)
+    copies = np.where(two, 2.0, 1.0)
 
     def shard(per_param: np.ndarray, sharded: np.ndarray) -> np.ndarray:
-        return np.where(sharded, dense * per_param / dpcp + expert * per_param / edp, total_dev * per_param)
+        return np.where(sharded, (dense * per_param / dpcp + expert * per_param / edp) / copies, total_dev * per_param)
 
     if method == "full":
         weights = shard(recipe["weights"], zero >= 3)
@@ -599,6 +638,9 @@ def training_memory_arrays(
     interleave = interleave_activation_factor(pp, n_microbatches, vpp)
     inflight_layers = np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
                                layers_stage) * interleave
+    if dualpipe:
+        inflight_layers = np.where(two, dualpipe_peak_layer_microbatches(n_layers, pp, n_microbatches),
+                                   inflight_layers)
     if extra_inflight_layers is not None:  # e.g. what the MoE all-to-all overlap holds beyond the schedule
         inflight_layers = inflight_layers + extra_inflight_layers
     first = act_per_layer * inflight_layers

@@ -269,7 +269,8 @@ def ep_overlap_extra_layers(p: PlanArrays, stack: TrainingStack, job: TrainingJo
     """Per plan, the layer-micro-batches of activations the first stage holds beyond its schedule's own because
     Megatron-Core's batch-level EP overlap (``ep_overlap_schedule`` ``combined_1f1b``) is on
     (:func:`xpuplan.perf.memory.ep_overlap_extra_layers`: one layer, pipelined also one model chunk). 0 for plans
-    without the overlap and for schedules that pair passes otherwise (DualPipe's own memory is not modelled here)."""
+    without the overlap and for schedules that pair passes otherwise (DualPipe: its pp + 1 micro-batches and two
+    stages per rank are the memory model's ``dualpipe``, :func:`xpuplan.perf.memory.training_memory_arrays`)."""
     if stack.ep_overlap_schedule != "combined_1f1b":
         return np.zeros(len(p))
     on = (ep_overlap_fraction(p, stack, job) > 0) & (p.ep > 1)

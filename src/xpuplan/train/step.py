@@ -190,7 +190,8 @@ class StepModel:
         vals = []
         for k in rows:
             if k not in self._params:
-                d = params_per_device(self.model, tp=k[0], pp=k[1], ep=k[2], etp=k[3])
+                d = params_per_device(self.model, tp=k[0], pp=k[1], ep=k[2], etp=k[3],
+                                      dualpipe=self.stack.pipeline_schedule == "dualpipe")
                 self._params[k] = (d.dense, d.expert)
             vals.append(self._params[k])
         arr = np.asarray(vals, dtype=float)[inv]
@@ -371,7 +372,7 @@ class StepModel:
             extra_inflight_layers=extra if (extra := ep_overlap_extra_layers(
                 p, self.stack, self.job, self.model.n_layers)).any() else None,
             layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable),
-            whole_experts=self.stack.expert_tp_one)
+            whole_experts=self.stack.expert_tp_one, dualpipe=self.stack.pipeline_schedule == "dualpipe")
 
     def memory(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Memory per device of every plan in ``p`` without timing them (what ``evaluate`` reports)."""
