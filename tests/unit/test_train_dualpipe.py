@@ -27,9 +27,9 @@ def test_the_formula():
 def test_the_dualpipe_stack_idles_less_than_1f1b(pp: int):
     m = get_model("deepseek-v3")
     c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048)
-    job = TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096)
-    plan = make_plan(n_devices=2048, global_batch_seqs=15360, pp=pp, ep=64, zero_stage=1, precision="fp8",
-                     recompute="selective", model=m, uneven_pipeline=True)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=16384 * 4096)  # an even number of micro-batches >= 2·pp
+    plan = make_plan(n_devices=2048, global_batch_seqs=16384, pp=pp, ep=64, zero_stage=1, precision="fp8",
+                     recompute="selective", model=m, uneven_pipeline=True, micro_batch=1)
     dual = training_stack("deepseek-dualpipe")
     one = dual.model_copy(update={"pipeline_schedule": "1f1b"})
     d = estimate(m, c, plan, job, stack=dual, uneven_pipeline=True)
@@ -100,3 +100,62 @@ def test_deepseeks_published_layout_still_fits_with_dualpipes_memory():
     assert d.memory.weights_bytes > 1.3 * o.memory.weights_bytes
     # 1F1B's busiest stage: max(2 layers x 16, 4 layers x 15) = 60 layer-micro-batches; DualPipe's: 4 x 17 = 68
     assert d.memory.activations_bytes == pytest.approx(o.memory.activations_bytes * 68 / 60)
+
+
+def test_dualpipes_own_asserts_are_plan_rules():
+    from xpuplan.train import validity
+
+    dual = training_stack("deepseek-dualpipe")
+    assert validity.rule_dualpipe(16, 1, 120, dual) is None
+    assert validity.rule_dualpipe(1, 1, 1, dual) is None  # no pipeline: no DualPipe
+    assert validity.rule_dualpipe(3, 1, 120, training_stack("megatron-core")) is None  # 1F1B: not its rules
+    assert validity.rule_dualpipe(6, 1, 24, dual) is None
+    issue = validity.rule_dualpipe(3, 1, 120, dual)
+    assert issue is not None and issue.field == "pp"
+    issue = validity.rule_dualpipe(4, 2, 120, dual)
+    assert issue is not None and issue.field == "vpp"
+    for m in (6, 9):  # fewer than 2·pp, or odd
+        issue = validity.rule_dualpipe(4, 1, m, dual)
+        assert issue is not None and issue.field == "micro_batch" and "2·pp = 8" in issue.message
+
+
+def test_estimate_and_search_keep_to_dualpipes_rules():
+    from xpuplan.errors import UserInputError
+    from xpuplan.train import SearchSpace, search_plans
+
+    m = get_model("deepseek-v3")
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 256)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=1024 * 4096)
+    dual = training_stack("deepseek-dualpipe")
+    plan = make_plan(n_devices=256, global_batch_seqs=1024, pp=4, ep=64, zero_stage=1, precision="fp8",
+                     recompute="selective", model=m, uneven_pipeline=True, micro_batch=16)  # 1024 / (dp 64 · 16): one
+    with pytest.raises(UserInputError) as err:
+        estimate(m, c, plan, job, stack=dual, uneven_pipeline=True)
+    assert err.value.field == "micro_batch"
+    c, job = Cluster.from_catalog("nvidia-h800-sxm-80gb", 384), TrainingJob(seq_len=4096, global_batch_tokens=1536 * 4096)
+    space = SearchSpace(pp=(2, 3, 4), uneven_pipeline=True, precision=("fp8",))
+    res = search_plans(m, c, job, stack=dual, space=space, top=2000, require_feasible=False)
+    assert {e.plan.pp for e in res.top} == {2, 4}  # no odd pipeline
+    for p in (e.plan for e in res.top):
+        assert p.vpp == 1 and p.grad_accum % 2 == 0 and p.grad_accum >= 2 * p.pp
+    one_f_one_b = search_plans(m, c, job, stack=dual.model_copy(update={"pipeline_schedule": "1f1b"}), space=space,
+                               top=2000, require_feasible=False)
+    assert 3 in {e.plan.pp for e in one_f_one_b.top}  # the same space under 1F1B has odd pipelines
+
+
+def test_an_unpipelined_overlap_needs_a_second_micro_batch():
+    """The DualPipe stack's overlap pairs one micro-batch's passes with another's: a rank running one micro-batch
+    per step without a pipeline has nothing to pair, m micro-batches pair m - 1 times."""
+    m = get_model("deepseek-v3")
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 256)
+    dual = training_stack("deepseek-dualpipe")
+    none = dual.model_copy(update={"ep_overlap": 0.0})
+
+    def ep_s(stack, ga: int) -> float:
+        job = TrainingJob(seq_len=4096, global_batch_tokens=256 * ga * 4096)
+        plan = make_plan(n_devices=256, global_batch_seqs=256 * ga, pp=1, ep=64, zero_stage=1, precision="fp8",
+                         recompute="selective", model=m, micro_batch=1)
+        return estimate(m, c, plan, job, stack=stack).step.ep_comm_s / ga
+
+    assert ep_s(dual, 1) == pytest.approx(ep_s(none, 1))
+    assert ep_s(dual, 4) < 0.6 * ep_s(none, 4)

@@ -292,7 +292,8 @@ def estimate(
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     validity.raise_first([i for i in (validity.rule_cp_all_to_all_heads(plan.cp, plan.tp, model,
                                                                          sm.stack.cp_algorithm),
-                                      validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack)) if i])
+                                      validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack),
+                                      validity.rule_dualpipe(plan.pp, plan.vpp, plan.grad_accum, sm.stack)) if i])
     arrays = PlanArrays.from_plans([plan])
     r = sm.evaluate(cluster, arrays)
     return estimate_from_arrays(r, 0, arrays, model, cluster, job)

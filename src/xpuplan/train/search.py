@@ -106,13 +106,15 @@ def vpp_options(n_layers: int, pp: int, *, uneven: bool) -> list[int]:
 
 def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,
                     space: SearchSpace | None = None, cp_algorithm: str = "ring",
-                    layer_offload: bool = False, ep_overlap_opt_in: bool = False) -> PlanArrays:
+                    layer_offload: bool = False, ep_overlap_opt_in: bool = False, dualpipe: bool = False) -> PlanArrays:
     """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``, and
     :func:`~xpuplan.train.validity.rule_cp_all_to_all_heads` for the stack's ``cp_algorithm``); recompute
     ``layer_offload`` only where the stack can (``layer_offload``) and without pipelining
     (:func:`~xpuplan.train.validity.rule_layer_offload`); every MoE plan with expert parallelism also with the
     stack's opt-in all-to-all overlap (``ep_overlap_opt_in``) where :func:`~xpuplan.train.validity.rule_ep_overlap`
-    allows it, unless the job sets its own ``ep_overlap`` fraction."""
+    allows it, unless the job sets its own ``ep_overlap`` fraction. ``dualpipe``: the stack's schedule is DualPipe,
+    whose pipelined plans :func:`~xpuplan.train.validity.rule_dualpipe` restricts (even pp, vpp 1, an even number of
+    micro-batches per step of at least 2·pp)."""
     space = space or SearchSpace()
     B = job.global_batch_seqs
     s = job.seq_len
@@ -171,6 +173,8 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                 vpp_a, ep_a, sp_a, z_a, r_a, mb_a, pr_a, epo_a = (g.ravel().astype(np.int64) for g in grid)
                 ga_a = per_rank // mb_a
                 keep = (vpp_a == 1) | (ga_a % pp == 0)
+                if dualpipe and pp > 1:  # validity.rule_dualpipe, over the arrays
+                    keep &= (pp % 2 == 0) & (vpp_a == 1) & (ga_a % 2 == 0) & (ga_a >= 2 * pp)
                 if 1 in epo_all:  # validity.rule_ep_overlap, over the arrays
                     keep &= (epo_a == 0) | ((ep_a > 1) & ((pp == 1) | (vpp_a > 1)) & ~np.isin(r_a, list(rec_full)))
                 k = int(keep.sum())
@@ -296,7 +300,8 @@ def search_plans(
     for i, n in enumerate(counts):
         cl = cluster.with_devices(n)
         plans = enumerate_plans(model, n, job, cl, space, sm.stack.cp_algorithm, sm.stack.layer_offload,
-                                sm.stack.ep_overlap_opt_in > 0 and sm.stack.ep_overlap == 0)
+                                sm.stack.ep_overlap_opt_in > 0 and sm.stack.ep_overlap == 0,
+                                sm.stack.pipeline_schedule == "dualpipe")
         if progress:
             progress(i, len(counts))
         if not len(plans):

@@ -279,6 +279,27 @@ def rule_layer_offload(recompute: str, pp: int, stack: Any) -> PlanIssue | None:
     return None
 
 
+def rule_dualpipe(pp: int, vpp: int, n_microbatches: int, stack: Any) -> PlanIssue | None:
+    """A pipelined plan on a stack whose schedule is DualPipe (``TrainingStack.pipeline_schedule``) obeys DualPipe's
+    own asserts (deepseek-ai/DualPipe ``dualpipe/dualpipe.py``, ``DualPipe.step``: ``num_ranks % 2 == 0``,
+    ``num_chunks % 2 == 0 and num_chunks >= num_ranks * 2``): an even pp, an even number of micro-batches per step of
+    at least 2·pp (half enter from each end); each rank holds two stages, not virtual stages (vpp 1)."""
+    if pp <= 1 or getattr(stack, "pipeline_schedule", "1f1b") != "dualpipe":
+        return None
+    name = getattr(stack, "id", "") or "this stack"
+    if pp % 2:
+        return PlanIssue("pp", f"DualPipe ({name}) needs an even pp (got {pp}): half the micro-batches enter at each "
+                               "end of the pipeline")
+    if vpp > 1:
+        return PlanIssue("vpp", f"DualPipe ({name}) has no virtual stages (got vpp {vpp}): each rank holds two "
+                                "stages, i and pp-1-i")
+    if n_microbatches % 2 or n_microbatches < 2 * pp:
+        return PlanIssue("micro_batch", f"DualPipe ({name}) needs an even number of micro-batches per step, at least "
+                                        f"2·pp = {2 * pp} (got {n_microbatches}): use a smaller micro_batch or a "
+                                        "larger global batch")
+    return None
+
+
 def plan_issues(
     plan: ParallelPlan,
     model: ModelArch,
