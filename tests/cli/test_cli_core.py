@@ -124,12 +124,42 @@ def test_memory_train_fp8_recipe_keeps_fp8_linear_inputs():
     assert acts("bf16-adam-fp32-grads") == pytest.approx(acts("bf16-adam"))
 
 
+def test_memory_train_under_dualpipe_agrees_with_the_estimate():
+    """`memory train --stack deepseek-dualpipe` counts DualPipe's two stages per rank as `train estimate` does:
+    DeepSeek-V3 as DeepSeek trained it (PP16 EP64, uneven: 61 layers)."""
+    from xpuplan.catalog.stacks import training_stack
+    from xpuplan.models import get_model
+    from xpuplan.train import Cluster, estimate, make_plan
+    from xpuplan.workload.training import TrainingJob
+
+    args = ("memory", "train", "--model", "deepseek-v3", "--hw", "H800", "--pp", "16", "--dp", "128", "--ep", "64",
+            "--recipe", "fp8-adam", "--uneven-pipeline", "--json")
+    r = run(*args, "--stack", "deepseek-dualpipe")
+    assert r.exit_code == 0, r.output
+    dual = json.loads(r.stdout)
+    assert dual["plan"]["pipeline_schedule"] == "dualpipe" and dual["fits"] is True
+    r = run(*args, "--stack", "megatron-core")
+    one = json.loads(r.stdout)
+    assert one["plan"]["pipeline_schedule"] == "1f1b"
+    assert dual["bytes_per_device"]["weights"] > 1.3 * one["bytes_per_device"]["weights"]
+    m = get_model("deepseek-v3")
+    plan = make_plan(n_devices=2048, global_batch_seqs=15360, pp=16, ep=64, zero_stage=1, precision="fp8",
+                     recompute="selective", model=m, uneven_pipeline=True, micro_batch=1)
+    e = estimate(m, Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048), plan,
+                 TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096), stack=training_stack("deepseek-dualpipe"),
+                 uneven_pipeline=True)
+    assert dual["bytes_per_device"]["total"] == pytest.approx(e.memory.total_bytes, rel=1e-6)
+
+
 @pytest.mark.parametrize(
     "args, field",
     [
         (("memory", "train", "--model", "llama3-70b", "--seq", "0"), "seq"),
         (("memory", "train", "--model", "llama3-70b", "--pp", "3"), "pp"),
         (("memory", "train", "--model", "llama3-70b", "--recompute", "some"), "recompute"),
+        (("memory", "train", "--model", "llama3-70b", "--stack", "nosuch"), "--stack"),
+        (("memory", "train", "--model", "llama3-70b", "--pp", "5", "--uneven-pipeline", "--stack", "deepseek-dualpipe"),
+         "--pp"),
         (("memory", "infer", "--model", "llama3-70b", "--dtype", "int3"), "dtype"),
         (("memory", "infer", "--model", "llama3-70b", "--batch", "-1"), "batch"),
         (("flops", "--model", "llama3-70b", "--seq", "-5"), "seq"),

@@ -36,6 +36,11 @@ def memory_train(
     lora_rank: int = 16,
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
     ep_overlap: Annotated[bool, typer.Option(help="Megatron-Core's MoE all-to-all overlap is on (a plan key's -epo)")] = False,
+    uneven_pipeline: Annotated[bool, typer.Option(help="allow pp not dividing the layers (first and last stages "
+                                                       "take the missing ones)")] = False,
+    stack: Annotated[str | None, typer.Option(help="training stack profile whose conventions apply (default: the one "
+                                                   "the device's vendor ships; deepseek-dualpipe holds two stages per "
+                                                   "rank); see `xpuplan train search --help`")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Weights, gradients, optimizer states and activations per device (exit 3 when it does not fit --hw)."""
@@ -70,7 +75,9 @@ def _render_train(res: MemoryTrainResult) -> None:
     rows.append(["trainable params on device", format_count(mem["trainable_params_on_device"])])
     console.print(table(f"training memory per device — {res.model}, {res.method}, {res.recipe}, tp{p['tp']} pp{p['pp']} "
                         f"dp{p['dp']} cp{p['cp']} ep{p['ep']} zero{p['zero_stage']}, recompute {p['recompute']}, "
-                        f"seq {p['seq_len']} x mb {p['micro_batch']}", ["part", "bytes"], rows))
+                        f"seq {p['seq_len']} x mb {p['micro_batch']}, stack {p.get('stack')}"
+                        + (" (DualPipe: two stages per rank)" if p.get("pipeline_schedule") == "dualpipe" else ""),
+                        ["part", "bytes"], rows))
     if res.hardware:
         verdict = "[green]fits[/]" if res.fits else "[red]does not fit[/]"
         console.print(f"{res.hardware}: {format_bytes(res.device_memory_bytes or 0)} per device, "

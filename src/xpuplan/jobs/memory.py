@@ -52,6 +52,11 @@ class MemoryTrainRequest(Request):
     reserve: Reserve = Field(default=0.05, description="fraction of device memory kept free")
     ep_overlap: bool = Field(default=False, description="Megatron-Core's MoE all-to-all overlap is on (a plan key's "
                              "-epo): one more layer of activations, pipelined also one model chunk")
+    uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers (the busiest stage "
+                                  "holds ceil(layers/pp); the first and last stages take the missing ones)")
+    stack: Id | None = Field(default=None, description="training stack profile whose conventions apply (FP8 linear "
+                             "inputs, whole experts, layer offload, DualPipe's two stages per rank); default: the one "
+                             "the device's vendor ships")
 
 
 class MemoryInferRequest(Request):
@@ -113,23 +118,30 @@ class MemoryInferResult(Result):
 # =================================================================================================
 # memory train
 # =================================================================================================
+def dualpipe_microbatches(pp: int) -> int:
+    """Micro-batches per step ``memory train`` assumes under DualPipe (it takes no batch): the fewest DualPipe runs,
+    2·pp (``train.validity.rule_dualpipe``), enough for its pp + 1 in flight."""
+    return 2 * pp
+
 def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> None:
     """The training planner's structural rules for this layout and the training stack (UserInputError naming
     the flag)."""
     from xpuplan.train import validity
 
     sp = req.tp > 1
-    issues = validity.model_issues(model, tp=req.tp, pp=req.pp, vpp=req.vpp, ep=req.ep)
+    issues = validity.model_issues(model, tp=req.tp, pp=req.pp, vpp=req.vpp, ep=req.ep,
+                                   uneven_pipeline=req.uneven_pipeline)
     issues += [i for i in (validity.rule_vpp_needs_pp(req.pp, req.vpp), validity.rule_cp_divides_seq(req.cp, req.seq),
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
                            validity.rule_layer_offload(req.recompute, req.pp, stack),
                            validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute),
-                           validity.rule_ep_overlap_on_stack(req.ep_overlap, stack))
+                           validity.rule_ep_overlap_on_stack(req.ep_overlap, stack),
+                           validity.rule_dualpipe(req.pp, req.vpp, dualpipe_microbatches(req.pp), stack))
               if i is not None]
     if issues:
         first = issues[0]
-        field = {"seq_len": "--seq", "micro_batch": "--micro-batch", "zero_stage": "--zero"}.get(
+        field = {"seq_len": "--seq", "micro_batch": "--micro-batch", "zero_stage": "--zero", "stack": "--stack"}.get(
             first.field, "--" + first.field.replace("_", "-"))
         more = f" (and {len(issues) - 1} more: {'; '.join(i.message for i in issues[1:])})" if len(issues) > 1 else ""
         raise UserInputError(first.message + more, field=field)
@@ -142,22 +154,25 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
-    # the default stack (for --hw, the one its vendor ships): its conventions and capabilities
-    stack = ctx.assumptions().training_stack(None, device=ctx.device(req.hw) if req.hw else None)
+    # the stack asked for, or the default one (for --hw, the one its vendor ships): its conventions and capabilities
+    stack = ctx.assumptions().training_stack(req.stack, field="--stack",
+                                             device=ctx.device(req.hw) if req.hw else None)
     _train_layout_issues(req, m, stack)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
     gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (
         default_recipe_for(p), default_recipe_for(p, fp8_primary_weights=True))), "bf16")
     lin_bytes = saved_linear_input_bytes(gemm_precision, stack.fp8_saved_activations)
+    dualpipe = stack.pipeline_schedule == "dualpipe" and req.pp > 1
     dev = ctx.device(req.hw) if req.hw else None
     usable_bytes = dev.memory_bytes * (1 - req.reserve) if dev is not None else None
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
-                          usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap)
+                          usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
+                          dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None)
     plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
-            "ep_overlap": req.ep_overlap}
+            "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
     if dev is not None and usable_bytes is not None:
