@@ -159,3 +159,17 @@ def test_an_unpipelined_overlap_needs_a_second_micro_batch():
 
     assert ep_s(dual, 1) == pytest.approx(ep_s(none, 1))
     assert ep_s(dual, 4) < 0.6 * ep_s(none, 4)
+
+
+def test_a_launch_command_says_it_runs_1f1b_where_the_estimate_ran_dualpipe():
+    from xpuplan.train import emit_launch
+
+    m = get_model("deepseek-v3")
+    c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096)
+    plan = make_plan(n_devices=2048, global_batch_seqs=15360, pp=16, ep=64, zero_stage=1, precision="fp8",
+                     recompute="selective", model=m, uneven_pipeline=True, micro_batch=1)
+    dual = emit_launch(plan, m, c, job, "megatron", stack=training_stack("deepseek-dualpipe"))
+    assert any("no DualPipe" in n and "1F1B" in n for n in dual.notes)
+    plain = emit_launch(plan, m, c, job, "megatron", stack=training_stack("megatron-core"))
+    assert not any("DualPipe" in n for n in plain.notes)

@@ -13,6 +13,7 @@ dropped. Every command is checked against the pinned release's flags by the test
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Final
 
@@ -510,4 +511,11 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
     if cluster.device.kind.upper() == "TPU":  # all four are PyTorch-distributed (NCCL/HCCL) launchers
         raise UserInputError(f"--emit {framework}: {framework} does not run on TPUs ({cluster.device.id}); "
                              "TPU training runs on JAX (MaxText) or PyTorch/XLA", field="--emit")
-    return emitter(plan, model, cluster, job, stack or default_training_stack(cluster.device), offload_layers)
+    st = stack or default_training_stack(cluster.device)
+    launch = emitter(plan, model, cluster, job, st, offload_layers)
+    if st.pipeline_schedule == "dualpipe" and plan.pp > 1:
+        launch = dataclasses.replace(launch, notes=(
+            *launch.notes, f"{framework} has no DualPipe: this command runs 1F1B over the same {plan.pp} stages (more "
+            "bubble, one stage's parameters per rank) where the estimate ran DualPipe (deepseek-ai/DualPipe is a "
+            "schedule to integrate yourself)"))
+    return launch
