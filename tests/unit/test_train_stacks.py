@@ -191,12 +191,18 @@ def test_stack_ep_overlap_and_job_override():
     # the hidden part costs the compute under it the SMs the exchange kernels hold
     share = training_stack("deepseek-dualpipe").ep_overlap_sm_share
     assert share == EP_OVERLAP_SM_SHARE == pytest.approx(20 / 132)
-    assert b == pytest.approx((0.1 + 0.9 * share) * a)
+    # no pipeline: DualPipe's stack pairs a rank's consecutive micro-batches, 7 of its 8 (0.4.25)
+    assert plan.grad_accum == 8
+    paired = 7 / 8
+    assert b == pytest.approx((1 - 0.9 * paired + 0.9 * paired * share) * a)
     job_half = job.model_copy(update={"ep_overlap": 0.5})
     assert estimate(m, c, plan, job_half, stack=training_stack("deepseek-dualpipe")).step.ep_comm_s == pytest.approx(
-        (0.5 + 0.5 * share) * a)
+        (1 - 0.5 * paired + 0.5 * paired * share) * a)
     free = training_stack("deepseek-dualpipe").model_copy(update={"ep_overlap_sm_share": 0.0})
-    assert estimate(m, c, plan, job, stack=free).step.ep_comm_s == pytest.approx(0.1 * a)
+    assert estimate(m, c, plan, job, stack=free).step.ep_comm_s == pytest.approx((1 - 0.9 * paired) * a)
+    # a steady overlap of another stack hides its fraction of every pass
+    steady = plain.model_copy(update={"ep_overlap": 0.9, "ep_overlap_schedule": "steady"})
+    assert estimate(m, c, plan, job, stack=steady).step.ep_comm_s == pytest.approx((0.1 + 0.9 * share) * a)
 
 
 def test_step_model_defaults_to_the_default_stack():

@@ -283,10 +283,10 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     hide (the stack's ``ep_overlap``, or the job's when given). A schedule hides one micro-batch's
     all-to-alls under another micro-batch's compute (DualPipe, Megatron-Core's 1F1B A2A overlap), so it
     cannot hide more than that compute (``comp.per_mb``, the stage's forward and backward of one
-    micro-batch): exposed = max(comm - compute, (1 - ep_overlap·paired)·comm), where paired is 1 for a pipelined
-    ``steady`` overlap (its fraction allows for the warm-up), (m-1)/m for an unpipelined one (a rank's m
-    micro-batches pair up consecutively: one micro-batch per step has no partner), and the share of passes the
-    schedule pairs for Megatron-Core's ``combined_1f1b``
+    micro-batch): exposed = max(comm - compute, (1 - ep_overlap·paired)·comm), where paired is 1 for a ``steady``
+    overlap (its fraction allows for the warm-up), except under DualPipe without a pipeline, where a rank's m
+    micro-batches pair up consecutively, (m-1)/m (one micro-batch per step has no partner), and the share of passes
+    the schedule pairs for Megatron-Core's ``combined_1f1b``
     (:func:`ep_overlap_paired_fraction`: the warm-up forwards and cool-down backwards run alone). The hidden rest costs the compute
     under it the share of SMs the exchange kernels hold (``stack.ep_overlap_sm_share``,
     :data:`~xpuplan.catalog.stacks.EP_OVERLAP_SM_SHARE`): exposed + hidden·share.
@@ -317,8 +317,13 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     overlap = ep_overlap_fraction(p, stack, job)
     if stack.ep_overlap_schedule == "combined_1f1b":
         paired = ep_overlap_paired_fraction(lay.m, lay.pp, lay.vpp)
-    else:  # a steady overlap allows for its pipeline's warm-up; unpipelined, it pairs consecutive micro-batches
+    elif stack.pipeline_schedule == "dualpipe":
+        # DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (its fraction allows
+        # for its warm-up); without a pipeline there is no DualPipe, and pairing consecutive micro-batches leaves one
+        # of a rank's m alone (all of them with one micro-batch per step)
         paired = np.where(lay.pp > 1, 1.0, np.clip((lay.m - 1.0) / np.maximum(lay.m, 1.0), 0.0, 1.0))
+    else:
+        paired = np.ones_like(lay.m)
     hidden = overlap * paired
     total = moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride))
     exposed = total * (1.0 - hidden)
