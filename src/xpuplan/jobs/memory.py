@@ -123,6 +123,7 @@ def dualpipe_microbatches(pp: int) -> int:
     2·pp (``train.validity.rule_dualpipe``), enough for its pp + 1 in flight."""
     return 2 * pp
 
+
 def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> None:
     """The training planner's structural rules for this layout and the training stack (UserInputError naming
     the flag)."""

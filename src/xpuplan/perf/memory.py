@@ -377,6 +377,17 @@ def dualpipe_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatch
     return np.ceil(n_layers / pp) * np.minimum(pp + 1.0, np.maximum(m, 1.0))
 
 
+def dualpipe_edge_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
+    """(layers x micro-batches) of activations DualPipe's edge rank holds besides the logits: pp + 1 micro-batches
+    of its deeper edge stage, ceil(L/pp) - floor(d/2) layers with d = pp·ceil(L/pp) - L (the missing layers
+    split between the two edge stages, as :func:`params_per_device` places them)."""
+    pp = np.asarray(pp, dtype=float)
+    m = np.asarray(n_microbatches, dtype=float)
+    ls = np.ceil(n_layers / pp)
+    edge = np.maximum(1.0, ls - np.floor((pp * ls - n_layers) / 2.0))
+    return edge * np.minimum(pp + 1.0, np.maximum(m, 1.0))
+
+
 # ---------------------------------------------------------------------------------------
 # Training memory
 # ---------------------------------------------------------------------------------------
@@ -609,8 +620,9 @@ def training_memory_arrays(
     :func:`ep_overlap_extra_layers`).
     ``dualpipe``: the stack runs DeepSeek-V3's DualPipe (pp > 1): ``dense``/``expert`` are then two stages' worth
     (:func:`params_per_device` with ``dualpipe``), each stage's two copies share one data-parallel group of 2·dp·cp
-    ranks (so sharded states cost what they cost under 1F1B), and the first rank holds pp + 1 micro-batches of one
-    stage's activations (:func:`dualpipe_peak_layer_microbatches`).
+    ranks (so sharded states cost what they cost under 1F1B), and a rank holds pp + 1 micro-batches of one stage's
+    activations (:func:`dualpipe_peak_layer_microbatches`), the edge rank also the logits of the direction it ends
+    (:func:`dualpipe_edge_layer_microbatches`); the busier rank counts.
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep, whole_experts)
@@ -650,6 +662,9 @@ def training_memory_arrays(
     last_extra = np.maximum(act_output, act_rebuilt_layer)
     acts = np.where(multi, np.maximum(first + act_rebuilt_layer, act_per_layer * layers_stage + last_extra),
                     first + last_extra)
+    if dualpipe:  # the edge rank runs the first stage of one direction and the last (the logits) of the other
+        edge = dualpipe_edge_layer_microbatches(n_layers, pp, n_microbatches)
+        acts = np.where(two, np.maximum(first + act_rebuilt_layer, act_per_layer * edge + last_extra), acts)
     if method == "full":
         # FSDP gathers one layer's (unit's) full weights at a time, plus prefetch of the next
         layer_w = total_dev / np.maximum(1.0, layers_stage) * recipe["weights"]
