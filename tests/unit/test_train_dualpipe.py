@@ -144,6 +144,8 @@ def test_estimate_and_search_keep_to_dualpipes_rules():
     one_f_one_b = search_plans(m, c, job, stack=dual.model_copy(update={"pipeline_schedule": "1f1b"}), space=space,
                                top=2000, require_feasible=False)
     assert 3 in {e.plan.pp for e in one_f_one_b.top}  # the same space under 1F1B has odd pipelines
+    odd = search_plans(m, c, job, stack=dual, space=SearchSpace(pp=(3,), uneven_pipeline=True, precision=("fp8",)))
+    assert not odd.top and any("DualPipe" in r and "even pp" in r for r in odd.reasons)  # says why nothing came back
 
 
 def test_an_unpipelined_overlap_needs_a_second_micro_batch():

@@ -339,6 +339,8 @@ def search_plans(
                 f"no valid plan: no tp·pp·dp·cp layout of {', '.join(map(str, counts))} device(s) satisfies the model's "
                 f"rules (heads {model.n_heads}, KV heads {model.kv_heads}, layers {model.n_layers}) and the global batch "
                 f"({job.global_batch_seqs} sequences)"
+                + (f" under DualPipe's own rules ({sm.stack.id}: a pipeline needs an even pp, vpp 1 and an even number of "
+                   "micro-batches per step of at least 2·pp)" if sm.stack.pipeline_schedule == "dualpipe" else "")
             )
         elif closest is not None:
             reasons.append(f"no plan fits in memory; the closest ({closest[1].key} on {closest[1].n_devices} devices):")
