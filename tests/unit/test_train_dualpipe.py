@@ -9,7 +9,7 @@ import pytest
 
 from xpuplan.catalog.stacks import training_stack
 from xpuplan.models import get_model
-from xpuplan.perf.memory import dualpipe_peak_layer_microbatches, params_per_device, training_memory
+from xpuplan.perf.memory import dualpipe_layer_microbatches, params_per_device, training_memory
 from xpuplan.perf.params import param_breakdown
 from xpuplan.train import Cluster, estimate, make_plan
 from xpuplan.train.phases import dualpipe_bubble_s
@@ -74,7 +74,9 @@ def test_dualpipe_holds_pp_plus_one_micro_batches_and_shards_states_over_both_co
     one = training_memory(m, **kw)
     two = training_memory(m, **kw, dualpipe=True)
     # 1F1B's first stage: 8 micro-batches of 4 layers; DualPipe: 9
-    assert float(dualpipe_peak_layer_microbatches(32, np.asarray(8), np.asarray(32))) == 36.0
+    assert [float(x) for x in dualpipe_layer_microbatches(32, np.asarray(8), np.asarray(32))] == [36.0, 36.0]
+    # 61 layers on 16 stages: inner stages of 4; the edge rank's deeper edge stage 4 - floor(3/2) = 3
+    assert [float(x) for x in dualpipe_layer_microbatches(61, np.asarray(16), np.asarray(120))] == [68.0, 51.0]
     # the edge rank (stages 0 and 7, 4 layers each) also holds the logits of the direction it ends
     per_layer = one.activations / 32
     logits = 4096 * m.vocab_size * (2 + 4)

@@ -84,8 +84,8 @@ class TrainingStack(_Strict):
     pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
         default="1f1b", description="pipeline schedule: 1f1b (Megatron's, interleaved with vpp > 1) or dualpipe "
                                     "(DeepSeek-V3's bidirectional schedule: bubble (pp/2 - 1)(F&B + B - 3W), arXiv "
-                                    "2412.19437 Table 2; its memory, two copies of the stage parameters and pp + 1 "
-                                    "micro-batches of activations, is not charged: docs/training.md)")
+                                    "2412.19437 Table 2; its memory: two stages per device, pp + 1 micro-batches of "
+                                    "activations; its rules: even pp, vpp 1, >= 2·pp micro-batches)")
     ep_overlap_opt_in: float = Field(
         default=0.0, ge=0, le=1,
         description="fraction of the MoE all-to-all a plan hides when it turns the stack's opt-in batch-level "

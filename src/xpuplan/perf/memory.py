@@ -368,24 +368,17 @@ def pipeline_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatch
     return np.maximum(first_layers * np.minimum(pp, m), ls * np.minimum(pp - 1.0, m))
 
 
-def dualpipe_peak_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
-    """Peak (layers x micro-batches) of activations a rank holds under DualPipe: pp + 1 micro-batches of one
-    stage (ceil(L/pp) layers), against 1F1B's pp (DeepSeek-V3, arXiv 2412.19437 Table 2; deepseek-ai/DualPipe
-    README: activation PP + 1), fewer when the step has fewer micro-batches."""
+def dualpipe_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(inner rank, edge rank) peak layer-micro-batches of activations under DualPipe: pp + 1 micro-batches of one
+    stage, against 1F1B's pp (DeepSeek-V3, arXiv 2412.19437 Table 2; deepseek-ai/DualPipe README: activation
+    PP + 1), fewer when the step has fewer micro-batches. An inner rank's stages hold ceil(L/pp) layers; the edge rank
+    holds, besides the logits, its deeper edge stage's ceil(L/pp) - floor(d/2) layers, d = pp·ceil(L/pp) - L (the
+    missing layers split between the two edge stages, as :func:`params_per_device` places them)."""
     pp = np.asarray(pp, dtype=float)
-    m = np.asarray(n_microbatches, dtype=float)
-    return np.ceil(n_layers / pp) * np.minimum(pp + 1.0, np.maximum(m, 1.0))
-
-
-def dualpipe_edge_layer_microbatches(n_layers: int, pp: np.ndarray, n_microbatches: np.ndarray) -> np.ndarray:
-    """(layers x micro-batches) of activations DualPipe's edge rank holds besides the logits: pp + 1 micro-batches
-    of its deeper edge stage, ceil(L/pp) - floor(d/2) layers with d = pp·ceil(L/pp) - L (the missing layers
-    split between the two edge stages, as :func:`params_per_device` places them)."""
-    pp = np.asarray(pp, dtype=float)
-    m = np.asarray(n_microbatches, dtype=float)
+    in_flight = np.minimum(pp + 1.0, np.maximum(np.asarray(n_microbatches, dtype=float), 1.0))
     ls = np.ceil(n_layers / pp)
     edge = np.maximum(1.0, ls - np.floor((pp * ls - n_layers) / 2.0))
-    return edge * np.minimum(pp + 1.0, np.maximum(m, 1.0))
+    return ls * in_flight, edge * in_flight
 
 
 # ---------------------------------------------------------------------------------------
@@ -621,8 +614,8 @@ def training_memory_arrays(
     ``dualpipe``: the stack runs DeepSeek-V3's DualPipe (pp > 1): ``dense``/``expert`` are then two stages' worth
     (:func:`params_per_device` with ``dualpipe``), each stage's two copies share one data-parallel group of 2·dp·cp
     ranks (so sharded states cost what they cost under 1F1B), and a rank holds pp + 1 micro-batches of one stage's
-    activations (:func:`dualpipe_peak_layer_microbatches`), the edge rank also the logits of the direction it ends
-    (:func:`dualpipe_edge_layer_microbatches`); the busier rank counts.
+    activations, the edge rank also the logits of the direction it ends (:func:`dualpipe_layer_microbatches`); the
+    busier rank counts.
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep, whole_experts)
@@ -651,8 +644,8 @@ def training_memory_arrays(
     inflight_layers = np.where(multi, pipeline_peak_layer_microbatches(n_layers, pp, n_microbatches),
                                layers_stage) * interleave
     if dualpipe:
-        inflight_layers = np.where(two, dualpipe_peak_layer_microbatches(n_layers, pp, n_microbatches),
-                                   inflight_layers)
+        dual_inner, dual_edge = dualpipe_layer_microbatches(n_layers, pp, n_microbatches)
+        inflight_layers = np.where(two, dual_inner, inflight_layers)
     if extra_inflight_layers is not None:  # e.g. what the MoE all-to-all overlap holds beyond the schedule
         inflight_layers = inflight_layers + extra_inflight_layers
     first = act_per_layer * inflight_layers
@@ -663,8 +656,7 @@ def training_memory_arrays(
     acts = np.where(multi, np.maximum(first + act_rebuilt_layer, act_per_layer * layers_stage + last_extra),
                     first + last_extra)
     if dualpipe:  # the edge rank runs the first stage of one direction and the last (the logits) of the other
-        edge = dualpipe_edge_layer_microbatches(n_layers, pp, n_microbatches)
-        acts = np.where(two, np.maximum(first + act_rebuilt_layer, act_per_layer * edge + last_extra), acts)
+        acts = np.where(two, np.maximum(first + act_rebuilt_layer, act_per_layer * dual_edge + last_extra), acts)
     if method == "full":
         # FSDP gathers one layer's (unit's) full weights at a time, plus prefetch of the next
         layer_w = total_dev / np.maximum(1.0, layers_stage) * recipe["weights"]
