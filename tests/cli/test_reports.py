@@ -322,3 +322,16 @@ def test_train_report_says_what_an_overlapped_plan_is_in_either_language(tmp_pat
         assert r.exit_code == 0, r.output
         html = out.read_text(encoding="utf-8")
         assert "-epo" in html and label in html
+
+
+def test_train_report_labels_the_planners_english_notes_in_chinese(tmp_path):
+    """The best plan's notes are the planner's own words (English): the Chinese report says so above them."""
+    labels = {"en": "Notes on this plan", "zh": "本方案的说明（规划器原文，英文）"}
+    for lang, label in labels.items():
+        out = tmp_path / f"notes_{lang}.html"
+        r = runner.invoke(app, ["train", "search", "--model", "qwen3-30b-a3b", "--hw", "H100", "--devices", "16",
+                                "--seq-len", "4096", "--stack", "nemo", "--top", "3", "--lang", lang,
+                                "--report", str(out)])
+        assert r.exit_code == 0, r.output
+        html = out.read_text(encoding="utf-8")
+        assert label in html and html.index(label) < html.index("<li>-epo:")

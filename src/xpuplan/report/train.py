@@ -187,7 +187,8 @@ def render_html(res: TrainSearchResult, lang: str = "en") -> str:
         s.append(section(t("train.best_plan", lang), table(
             [t("train.quantity", lang), t("page.value", lang)],
             [[t("train.col.plan", lang), b.key], [t("train.global_batch", lang), batch], *[[k, v] for k, v in extra]],
-            left=(1,)) + bullets(b.notes)))
+            left=(1,)) + (f"<p class='muted'>{escape(_planner(t('train.plan_notes', lang), lang))}</p>"
+                          + bullets(b.notes) if b.notes else "")))
     if res.advice:
         s.append(section(_planner(t("train.advice", lang), lang), bullets(a.message for a in res.advice)))
     if res.launch and res.launch.get("text"):
