@@ -52,6 +52,11 @@ def test_bad_input_is_422_with_the_json_field(client: TestClient) -> None:
     assert r.status_code == 422 and r.json()["field"] == "stack"
     r = client.post("/api/v1/memory/train", json={"model": "llama3-70b", "pp": 5, "stack": "deepseek-dualpipe"})
     assert r.status_code == 422 and r.json()["field"] == "pp" and "DualPipe" in r.json()["error"]
+    r = client.post("/api/v1/memory/train", json={"model": "llama3-70b", "method": "lora", "lora_targets": "q,x"})
+    assert r.status_code == 422 and r.json()["field"] == "lora_targets"
+    r = client.post("/api/v1/train/estimate", json={"model": "llama3-8b", "hw": "H100", "devices": 8,
+                                                    "method": "lora", "lora_targets": "v,v"})
+    assert r.status_code == 422 and r.json()["field"] == "lora_targets"
     r = client.post("/api/v1/cost/tco", json={"hw": "H100", "devices": 8, "prices": ["/etc/passwd"]})
     assert r.status_code == 422 and r.json()["field"] == "prices"
     r = client.post("/api/v1/train/estimate", json={"model": "llama3-8b", "hw": "H100", "devices": 10**12})

@@ -158,6 +158,11 @@ def test_memory_train_under_dualpipe_agrees_with_the_estimate():
         (("memory", "train", "--model", "llama3-70b", "--pp", "3"), "pp"),
         (("memory", "train", "--model", "llama3-70b", "--recompute", "some"), "recompute"),
         (("memory", "train", "--model", "llama3-70b", "--stack", "nosuch"), "--stack"),
+        (("memory", "train", "--model", "llama3-70b", "--method", "lora", "--lora-targets", "q,qkv"), "--lora-targets"),
+        (("train", "estimate", "--model", "llama3-70b", "--hw", "H100", "--devices", "8", "--method", "lora",
+          "--lora-targets", "q,q"), "--lora-targets"),
+        (("train", "search", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--method", "lora",
+          "--lora-targets", ""), "--lora-targets"),
         (("memory", "train", "--model", "llama3-70b", "--pp", "5", "--uneven-pipeline", "--stack", "deepseek-dualpipe"),
          "--pp"),
         (("memory", "infer", "--model", "llama3-70b", "--dtype", "int3"), "dtype"),
@@ -231,3 +236,18 @@ def test_infer_estimate_without_tp_takes_the_smallest_tp_that_fits():
     small = json.loads(run("infer", "estimate", "--model", "llama3-8b", "--hw", "H100", "--in", "1024", "--out", "256",
                            "--json").stdout)
     assert small["results"][0]["replica"]["tp"] == 1
+
+
+def test_lora_targets_reach_estimate_and_memory():
+    base = ("train", "estimate", "--model", "llama3-70b", "--hw", "H100", "--devices", "8", "--tp", "8",
+            "--method", "lora", "--json")
+    every = json.loads(run(*base).stdout)
+    qkv = json.loads(run(*base, "--lora-targets", "q,k,v").stdout)
+    assert every["lora"] == {"rank": 16, "targets": ["q", "k", "v", "o", "gate", "up", "down"]}
+    assert qkv["lora"]["targets"] == ["q", "k", "v"]
+    assert qkv["tokens_per_s"] > every["tokens_per_s"]
+    mem = run("memory", "train", "--model", "llama3-70b", "--method", "lora", "--lora-targets", "q,v", "--json")
+    assert mem.exit_code == 0, mem.output
+    d = json.loads(mem.stdout)
+    assert d["lora"] == {"rank": 16, "targets": ["q", "v"]}
+    assert json.loads(run("memory", "train", "--model", "llama3-70b", "--json").stdout).get("lora") is None

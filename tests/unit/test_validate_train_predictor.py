@@ -7,7 +7,8 @@ import pytest
 from xpuplan.errors import UserInputError
 from xpuplan.validate.core import predict_row
 from xpuplan.validate.rows import ValidationRow, model_from_row
-from xpuplan.validate.train_predictor import conventional_layout, predict, source_year
+from xpuplan.validate.train_predictor import conventional_layout, predict, row_method, source_year
+from xpuplan.workload.vocabulary import LORA_TARGETS
 
 
 def row(**cols: str) -> ValidationRow:
@@ -287,3 +288,35 @@ def test_stack_options_column_sets_what_the_run_s_recipe_sets():
 def test_bad_stack_options_name_the_column(text: str, message: str):
     p = predict_row(row(**dict(MOE, stack_options=text)))
     assert p.value is None and "stack_options" in (p.reason or "") and message in (p.reason or "")
+
+
+def test_fine_tuning_columns_set_the_job():
+    llama = dict(model="llama3-70b", hardware="nvidia-h100-sxm-80gb", n_devices="8", seq_len="4096",
+                 global_batch_tokens=str(32 * 4096), tp="2", pp="4", micro_batch="1", value="2643")
+    full = predict(row(**llama))
+    lora = predict(row(**llama, method="lora", lora_rank="16", lora_targets="q;k;v"))
+    every = predict(row(**llama, method="LoRA"))
+    assert lora.value > every.value > full.value  # no weight gradients; fewer adapters, less traffic
+    assert lora.details["inferred"]["method"] == "lora, rank 16, adapting q+k+v"
+    assert "default" in every.details["inferred"]["method"]
+    for cols, field in ((dict(method="dora"), "method"), (dict(lora_rank="8"), "lora_rank"),
+                        (dict(method="lora", lora_targets="q;qkv"), "lora_targets"),
+                        (dict(lora_targets="q"), "lora_targets")):
+        with pytest.raises(UserInputError) as exc:
+            predict(row(**llama, **cols))
+        assert exc.value.field == field
+
+
+def test_a_row_whose_text_names_lora_is_read_as_lora():
+    llama = dict(model="llama3-70b", hardware="nvidia-h100-sxm-80gb", n_devices="8", seq_len="4096",
+                 global_batch_tokens=str(32 * 4096), tp="2", pp="4", micro_batch="1", value="2643")
+    assert row_method(row(**llama))[0] == "full"
+    assert row_method(row(**llama, notes="MLA with kv_lora_rank 512; head dim 128"))[0] == "full"
+    assert row_method(row(**llama, source="Megatron-Bridge 26.06 LoRA Performance table")) == ("lora", 16, LORA_TARGETS)
+    assert row_method(row(**llama, notes="QLoRA, rank 64, all-linear")) == ("qlora", 64, LORA_TARGETS)
+    assert row_method(row(**llama, notes="LoRA dim=32 on linear_qkv; head dim 128")) == ("lora", 32, ("q", "k", "v"))
+    assert row_method(row(**llama, notes="LoRA on q_proj and v_proj", lora_rank="8")) == ("lora", 8, ("q", "v"))
+    # the column wins over the text
+    assert row_method(row(**llama, notes="compared with LoRA", method="full"))[0] == "full"
+    said = predict(row(**llama, notes="LoRA rank 16 on linear_qkv"))
+    assert said.details["inferred"]["method"] == "lora (the row's text says so), rank 16, adapting q+k+v"

@@ -34,6 +34,8 @@ def memory_train(
     recipe: Annotated[str, typer.Option(help="optimizer-state recipe (e.g. bf16-adam, fp32-adam, fp8-adam)")] = "bf16-adam",
     method: Annotated[str, typer.Option(help="full | lora | qlora")] = "full",
     lora_rank: int = 16,
+    lora_targets: Annotated[str, typer.Option(help="matrices LoRA/QLoRA adapts: comma list of q, k, v, o, gate, up, "
+                                                   "down, or 'all'")] = "all",
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
     ep_overlap: Annotated[bool, typer.Option(help="Megatron-Core's MoE all-to-all overlap is on (a plan key's -epo)")] = False,
     uneven_pipeline: Annotated[bool, typer.Option(help="allow pp not dividing the layers (first and last stages "
@@ -73,7 +75,9 @@ def _render_train(res: MemoryTrainResult) -> None:
         rows.append(["layers offloaded to host", f"{int(mem['offload_layers'])}"])
     rows.append(["params on device", format_count(mem["params_on_device"])])
     rows.append(["trainable params on device", format_count(mem["trainable_params_on_device"])])
-    console.print(table(f"training memory per device — {res.model}, {res.method}, {res.recipe}, tp{p['tp']} pp{p['pp']} "
+    method = (res.method if res.lora is None else
+              f"{res.method} (rank {res.lora['rank']} on {'+'.join(res.lora['targets'])})")
+    console.print(table(f"training memory per device — {res.model}, {method}, {res.recipe}, tp{p['tp']} pp{p['pp']} "
                         f"dp{p['dp']} cp{p['cp']} ep{p['ep']} zero{p['zero_stage']}, recompute {p['recompute']}, "
                         f"seq {p['seq_len']} x mb {p['micro_batch']}, stack {p.get('stack')}"
                         + (" (DualPipe: two stages per rank)" if p.get("pipeline_schedule") == "dualpipe" else ""),

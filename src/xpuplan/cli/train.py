@@ -76,6 +76,9 @@ def _render_estimate(e: TrainEstimateResult) -> None:
         ["memory per device", f"{_gb(mem['total_bytes'])} of {_gb(mem['usable_bytes'])} usable"],
         ["power per device", "-" if e.power_w_per_device is None else f"{e.power_w_per_device:.0f} W"],
     ]
+    if e.lora is not None:
+        rows.insert(0, ["method", f"{e.method}: rank-{e.lora['rank']} adapters on {', '.join(e.lora['targets'])}, "
+                                  "frozen base"])
     if e.train_tokens is not None:
         rows += [["time to train", f"{_days(e.time_to_train_s)} for {units.format_count(e.train_tokens)} tokens"],
                  ["device-hours", f"{(e.device_time_s or 0) / units.HOUR:,.0f}"],
@@ -125,6 +128,8 @@ def estimate_cmd(
     tokens: Annotated[float | None, typer.Option(help="tokens to train (time, device-hours, energy)")] = None,
     method: Annotated[str | None, typer.Option(help="full | lora | qlora")] = None,
     lora_rank: Annotated[int | None, typer.Option(help="adapter rank")] = None,
+    lora_targets: Annotated[str | None, typer.Option(help="matrices LoRA/QLoRA adapts: comma list of q, k, v, o, "
+                                                          "gate, up, down, or 'all' (default)")] = None,
     kernels: Annotated[str | None, typer.Option(help="fused | eager")] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
@@ -179,6 +184,8 @@ def search_cmd(
     precision: Annotated[str | None, typer.Option(help="bf16 | fp16 | fp8 | fp4 (comma list to compare)")] = None,
     method: Annotated[str | None, typer.Option(help="full | lora | qlora")] = None,
     lora_rank: Annotated[int | None, typer.Option(help="adapter rank")] = None,
+    lora_targets: Annotated[str | None, typer.Option(help="matrices LoRA/QLoRA adapts: comma list of q, k, v, o, "
+                                                          "gate, up, down, or 'all' (default)")] = None,
     kernels: Annotated[str | None, typer.Option(help="fused | eager")] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,

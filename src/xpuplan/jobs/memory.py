@@ -12,13 +12,23 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.jobs.context import RunContext, default_context
-from xpuplan.jobs.requests import Batch, Degree, Id, ModelRef, Request, Reserve, SeqLen, names_flags
+from xpuplan.jobs.requests import (
+    Batch,
+    Degree,
+    Id,
+    ModelRef,
+    Request,
+    Reserve,
+    SeqLen,
+    names_flags,
+)
 from xpuplan.jobs.results import MEMORY_FIGURES, Result, clean, used
-from xpuplan.workload.vocabulary import Method, Recompute
+from xpuplan.workload.training import lora_target_list
+from xpuplan.workload.vocabulary import LORA_TARGETS, Method, Recompute
 
 #: Largest tensor-parallel size tried when looking for the smallest that fits.
 MAX_TP_SEARCH: Final = 1024
@@ -49,6 +59,9 @@ class MemoryTrainRequest(Request):
     recipe: Id = Field(default="bf16-adam", description="optimizer-state recipe")
     method: Method = "full"
     lora_rank: int = Field(default=16, ge=1, le=65536)
+    lora_targets: str = Field(default="all", max_length=100,
+                              description="matrices LoRA/QLoRA adapts, a comma list of q, k, v, o, gate, up, down or "
+                                          "'all'")
     reserve: Reserve = Field(default=0.05, description="fraction of device memory kept free")
     ep_overlap: bool = Field(default=False, description="Megatron-Core's MoE all-to-all overlap is on (a plan key's "
                              "-epo): one more layer of activations, pipelined also one model chunk")
@@ -57,6 +70,11 @@ class MemoryTrainRequest(Request):
     stack: Id | None = Field(default=None, description="training stack profile whose conventions apply (FP8 linear "
                              "inputs, whole experts, layer offload, DualPipe's two stages per rank); default: the one "
                              "the device's vendor ships")
+
+    @model_validator(mode="after")
+    def _check_targets(self) -> MemoryTrainRequest:
+        lora_target_list(self.lora_targets, self.flag("lora_targets"))
+        return self
 
 
 class MemoryInferRequest(Request):
@@ -84,6 +102,8 @@ class MemoryTrainResult(Result):
     recipe: str
     plan: dict[str, Any]
     bytes_per_device: dict[str, float]
+    lora: dict[str, Any] | None = Field(default=None, description="LoRA/QLoRA adapters: rank and adapted matrices "
+                                        "(absent for full training)")
     hardware: str | None = None
     device_memory_bytes: float | None = None
     usable_bytes: float | None = None
@@ -169,6 +189,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
+                          lora_targets=lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS,
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
                           dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None)
     plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
@@ -176,6 +197,9 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
             "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
+    if req.method != "full":
+        out["lora"] = {"rank": req.lora_rank,
+                       "targets": list(lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS)}
     if dev is not None and usable_bytes is not None:
         out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable_bytes,
                    fits=mem.total <= usable_bytes, headroom_bytes=usable_bytes - mem.total)

@@ -234,6 +234,7 @@ def str_list(text: str | None) -> list[str] | None:
     return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
 
 
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Field names planners use that a request spells differently.

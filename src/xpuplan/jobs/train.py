@@ -37,6 +37,7 @@ from xpuplan.jobs.requests import (
     str_list,
 )
 from xpuplan.jobs.results import TRAIN_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
+from xpuplan.workload.training import lora_target_list
 from xpuplan.workload.vocabulary import RECOMPUTE_MODES, TRAIN_PRECISIONS, Kernels, Method, Recompute
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ MAX_GLOBAL_BATCH_TOKENS: Final = 1 << 36
 
 #: Training-job fields as the CLI names them.
 _JOB_FLAGS: Final = {"seq_len": "--seq-len", "global_batch_tokens": "--global-batch", "train_tokens": "--tokens",
-                     "memory_reserve": "--reserve", "lora_rank": "--lora-rank", "tp_overlap": "--tp-overlap",
+                     "memory_reserve": "--reserve", "lora_rank": "--lora-rank",
+                     "lora_targets": "--lora-targets", "tp_overlap": "--tp-overlap",
                      "ep_overlap": "--ep-overlap", "dp_compression": "--dp-compression", "method": "--method",
                      "kernels": "--kernels", "power_cap_w": "--power-cap-w"}
 _CLUSTER_FLAGS: Final = {"scale_out_gbit_per_s": "--scale-out-gbit", "domain_size": "--domain-size"}
@@ -76,6 +78,9 @@ class _TrainCommon(Request):
     tokens: Tokens | None = Field(default=None, description="tokens to train (time, device-hours, energy)")
     method: Method | None = Field(default=None, description="full | lora | qlora")
     lora_rank: int | None = Field(default=None, ge=1, le=65536, description="adapter rank")
+    lora_targets: str | None = Field(default=None, max_length=100,
+                                     description="matrices LoRA/QLoRA adapts, a comma list of q, k, v, o, gate, up, "
+                                                 "down or 'all' (default all)")
     kernels: Kernels | None = Field(default=None, description="fused | eager")
     power_cap_w: PositiveFloat | None = Field(default=None, description="board power limit per device, W")
     reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free")
@@ -95,6 +100,7 @@ class _TrainCommon(Request):
             raise flag_error(type(self), "emit", f"choose one of {', '.join(FRAMEWORKS)}")
         if self.global_batch is not None and self.seq_len is not None:
             _check_batch(type(self), self.global_batch, self.seq_len)
+        lora_target_list(self.lora_targets, self.flag("lora_targets"))
         return self
 
 
@@ -191,6 +197,8 @@ class TrainEstimateOut(Detail):
     global_batch_seqs: int
     tokens_per_step: int
     method: str
+    lora: dict[str, Any] | None = Field(default=None, description="LoRA/QLoRA adapters: rank and adapted matrices "
+                                        "(absent for full training)")
     feasible: bool = Field(description="fits in device memory")
     reasons: list[str] = Field(description="why it does not fit (empty when it does)")
     step_time_s: float
@@ -270,6 +278,7 @@ def _job(req: _TrainCommon, sc: TrainingScenario | None, **extra: Any) -> Traini
     base = sc.job.model_dump() if sc else {}
     flags = dict(seq_len=req.seq_len, global_batch_tokens=req.global_batch, train_tokens=req.tokens,
                  method=req.method, lora_rank=req.lora_rank, kernels=req.kernels, memory_reserve=req.reserve,
+                 lora_targets=lora_target_list(req.lora_targets, req.flag("lora_targets")),
                  power_cap_w=req.power_cap_w, **extra)
     base.update({k: v for k, v in flags.items() if v is not None})
     if base.get("global_batch_tokens") is not None:

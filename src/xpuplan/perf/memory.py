@@ -31,7 +31,7 @@ from xpuplan.perf.params import (
     params_norms_per_layer,
 )
 from xpuplan.units import GB, bytes_per_element
-from xpuplan.workload.vocabulary import Method, Recompute
+from xpuplan.workload.vocabulary import LORA_TARGETS, Method, Recompute
 
 FinetuneMethod = Method  # the shared vocabulary (workload.vocabulary)
 
@@ -426,14 +426,16 @@ RUNTIME_OVERHEAD_BYTES = 2.0 * GB
 #: per 64 weights + fp32 second-level constants per 256 blocks (double quantisation) = 0.127 bit.
 NF4_OVERHEAD_BYTES_PER_PARAM = 0.127 / 8
 
-LORA_DEFAULT_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+#: Every matrix LoRA can adapt (:data:`~xpuplan.workload.vocabulary.LORA_TARGETS`); the default, PEFT's "all-linear".
+LORA_DEFAULT_TARGETS: tuple[str, ...] = LORA_TARGETS
 
 
-def lora_params(model: ModelArch, rank: int, targets: tuple[str, ...] = LORA_DEFAULT_TARGETS) -> int:
-    """Adapter parameters: rank·(d_in + d_out) per targeted matrix per layer (active experts'
-    matrices are adapted in the shared/dense MLP only, as PEFT does by default)."""
-    if rank <= 0:
-        raise UserInputError("LoRA rank must be positive", field="lora_rank")
+def lora_target_shapes(model: ModelArch, targets: tuple[str, ...] = LORA_DEFAULT_TARGETS) -> list[tuple[int, int]]:
+    """(d_in, d_out) of each targeted matrix of one block, unsplit by TP: the query, key, value and output
+    projections and the MLP's gate (none in a non-gated MLP), up and down projections (an MoE block's adapters sit
+    on its dense/shared MLP width, as PEFT adapts by default). The one shape table of LoRA's parameters
+    (:func:`lora_params`) and its adapter traffic (``train.compute``). Unknown names are refused (field
+    ``lora_targets``)."""
     d = model.d_model
     q_dim = model.n_heads * model.qk_head_dim
     kv_dim = model.kv_heads * model.hdim
@@ -451,8 +453,14 @@ def lora_params(model: ModelArch, rank: int, targets: tuple[str, ...] = LORA_DEF
     unknown = [t for t in targets if t not in shapes]
     if unknown:
         raise UserInputError(f"unknown LoRA target(s) {unknown}; choose from {list(shapes)}", field="lora_targets")
-    per_layer = sum(rank * (a + c) for a, c in (shapes[t] for t in targets))
-    return model.n_layers * per_layer
+    return [shapes[t] for t in targets if shapes[t] != (0, 0)]
+
+
+def lora_params(model: ModelArch, rank: int, targets: tuple[str, ...] = LORA_DEFAULT_TARGETS) -> int:
+    """Adapter parameters: rank·(d_in + d_out) per targeted matrix per layer (:func:`lora_target_shapes`)."""
+    if rank <= 0:
+        raise UserInputError("LoRA rank must be positive", field="lora_rank")
+    return model.n_layers * sum(rank * (a + c) for a, c in lora_target_shapes(model, targets))
 
 
 def training_memory(

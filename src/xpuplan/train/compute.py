@@ -23,7 +23,12 @@ from xpuplan.catalog.efficiency import DEFAULT_HOST_SYNC_S
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.flops import flops_attention_core_per_token, mean_causal_context, mean_local_context
-from xpuplan.perf.memory import NF4_OVERHEAD_BYTES_PER_PARAM, params_per_device
+from xpuplan.perf.memory import (
+    LORA_DEFAULT_TARGETS,
+    NF4_OVERHEAD_BYTES_PER_PARAM,
+    lora_target_shapes,
+    params_per_device,
+)
 from xpuplan.perf.ops import MOE_COMBINE_OP, head_ops, layer_ops, routed_rows
 from xpuplan.perf.params import param_breakdown
 from xpuplan.perf.roofline import OpCost, attention_head_dim_factor, cost_attention, cost_gemm, op_time
@@ -358,16 +363,11 @@ def _eager_extra_op(model: ModelArch, tokens: int, tp: int, moe: bool) -> OpCost
     return OpCost("eager elementwise", "elementwise", 0.0, tokens * per_token)
 
 
-def _lora_adapter_op(model: ModelArch, tokens: int, tp: int) -> OpCost:
-    """Memory traffic of the LoRA adapter paths of one layer's forward (default targets q, k, v,
-    o, gate, up, down; see :data:`LORA_OUTPUT_PASSES`)."""
-    d = model.d_model
-    q = model.n_heads * model.qk_head_dim
-    kv = model.kv_heads * model.v_head_dim
-    o = model.n_heads * model.v_head_dim
-    f = model.ffn_dim
-    shapes = [(d, q), (d, kv), (d, kv), (o, d), (d, f), (f, d)] + ([(d, f)] if model.mlp == "gated" else [])
-    per_token = sum(2.0 * (a + LORA_OUTPUT_PASSES * b) for a, b in shapes) / tp
+def _lora_adapter_op(model: ModelArch, tokens: int, tp: int,
+                     targets: tuple[str, ...] = LORA_DEFAULT_TARGETS) -> OpCost:
+    """Memory traffic of the LoRA adapter paths of one layer's forward over the adapted matrices
+    (:func:`~xpuplan.perf.memory.lora_target_shapes`; see :data:`LORA_OUTPUT_PASSES`)."""
+    per_token = sum(2.0 * (a + LORA_OUTPUT_PASSES * b) for a, b in lora_target_shapes(model, targets)) / tp
     return OpCost("lora adapters", "elementwise", 0.0, tokens * per_token)
 
 
@@ -376,7 +376,7 @@ def layer_compute(
     ep: int, sp: bool, precision: str, flash: bool = True, qlora: bool = False, eager: bool = False,
     lora: bool = False, fp8_attention: bool = False, moe_host_sync: bool = True, etp: int | None = None,
     op_sac: bool = False, fp8_output_head: bool = False, grouped_expert_gemm: bool = False,
-    fp4_bf16_layers: float = FP4_BF16_LAYER_FRACTION,
+    fp4_bf16_layers: float = FP4_BF16_LAYER_FRACTION, lora_targets: tuple[str, ...] = LORA_DEFAULT_TARGETS,
 ) -> LayerCompute:
     """Forward (and attention backward) compute times of one layer and the head for one micro-batch.
 
@@ -395,7 +395,8 @@ def layer_compute(
     :func:`op_sac_linear_shares` of the projections, plus the layer's forward elementwise ops).
     ``fp8_output_head``: an FP8/FP4 plan runs the output head's GEMM at its precision too; else at 16 bits
     (:func:`head_precision`). ``fp4_bf16_layers``: the share of the linear layers an FP4 plan keeps in BF16
-    (``TrainingStack.fp4_bf16_layer_fraction``; :data:`FP4_BF16_LAYER_FRACTION` by default).
+    (``TrainingStack.fp4_bf16_layer_fraction``; :data:`FP4_BF16_LAYER_FRACTION` by default). ``lora_targets``:
+    the matrices a LoRA/QLoRA job adapts (their adapter traffic, :func:`_lora_adapter_op`).
     """
     s_loc = max(1, seq_len // cp)
     etp = tp if etp is None else etp
@@ -426,7 +427,7 @@ def layer_compute(
     if eager:
         extra.append(_eager_extra_op(model, tokens, tp, moe=False))
     if lora:
-        extra.append(_lora_adapter_op(model, tokens, tp))
+        extra.append(_lora_adapter_op(model, tokens, tp, lora_targets))
     dg, de = classify(dense_ops + extra)
     qkv_share, up_share = op_sac_linear_shares(model, precision) if op_sac else (0.0, 0.0)
 
@@ -470,7 +471,7 @@ def layer_compute(
         if eager:
             moe_extra.append(_eager_extra_op(model, tokens, tp, moe=True))
         if lora:
-            moe_extra.append(_lora_adapter_op(model, tokens, tp))
+            moe_extra.append(_lora_adapter_op(model, tokens, tp, lora_targets))
         # the stack's permutation (MOE_PERMUTE_BYTES_PER_ELEMENT) scatters the copies back: no separate combine
         moe_ops = ([op for op in base if not op.name.startswith("experts") and op.name != MOE_COMBINE_OP]
                    + experts + moe_extra)

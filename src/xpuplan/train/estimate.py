@@ -104,6 +104,8 @@ class TrainEstimate:
     device_hours: float | None = None
     energy_kwh: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: LoRA/QLoRA adapters: {"rank", "targets"}; None for full training
+    lora: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -138,6 +140,7 @@ class TrainEstimate:
             "global_batch_seqs": self.global_batch_seqs,
             "tokens_per_step": self.tokens_per_step,
             "method": self.method,
+            "lora": self.lora,
             "feasible": self.feasible,
             "reasons": list(self.reasons),
             "step_time_s": self.step_time_s,
@@ -269,6 +272,7 @@ def estimate_from_arrays(
         feasible=not reasons, reasons=tuple(reasons), efficiency_source=cluster.efficiency.source,
         train_tokens=job.train_tokens, time_to_train_s=t_train, device_hours=dev_h, energy_kwh=energy,
         notes=tuple(notes),
+        lora=None if job.method == "full" else {"rank": job.lora_rank, "targets": list(job.lora_targets)},
     )
 
 

@@ -147,7 +147,7 @@ class StepModel:
         self.breakdown = param_breakdown(model)
         seq = job.seq_len
         self._flops = {r: flops_training_per_token(model, seq, r, causal=False) for r in RECOMPUTE_MODES}  # type: ignore[arg-type]
-        self.lora_params_total = lora_params(model, job.lora_rank) if job.method != "full" else 0
+        self.lora_params_total = lora_params(model, job.lora_rank, job.lora_targets) if job.method != "full" else 0
 
     # -- tables ---------------------------------------------------------------------------------
     @staticmethod
@@ -179,7 +179,7 @@ class StepModel:
                     fp8_output_head=self.stack.fp8_output_head,
                     moe_host_sync=self.stack.moe_host_sync, op_sac=self.stack.selective_recompute == "op_sac",
                     grouped_expert_gemm=self.stack.expert_gemm == "grouped",
-                    fp4_bf16_layers=self.stack.fp4_bf16_layer_fraction)
+                    fp4_bf16_layers=self.stack.fp4_bf16_layer_fraction, lora_targets=self.job.lora_targets)
             vals.append(self._compute[k])
         return {n: np.asarray([getattr(v, n) for v in vals], dtype=float)[inv] for n in LayerCompute.__dataclass_fields__}
 

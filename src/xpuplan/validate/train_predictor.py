@@ -18,7 +18,9 @@ inference is listed in the prediction's ``details``:
   catalog's (a cloud's NICs); a `stack_options` column (``key=value`` pairs separated by ``;``, keys being
   training-stack properties of ``training_stacks.yaml``) what the run's own recipe sets differently from its
   stack's profile (e.g. ``ep_overlap=1;fp8_attention=true`` for a recipe that turns on Megatron-Core's 1F1B
-  all-to-all overlap and FP8 attention);
+  all-to-all overlap and FP8 attention); `method` (``full``, ``lora``, ``qlora``), `lora_rank` and `lora_targets`
+  columns the fine-tuning method of a fine-tuning table's rows, and without them what the row's text names (LoRA,
+  QLoRA, "rank 16", ``linear_qkv``...), else full training (:func:`row_method`);
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
   the device count (so every dp divides it);
 * attention kernels: unfused (softmax materialised) when the source predates 2023, when
@@ -58,8 +60,8 @@ from xpuplan.train.search import MAX_MICRO_BATCH, SearchSpace, search_plans, vpp
 from xpuplan.train.step import StepModel
 from xpuplan.validate.core import Prediction
 from xpuplan.validate.rows import ValidationRow, model_from_row
-from xpuplan.workload.training import DEFAULT_GLOBAL_BATCH_TOKENS, TrainingJob
-from xpuplan.workload.vocabulary import Recompute
+from xpuplan.workload.training import DEFAULT_GLOBAL_BATCH_TOKENS, TrainingJob, lora_target_list
+from xpuplan.workload.vocabulary import LORA_TARGETS, METHODS, Method, Recompute
 
 METRICS: Final = ("tokens_per_s_per_device", "step_time_s", "mfu", "model_tflops_per_device",
                   "hw_tflops_per_device", "device_hours")
@@ -216,8 +218,87 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
     cap = row.get("power_cap_w")
     if cap is not None and cap <= 0:
         raise UserInputError(f"power_cap_w must be a positive board power limit in W, got {cap:g}", field="power_cap_w")
+    method, rank, targets = row_method(row)
+    if method != "full":
+        said = not row.get("method")
+        inferred["method"] = ((f"{method} (the row's text says so)" if said else method)
+                              + f", rank {rank}" + ("" if row.get("lora_rank") or rank_said(row) else
+                                                    " (the planner's default)")
+                              + f", adapting {'+'.join(targets)}"
+                              + ("" if row.get("lora_targets") or targets_said(row) else " (default)"))
     return TrainingJob(seq_len=seq, global_batch_tokens=int(gbt), train_tokens=row.get("train_tokens"),
-                       flash_attention=flash, kernels=kernels, power_cap_w=row.get("power_cap_w"))
+                       flash_attention=flash, kernels=kernels, power_cap_w=row.get("power_cap_w"),
+                       method=method, lora_rank=rank, lora_targets=targets)  # type: ignore[arg-type]
+
+
+#: A fine-tuning method named in a row's text: the word itself, case as the literature writes it (so MLA's
+#: ``kv_lora_rank`` in an architecture note is not one).
+_METHOD_WORD: Final = re.compile(r"\b(QLoRA|LoRA)\b")
+#: An adapter rank in a row's text: "rank 16", "rank: 16", or "r=16", "dim=16", "lora_rank=16" (PEFT's and
+#: Megatron-Bridge's fields; only with "=", so a "head dim 128" is not one).
+_RANK_WORDS: Final = re.compile(r"\brank\s*:?\s*(\d{1,5})\b|\b(?:r|dim|lora_r|lora_rank)\s*=\s*(\d{1,5})\b")
+#: Adapted modules as frameworks name them in a row's text -> the planner's matrices (Megatron-Core's fused
+#: linear_qkv and linear_fc1, Hugging Face's *_proj, PEFT's "all-linear").
+_TARGET_WORDS: Final = {"linear_qkv": ("q", "k", "v"), "linear_proj": ("o",), "linear_fc1": ("gate", "up"),
+                        "linear_fc2": ("down",), "q_proj": ("q",), "k_proj": ("k",), "v_proj": ("v",),
+                        "o_proj": ("o",), "gate_proj": ("gate",), "up_proj": ("up",), "down_proj": ("down",)}
+
+
+def _row_text(row: ValidationRow) -> str:
+    return " ".join(str(row.get(c) or "") for c in ("source", "printed", "notes", "framework"))
+
+
+def rank_said(row: ValidationRow) -> int | None:
+    """The adapter rank a LoRA row's text gives, or None."""
+    m = _RANK_WORDS.search(_row_text(row))
+    value = int(next(g for g in m.groups() if g)) if m else 0
+    return value or None
+
+
+def targets_said(row: ValidationRow) -> tuple[str, ...] | None:
+    """The matrices a LoRA row's text names as adapted (``linear_qkv``, ``q_proj``...; "all-linear": every one),
+    in the planner's order, or None when it names none."""
+    text = _row_text(row)
+    if "all-linear" in text:
+        return LORA_TARGETS
+    named = {t for word, ts in _TARGET_WORDS.items() if re.search(rf"\b{word}\b", text) for t in ts}
+    return tuple(t for t in LORA_TARGETS if t in named) or None
+
+
+def described_method(row: ValidationRow) -> Method | None:
+    """The method a training row's source, printed figure, notes or framework name: ``lora`` or ``qlora`` where the
+    word stands there (a fine-tuning table's row transcribed in the plain format: "LoRA Performance", "QLoRA
+    fine-tuning"), else None."""
+    m = _METHOD_WORD.search(_row_text(row))
+    return None if m is None else ("qlora" if m.group(1) == "QLoRA" else "lora")
+
+
+def row_method(row: ValidationRow) -> tuple[Method, int, tuple[str, ...]]:
+    """(method, adapter rank, adapted matrices) of a training row. The method: the optional ``method`` column
+    (``full``, ``lora`` or ``qlora``); blank, what the row's text names (:func:`described_method`), else full
+    (pre-training and full-parameter fine-tuning such as SFT). The rank: the ``lora_rank`` column, else the text's
+    (:func:`rank_said`), else the planner's default. The matrices: the ``lora_targets`` column (separated by ``;``,
+    e.g. ``q;k;v`` for Megatron-Bridge's ``linear_qkv``), else the modules the text names (:func:`targets_said`),
+    else all of them. A LoRA row read as full training is charged the frozen base's weight gradients and
+    optimizer, a third of its GEMMs."""
+    column = row.get("method")
+    text = str(column).strip().casefold() if column else (described_method(row) or "full")
+    if text not in METHODS:
+        raise UserInputError(f"method must be one of {', '.join(METHODS)} (blank = full), got {text!r}", field="method")
+    rank = row.get("lora_rank")
+    names = row.get("lora_targets")
+    if text == "full" and (rank is not None or names is not None):
+        col = "lora_rank" if rank is not None else "lora_targets"
+        raise UserInputError(f"{col} is set but the row's method is full training; set method to lora or qlora, or "
+                             f"leave {col} blank", field=col)
+    if rank is not None and rank < 1:
+        raise UserInputError(f"lora_rank must be a positive adapter rank, got {rank}", field="lora_rank")
+    if text == "full":
+        return "full", int(TrainingJob.model_fields["lora_rank"].default), LORA_TARGETS
+    targets = (lora_target_list(",".join(re.split(r"[;,\s]+", str(names).strip())), "lora_targets")
+               if names is not None else targets_said(row)) or LORA_TARGETS
+    rank = rank if rank is not None else (rank_said(row) or TrainingJob.model_fields["lora_rank"].default)
+    return text, int(rank), targets  # type: ignore[return-value]
 
 
 def predict_estimate(row: ValidationRow, assumptions: Assumptions | None = None) -> tuple[TrainEstimate, dict[str, Any]]:

@@ -26,11 +26,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from xpuplan.datafile import load_file
-from xpuplan.errors import UserInputError
-from xpuplan.workload.vocabulary import Kernels, Method, Recompute, TrainPrecision
+from xpuplan.errors import UserInputError, echo
+from xpuplan.workload.vocabulary import LORA_TARGETS, Kernels, LoraTarget, Method, Recompute, TrainPrecision
 
 #: Tokens per optimizer step when the user gives none, for pre-training: ~4M tokens (2**22), the
 #: batch LLaMA, Llama 2 and (at 3.2M) GPT-3 175B used.
@@ -57,6 +57,21 @@ DEFAULT_FINETUNE_BATCH_SEQUENCES: Final = 64
 DEFAULT_MEMORY_RESERVE: Final = 0.05
 
 
+def lora_target_list(text: str | None, field: str) -> tuple[str, ...] | None:
+    """A comma list of LoRA targets ('q,k,v'; 'all' = every matrix) as the job's ``lora_targets``; names outside
+    :data:`~xpuplan.workload.vocabulary.LORA_TARGETS`, repeats or an empty list -> UserInputError naming ``field``."""
+    if text is None:
+        return None
+    names = [x.casefold() for x in [x.strip() for x in text.split(",") if x.strip()]]
+    if names == ["all"]:
+        return LORA_TARGETS
+    bad = [x for x in names if x not in LORA_TARGETS]
+    if not names or bad or len(set(names)) != len(names):
+        what = (f"unknown matrix {echo(bad[0])}" if bad else "a matrix named twice" if names else "an empty list")
+        raise UserInputError(f"{what}: give a comma list of {', '.join(LORA_TARGETS)} (or 'all'), e.g. 'q,k,v'",
+                             field=field)
+    return tuple(names)
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -72,6 +87,11 @@ class TrainingJob(_Strict):
     train_tokens: float | None = Field(default=None, gt=0, description="tokens to train on (time, device-hours, energy)")
     method: Method = Field(default="full", description="full training, or LoRA/QLoRA adapters on a frozen base")
     lora_rank: int = Field(default=16, ge=1, description="adapter rank for LoRA/QLoRA")
+    lora_targets: tuple[LoraTarget, ...] = Field(
+        default=LORA_TARGETS, min_length=1,  # type: ignore[arg-type]
+        description="matrices LoRA/QLoRA adapts in every block: q, k, v, o, gate, up, down (default all of them, "
+        "PEFT's 'all-linear'; e.g. q, k, v for Megatron-Bridge's linear_qkv)",
+    )
     optimizer_recipe: str | None = Field(
         default=None, description="optimizer-state recipe (perf.memory.STATE_RECIPES); default by precision"
     )
@@ -108,6 +128,13 @@ class TrainingJob(_Strict):
         description="board power limit per device, W (nvidia-smi -pl); below the compute-bound draw the clock falls "
         "(perf.power DVFS model) and compute-bound kernels slow by the clock ratio; blank = the device's TDP",
     )
+
+    @field_validator("lora_targets")
+    @classmethod
+    def _distinct_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"lora_targets names a matrix twice: {', '.join(v)}")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> TrainingJob:

@@ -25,6 +25,12 @@ TRAIN_PRECISIONS: Final[tuple[str, ...]] = get_args(TrainPrecision)
 Method = Literal["full", "lora", "qlora"]
 METHODS: Final[tuple[str, ...]] = get_args(Method)
 
+#: Weight matrices of a block that LoRA/QLoRA adapts: the attention's query, key, value and output projections and
+#: the MLP's gate, up and down projections (PEFT's ``target_modules``; Megatron-Bridge's ``linear_qkv``,
+#: ``linear_proj``, ``linear_fc1``, ``linear_fc2`` are q+k+v, o, gate+up and down).
+LoraTarget = Literal["q", "k", "v", "o", "gate", "up", "down"]
+LORA_TARGETS: Final[tuple[str, ...]] = get_args(LoraTarget)
+
 #: Elementwise kernel style: fused (Megatron-LM/Transformer Engine, torch.compile) or eager PyTorch.
 Kernels = Literal["fused", "eager"]
 KERNELS: Final[tuple[str, ...]] = get_args(Kernels)
