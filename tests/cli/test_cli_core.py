@@ -158,6 +158,7 @@ def test_memory_train_under_dualpipe_agrees_with_the_estimate():
         (("memory", "train", "--model", "llama3-70b", "--pp", "3"), "pp"),
         (("memory", "train", "--model", "llama3-70b", "--recompute", "some"), "recompute"),
         (("memory", "train", "--model", "llama3-70b", "--stack", "nosuch"), "--stack"),
+        (("memory", "train", "--model", "llama3-70b", "--recompute", "partial", "--stack", "maxtext"), "--recompute"),
         (("memory", "train", "--model", "llama3-70b", "--method", "lora", "--lora-targets", "q,qkv"), "--lora-targets"),
         (("train", "estimate", "--model", "llama3-70b", "--hw", "H100", "--devices", "8", "--method", "lora",
           "--lora-targets", "q,q"), "--lora-targets"),
@@ -251,3 +252,17 @@ def test_lora_targets_reach_estimate_and_memory():
     d = json.loads(mem.stdout)
     assert d["lora"] == {"rank": 16, "targets": ["q", "v"]}
     assert json.loads(run("memory", "train", "--model", "llama3-70b", "--json").stdout).get("lora") is None
+
+
+def test_memory_train_partial_recompute_counts_layers():
+    args = ("memory", "train", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--dp", "4", "--seq", "32768",
+            "--recompute", "partial")
+    fit = run(*args, "--hw", "H100", "--json")
+    assert fit.exit_code == 0, fit.output
+    d = json.loads(fit.stdout)
+    assert 0 < d["bytes_per_device"]["recompute_layers"] < 20 and d["fits"] is True
+    assert d["bytes_per_device"]["total"] <= d["usable_bytes"]
+    text = run(*args, "--hw", "H100")
+    assert "layers recomputed in full" in text.stdout
+    unknown = json.loads(run(*args, "--json").stdout)  # no device: every layer
+    assert unknown["bytes_per_device"]["recompute_layers"] == 20

@@ -150,6 +150,12 @@ class TrainingStack(_Strict):
                                                            "memory between their forward and backward, without "
                                                            "recomputation (Megatron-Core --cpu-offloading-num-layers; "
                                                            "no pipeline parallelism): recompute mode layer_offload")
+    partial_recompute: bool = Field(default=True, description="the stack can recompute a chosen number of layers in "
+                                                              "full and keep every activation of the others (recompute "
+                                                              "mode partial: Megatron-Core --recompute-method block "
+                                                              "--recompute-num-layers N, torchtitan's checkpointing of "
+                                                              "every N-th block, PyTorch's checkpoint wrapper on chosen "
+                                                              "blocks); false where one policy covers every layer")
     fp8_primary_weights: bool = Field(default=False, description="FP8 training keeps the model's weights in FP8 as the "
                                                                  "primary copy (Megatron-Core --fp8-param-gather: no "
                                                                  "16-bit working copy; fp32 master in the optimizer) "

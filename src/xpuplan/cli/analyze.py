@@ -30,7 +30,7 @@ def memory_train(
     ep: int = 1,
     vpp: int = 1,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)")] = 1,
-    recompute: Annotated[str, typer.Option(help="none | selective | full | offload | layer_offload")] = "selective",
+    recompute: Annotated[str, typer.Option(help="none | selective | full | offload | layer_offload | partial (with --hw: the fewest layers recomputed in full that fit)")] = "selective",
     recipe: Annotated[str, typer.Option(help="optimizer-state recipe (e.g. bf16-adam, fp32-adam, fp8-adam)")] = "bf16-adam",
     method: Annotated[str, typer.Option(help="full | lora | qlora")] = "full",
     lora_rank: int = 16,
@@ -69,10 +69,13 @@ def _render_train(res: MemoryTrainResult) -> None:
     mem = res.bytes_per_device
     p = res.plan
     rows = [[k.replace("_", " "), format_bytes(v)] for k, v in mem.items()
-            if k not in ("params_on_device", "trainable_params_on_device", "offload_layers")
+            if k not in ("params_on_device", "trainable_params_on_device", "offload_layers", "recompute_layers")
             and not (k == "host_activations" and not v)]
     if mem.get("offload_layers"):
         rows.append(["layers offloaded to host", f"{int(mem['offload_layers'])}"])
+    if p.get("recompute") == "partial":
+        rows.append(["layers recomputed in full (busiest stage)", f"{int(mem.get('recompute_layers', 0))}"
+                     + ("" if res.hardware else " (no --hw: every layer)")])
     rows.append(["params on device", format_count(mem["params_on_device"])])
     rows.append(["trainable params on device", format_count(mem["trainable_params_on_device"])])
     method = (res.method if res.lora is None else

@@ -120,7 +120,7 @@ def estimate_cmd(
     dp: Annotated[int | None, typer.Option(help="data-parallel size (default devices / (tp·pp·cp))")] = None,
     sp: Annotated[bool | None, typer.Option("--sp/--no-sp", help="Megatron sequence parallelism (default: on when tp > 1)")] = None,
     zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3 (3 = FSDP)")] = None,
-    recompute: Annotated[str | None, typer.Option(help="none | selective | full | offload (full recompute, layer inputs kept in host memory) | layer_offload (no recompute, whole layers' activations in host memory: Megatron-Core, pp 1)")] = None,
+    recompute: Annotated[str | None, typer.Option(help="none | selective | full | offload (full recompute, layer inputs kept in host memory) | layer_offload (no recompute, whole layers' activations in host memory: Megatron-Core, pp 1) | partial (full recompute of the fewest layers per stage that fit: Megatron-Core --recompute-method block)")] = None,
     micro_batch: Annotated[int | None, typer.Option(help="sequences per micro-batch")] = None,
     precision: Annotated[str | None, typer.Option(help="bf16 | fp16 | fp8 | fp4 (NVFP4, Blackwell)")] = None,
     seq_len: Annotated[int | None, typer.Option(help="tokens per sequence")] = None,

@@ -156,6 +156,7 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> Non
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
                            validity.rule_layer_offload(req.recompute, req.pp, stack),
+                           validity.rule_partial_recompute(req.recompute, stack),
                            validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute),
                            validity.rule_ep_overlap_on_stack(req.ep_overlap, stack),
                            validity.rule_dualpipe(req.pp, req.vpp, dualpipe_microbatches(req.pp), stack))

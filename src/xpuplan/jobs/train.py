@@ -124,7 +124,7 @@ class TrainEstimateRequest(_TrainCommon):
     dp: Degree | None = Field(default=None, description="data-parallel size")
     sp: bool | None = Field(default=None, description="Megatron sequence parallelism")
     zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3")
-    recompute: Recompute | None = Field(default=None, description="none | selective | full | offload (full, with the kept layer inputs in host memory) | layer_offload (no recomputation, whole layers' activations in host memory: Megatron-Core, pp 1)")
+    recompute: Recompute | None = Field(default=None, description="none | selective | full | offload (full, with the kept layer inputs in host memory) | layer_offload (no recomputation, whole layers' activations in host memory: Megatron-Core, pp 1) | partial (full recomputation of the fewest layers per stage that let the plan fit, the others keeping every activation)")
     micro_batch: int | None = Field(default=None, ge=1, le=1 << 20, description="sequences per micro-batch")
     precision: Literal["bf16", "fp16", "fp8", "fp4"] | None = Field(default=None,
                                                                    description="bf16 | fp16 | fp8 | fp4 (NVFP4)")
@@ -338,7 +338,7 @@ def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: 
     from xpuplan.train import emit_launch
 
     return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework, stack,
-                       offload_layers=e.memory.offload_layers)
+                       offload_layers=e.memory.offload_layers, recompute_layers=e.memory.recompute_layers)
 
 
 def _launch_dict(launch: Any) -> dict[str, Any] | None:

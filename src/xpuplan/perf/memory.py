@@ -170,8 +170,10 @@ def activation_bytes_per_layer(
     """
     if seq_len <= 0 or micro_batch <= 0:
         raise UserInputError("seq_len and micro_batch must be positive", field="seq_len" if seq_len <= 0 else "micro_batch")
-    if recompute == "layer_offload":
-        recompute = "none"  # an offloaded layer keeps what it keeps, only elsewhere (training_memory_arrays)
+    if recompute in ("layer_offload", "partial"):
+        # an offloaded layer keeps what it keeps, only elsewhere; a partial plan's recomputed layers keep their input
+        # only, counted per plan (training_memory_arrays)
+        recompute = "none"
     s = seq_len / cp
     b = micro_batch
     h = model.d_model
@@ -401,6 +403,8 @@ class TrainingMemory:
     host_activations: float = 0.0
     #: layers whose activations a ``layer_offload`` plan keeps in host memory (0 otherwise)
     offload_layers: int = 0
+    #: layers of the busiest pipeline stage a ``partial`` plan recomputes fully (0 otherwise)
+    recompute_layers: int = 0
 
     @property
     def states(self) -> float:
@@ -498,6 +502,8 @@ def training_memory(
 
     ``recompute="layer_offload"`` moves the activations of as many layers to host memory as the step needs to
     fit in ``usable_bytes`` (:func:`layer_offload_count`); without ``usable_bytes``, all layers but one.
+    ``recompute="partial"`` recomputes fully as few of the busiest stage's layers as let it fit in ``usable_bytes``
+    (:func:`partial_recompute_layers`); without ``usable_bytes``, all of them.
 
     ZeRO: stage 1 shards optimizer states and master weights over the data-parallel group,
     stage 2 also gradients, stage 3 (= FSDP full shard) also weights. Routed experts are split
@@ -517,7 +523,7 @@ def training_memory(
                                            flash_attention=flash_attention, dropout=dropout,
                                            linear_input_bytes=linear_input_bytes)
     rebuilt = 0.0
-    if recompute in ("full", "offload"):
+    if recompute in ("full", "offload", "partial"):
         rebuilt = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective",
                                              flash_attention=flash_attention, linear_input_bytes=linear_input_bytes)
     if recompute == "offload":
@@ -540,7 +546,9 @@ def training_memory(
         layer_offload=one(recompute == "layer_offload").astype(bool),
         usable=one(usable_bytes if usable_bytes is not None else 0.0), whole_experts=whole_experts,
         extra_inflight_layers=one(ep_overlap_extra_layers(model.n_layers, pp, vpp)) if ep_overlap and ep > 1 else None,
-        dualpipe=dualpipe,
+        dualpipe=dualpipe, partial=one(recompute == "partial").astype(bool),
+        act_full_layer=one(activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp,
+                                                      recompute="full")) if recompute == "partial" else None,
     )
     return TrainingMemory(
         weights=float(parts["weights"][0]),
@@ -553,6 +561,7 @@ def training_memory(
         trainable_params_on_device=dev.total if method == "full" else adapters / (tp * pp),
         host_activations=float(parts["host"][0]),
         offload_layers=int(parts["offload_layers"][0]),
+        recompute_layers=int(parts["recompute_layers"][0]),
     )
 
 
@@ -592,6 +601,8 @@ def training_memory_arrays(
     usable: np.ndarray | None = None,
     whole_experts: bool = False,
     dualpipe: bool = False,
+    partial: np.ndarray | None = None,
+    act_full_layer: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Peak bytes per device of many training plans at once: THE training-memory model (the scalar
     :func:`training_memory` and the step model's search both call it).
@@ -624,6 +635,10 @@ def training_memory_arrays(
     ranks (so sharded states cost what they cost under 1F1B), and a rank holds pp + 1 micro-batches of one stage's
     activations, the edge rank also the logits of the direction it ends (:func:`dualpipe_layer_microbatches`); the
     busier rank counts.
+    ``partial`` (mask) with ``act_full_layer`` (what a fully recomputed layer keeps, its input): such a plan keeps
+    ``act_per_layer`` (no recomputation) in every layer but the fewest per pipeline stage that, fully recomputed,
+    let it fit in ``usable`` bytes (:func:`partial_recompute_layers`; all of them when ``usable`` is 0, not known);
+    returned as recompute_layers (0 for other plans), the layers of the busiest stage recomputed.
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep, whole_experts)
@@ -656,15 +671,22 @@ def training_memory_arrays(
         inflight_layers = np.where(two, dual_inner, inflight_layers)
     if extra_inflight_layers is not None:  # e.g. what the MoE all-to-all overlap holds beyond the schedule
         inflight_layers = inflight_layers + extra_inflight_layers
-    first = act_per_layer * inflight_layers
-    host = (act_host_layer if act_host_layer is not None else np.zeros_like(first)) * inflight_layers
-    # the logits (and the loss's fp32 copy) are freed by the output layer's backward, before any layer's
-    # backward rebuilds its activations: on the last stage the two peaks do not add up
-    last_extra = np.maximum(act_output, act_rebuilt_layer)
-    acts = np.where(multi, np.maximum(first + act_rebuilt_layer, act_per_layer * layers_stage + last_extra),
-                    first + last_extra)
-    if dualpipe:  # the edge rank runs the first stage of one direction and the last (the logits) of the other
-        acts = np.where(two, np.maximum(first + act_rebuilt_layer, act_per_layer * dual_edge + last_extra), acts)
+    host = (act_host_layer if act_host_layer is not None else np.zeros_like(dense)) * inflight_layers
+
+    def peaks(per_layer: np.ndarray, rebuilt: np.ndarray) -> list[np.ndarray]:
+        """The candidate activation peaks of the busiest rank, each linear in ``per_layer``: the first stage with the
+        micro-batches in flight, the last stage with the logits, DualPipe's edge rank; the largest counts."""
+        first = per_layer * inflight_layers
+        # the logits (and the loss's fp32 copy) are freed by the output layer's backward, before any layer's
+        # backward rebuilds its activations: on the last stage the two peaks do not add up
+        last_extra = np.maximum(act_output, rebuilt)
+        out = [np.where(multi, first + rebuilt, first + last_extra),
+               np.where(multi, per_layer * layers_stage + last_extra, 0.0)]
+        if dualpipe:  # the edge rank runs the first stage of one direction and the last (the logits) of the other
+            out = [out[0], np.where(two, per_layer * dual_edge + last_extra, out[1])]
+        return out
+
+    acts = _largest(peaks(act_per_layer, act_rebuilt_layer))
     if method == "full":
         # FSDP gathers one layer's (unit's) full weights at a time, plus prefetch of the next
         layer_w = total_dev / np.maximum(1.0, layers_stage) * recipe["weights"]
@@ -672,6 +694,20 @@ def training_memory_arrays(
     else:
         workspace = np.full_like(weights, RUNTIME_OVERHEAD_BYTES)
     total = weights + grads + master + opt + acts + workspace
+    n_rec = np.zeros_like(total)
+    if partial is not None and partial.any():
+        if act_full_layer is None:
+            raise ValueError("partial recomputation needs act_full_layer")
+        states = total - acts
+        # nothing recomputed, no layer rebuilt in the backward (``act_rebuilt_layer`` is the rebuilt layer otherwise)
+        acts = np.where(partial, _largest(peaks(act_per_layer, np.zeros_like(acts))), acts)
+        kept, recomputed = peaks(act_per_layer, act_rebuilt_layer), peaks(act_full_layer, act_rebuilt_layer)
+        room = (usable if usable is not None else np.zeros_like(total)) - states
+        n_rec = np.where(partial, partial_recompute_layers(acts, kept, recomputed, room, layers_stage), 0.0)
+        share = n_rec / np.maximum(layers_stage, 1.0)
+        mixed = _largest([k + share * (r - k) for k, r in zip(kept, recomputed, strict=True)])
+        acts = np.where(partial & (n_rec > 0), mixed, acts)
+        total = states + acts
     n_off = np.zeros_like(total)
     if layer_offload is not None and layer_offload.any():
         n_off = np.where(layer_offload, layer_offload_count(total, act_per_layer, usable if usable is not None
@@ -679,7 +715,31 @@ def training_memory_arrays(
         moved = n_off * act_per_layer - np.where(n_off > 0, OFFLOAD_BUFFER_LAYERS * act_per_layer, 0.0)
         acts, total, host = acts - moved, total - moved, host + n_off * act_per_layer
     return {"weights": weights, "grads": grads, "master": master, "opt": opt, "acts": acts,
-            "workspace": workspace, "total": total, "host": host, "offload_layers": n_off}
+            "workspace": workspace, "total": total, "host": host, "offload_layers": n_off, "recompute_layers": n_rec}
+
+
+def _largest(arrays: list[np.ndarray]) -> np.ndarray:
+    """Elementwise maximum of equally shaped arrays."""
+    return np.asarray(np.maximum.reduce(arrays), dtype=float)
+
+
+def partial_recompute_layers(kept_acts: np.ndarray, kept: list[np.ndarray], recomputed: list[np.ndarray],
+                             room: np.ndarray, layers_stage: np.ndarray) -> np.ndarray:
+    """Layers of the busiest pipeline stage a ``partial`` plan recomputes fully: the fewest k that bring its
+    activation peak within ``room`` (usable bytes minus everything else), each candidate peak falling linearly
+    from its value with every layer kept (``kept``; ``kept_acts`` their maximum, without a rebuilt layer) to its
+    value with every layer recomputed (``recomputed``): k_i = ceil(Ls · (kept_i − room) / (kept_i − recomputed_i)),
+    the largest over the peaks. 0 when everything fits as it is (no layer rebuilt then); all ``layers_stage`` when
+    ``room`` is not positive (the device not known, or nothing fits: the plan is then full recomputation, infeasible
+    if that does not fit either). Megatron-Core recomputes the first k layers of each pipeline chunk
+    (``--recompute-method block``); the stages' layers are alike, so which k does not change the bytes."""
+    ls = np.maximum(np.asarray(layers_stage, dtype=float), 1.0)
+    need = np.zeros_like(ls)
+    for k_i, r_i in zip(kept, recomputed, strict=True):
+        saved = np.maximum(k_i - r_i, 1e-9)
+        need = np.maximum(need, np.ceil(ls * (k_i - room) / saved - 1e-9))
+    need = np.where(kept_acts <= room, 0.0, np.maximum(need, 1.0))
+    return np.where(room <= 0, ls, np.clip(need, 0.0, ls))
 
 
 def layer_offload_count(total_bytes: np.ndarray, layer_bytes: np.ndarray, usable_bytes: np.ndarray,

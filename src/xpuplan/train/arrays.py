@@ -108,4 +108,6 @@ class StepArrays:
     hardware_flops_per_token: np.ndarray
     #: layers whose activations a layer_offload plan keeps in host memory (0 for other plans)
     mem_offload_layers: np.ndarray | None = None
+    #: layers of the busiest stage a partial plan recomputes fully (0 for other plans)
+    mem_recompute_layers: np.ndarray | None = None
     extra: dict[str, float] = field(default_factory=dict)

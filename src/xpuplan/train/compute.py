@@ -561,7 +561,8 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
         # selective: the attention core (and, for MLA, the up-projections from the latents); op-level
         # checkpointing: its unsaved projections and the elementwise ops
         sel = c[f"sac_{kind}"] if selective == "op_sac" else c["attn_fwd"] + c["mla_up_gemm"]
-        return np.where(lay.full_rec, fwd(kind), np.where(lay.sel_rec, sel, 0.0))
+        # full_rec: the share of the layers recomputed whole (1 for full recomputation, k/Ls for partial)
+        return lay.full_rec * fwd(kind) + np.where(lay.sel_rec, sel, 0.0)
 
     def passes_dequant(kind: str) -> np.ndarray:
         return c[f"dequant_{kind}"] * (2.0 + lay.full_rec)

@@ -79,6 +79,17 @@ def _uneven(model: ModelArch, plan: ParallelPlan) -> tuple[int, int] | None:
     return first, rest - first
 
 
+def stage_layers(model: ModelArch, plan: ParallelPlan) -> int:
+    """Layers of the busiest pipeline stage, ceil(L/pp) (all of them without a pipeline)."""
+    return -(-model.n_layers // plan.pp)
+
+
+def partial_layers_per_chunk(recompute_layers: int, vpp: int) -> int:
+    """Megatron-Core's ``--recompute-num-layers`` for a partial plan recomputing ``recompute_layers`` of a stage:
+    the block method counts per model chunk (each chunk is one TransformerBlock), vpp chunks per stage."""
+    return max(1, -(-recompute_layers // max(1, vpp)))
+
+
 def _edge_slots(model: ModelArch, plan: ParallelPlan) -> bool:
     """The uneven split is Megatron-Core's embedding/loss accounting: L + 2 slots divide evenly over
     pp·vpp virtual stages (the first holds the embedding in place of a layer, the last the loss), the
@@ -165,7 +176,8 @@ def _overlaps(job: TrainingJob, stack: TrainingStack, plan: ParallelPlan) -> tup
 
 
 def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
-                       stack: TrainingStack, offload_layers: int = 0) -> tuple[list[str], list[str]]:
+                       stack: TrainingStack, offload_layers: int = 0,
+                       recompute_layers: int = 0) -> tuple[list[str], list[str]]:
     a = ["--tensor-model-parallel-size", str(plan.tp), "--pipeline-model-parallel-size", str(plan.pp),
          "--context-parallel-size", str(plan.cp)]
     notes: list[str] = []
@@ -213,6 +225,10 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
     elif plan.recompute == "layer_offload" and offload_layers > 0:
         # Megatron-Core's activation offloading: whole layers' activations to the host, no recomputation
         a += ["--cpu-offloading-num-layers", str(offload_layers)]
+    elif plan.recompute == "partial" and recompute_layers > 0:
+        # the block method: the first N layers of each model chunk recomputed in full, the others keep everything
+        a += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+              str(partial_layers_per_chunk(recompute_layers, plan.vpp))]
     if plan.precision == "fp8":
         a += ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
     elif plan.precision == "fp4":
@@ -225,9 +241,9 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
 
 
 def _megatron(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-              stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
+              stack: TrainingStack, offload_layers: int = 0, recompute_layers: int = 0) -> LaunchPlan:
     shape, notes = _megatron_model(model, job)
-    par, pnotes = _megatron_parallel(plan, model, job, stack, offload_layers)
+    par, pnotes = _megatron_parallel(plan, model, job, stack, offload_layers, recompute_layers)
     run = ["--train-iters", str(_train_iters(job, plan)), "--lr", "3.0e-4", "--min-lr", "3.0e-5",
            "--lr-decay-style", "cosine", "--weight-decay", "0.1", "--clip-grad", "1.0", "--mock-data"]
     notes = pnotes + notes + ["--mock-data and the optimizer settings make the command run as printed; "
@@ -257,7 +273,7 @@ def _bridge_recipe(model: ModelArch, plan: ParallelPlan, task: str = "pretrain")
 
 
 def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-            stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
+            stack: TrainingStack, offload_layers: int = 0, recompute_layers: int = 0) -> LaunchPlan:
     notes: list[str] = []
     task = "pretrain" if job.method == "full" else "peft"
     recipe = _bridge_recipe(model, plan, task)
@@ -297,7 +313,10 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
         first, last = _uneven(model, plan) or (0, 0)
         over += [f"model.num_layers_in_first_pipeline_stage={first}", f"model.num_layers_in_last_pipeline_stage={last}"]
     over += [f"model.sequence_parallel={str(plan.sp and plan.tp > 1).lower()}"]
-    if plan.recompute in ("none", "layer_offload"):
+    if plan.recompute == "partial" and recompute_layers > 0:
+        over += ["model.recompute_granularity=full", "model.recompute_method=block",
+                 f"model.recompute_num_layers={partial_layers_per_chunk(recompute_layers, plan.vpp)}"]
+    elif plan.recompute in ("none", "layer_offload", "partial"):
         over += ["model.recompute_granularity=null"]
         if plan.recompute == "layer_offload" and offload_layers > 0:
             over += ["model.cpu_offloading=true", f"model.cpu_offloading_num_layers={offload_layers}",
@@ -347,7 +366,7 @@ _TITAN_FP8: Final = {"llama3_8b": "llama3_8b_mxfp8", "deepseek_v3_671b": "deepse
 
 
 def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-                stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
+                stack: TrainingStack, offload_layers: int = 0, recompute_layers: int = 0) -> LaunchPlan:
     if model.id not in _TITAN:
         configs = target("torchtitan").extra("configs") or {}
         raise UserInputError(f"torchtitan {target('torchtitan').version} ships no config function for {model.id} "
@@ -365,7 +384,13 @@ def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
             notes.append(f"torchtitan has no fp8 config for {model.id}: this trains in bf16")
     elif plan.precision == "fp16":
         notes.append("torchtitan trains in bf16 (training.dtype bfloat16 or float32); fp16 is not offered")
-    if plan.recompute != "selective":
+    if plan.recompute == "partial" and recompute_layers > 0:
+        every = max(1, stage_layers(model, plan) // recompute_layers)
+        notes.append(f"the plan recomputes {recompute_layers} of {stage_layers(model, plan)} layers per stage: in the "
+                     f"config function set activation_checkpoint.mode = 'selective' and selective_ac_option = "
+                     f"'{every}' (torchtitan's layer checkpointing of every {every}-th block, at least that many "
+                     "layers)")
+    elif plan.recompute != "selective" and not (plan.recompute == "partial" and recompute_layers == 0):
         notes.append(f"activation checkpointing is set by the config function (selective in {config}); "
                      f"the plan's '{plan.recompute}' needs an edited config function")
     dp = plan.dp
@@ -425,7 +450,7 @@ def _torchtitan(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
 # =================================================================================================
 # DeepSpeed
 # =================================================================================================
-def deepspeed_config(plan: ParallelPlan) -> dict[str, Any]:
+def deepspeed_config(plan: ParallelPlan, recompute_layers: int = 0) -> dict[str, Any]:
     """The ``ds_config.json`` of ``plan`` (batch, ZeRO, precision, checkpointing, AutoTP, Ulysses SP)."""
     cfg: dict[str, Any] = {
         "train_batch_size": plan.global_batch_seqs,
@@ -435,7 +460,7 @@ def deepspeed_config(plan: ParallelPlan) -> dict[str, Any]:
         "zero_optimization": {"stage": plan.zero_stage, "overlap_comm": True, "contiguous_gradients": True},
         ("fp16" if plan.precision == "fp16" else "bf16"): {"enabled": True},
     }
-    if plan.recompute != "none":
+    if plan.recompute != "none" and not (plan.recompute == "partial" and recompute_layers == 0):
         cfg["activation_checkpointing"] = {"partition_activations": plan.tp > 1, "contiguous_memory_optimization": False}
         if plan.recompute == "offload":  # the checkpointed layer inputs go to host memory
             cfg["activation_checkpointing"].update(partition_activations=True, cpu_checkpointing=True)
@@ -456,9 +481,12 @@ def deepspeed_config_problems(cfg: dict[str, Any]) -> list[str]:
 
 
 def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
-               stack: TrainingStack, offload_layers: int = 0) -> LaunchPlan:
+               stack: TrainingStack, offload_layers: int = 0, recompute_layers: int = 0) -> LaunchPlan:
     notes = ["train.py is your script: it calls deepspeed.add_config_arguments(parser) and deepspeed.initialize(args=...)"]
-    cfg = deepspeed_config(plan)
+    cfg = deepspeed_config(plan, recompute_layers)
+    if plan.recompute == "partial" and recompute_layers > 0:
+        notes.append(f"the plan recomputes {recompute_layers} of {stage_layers(model, plan)} layers per stage: wrap "
+                     f"that many blocks with deepspeed.checkpointing.checkpoint in the model code, the others without")
     if plan.precision == "fp4":
         raise UserInputError("DeepSpeed has no FP4 training path; use --emit megatron or bridge for fp4", field="emit")
     if plan.precision == "fp8":
@@ -491,11 +519,12 @@ _EMITTERS: Final = {"megatron": _megatron, "bridge": _bridge, "torchtitan": _tor
 
 
 def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str,
-                stack: TrainingStack | None = None, offload_layers: int = 0) -> LaunchPlan:
+                stack: TrainingStack | None = None, offload_layers: int = 0, recompute_layers: int = 0) -> LaunchPlan:
     """The launch command of ``plan`` for ``framework`` (megatron, bridge, torchtitan, deepspeed).
     ``stack``: the training-stack profile the estimate ran under (default stack when None); the
     overlaps it assumed (TP communication, MoE all-to-all) are switched on in the command.
-    ``offload_layers``: the layers a ``layer_offload`` plan offloads (``MemoryBreakdown.offload_layers``)."""
+    ``offload_layers``: the layers a ``layer_offload`` plan offloads (``MemoryBreakdown.offload_layers``);
+    ``recompute_layers``: the layers of a stage a ``partial`` plan recomputes (``MemoryBreakdown.recompute_layers``)."""
     if plan.ep_overlap and framework in ("torchtitan", "deepspeed"):
         raise UserInputError(f"--emit {framework}: the plan's MoE all-to-all overlap (-epo) is Megatron-Core's "
                              f"--overlap-moe-expert-parallel-comm ({framework} has none); use --emit megatron or "
@@ -512,7 +541,7 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
         raise UserInputError(f"--emit {framework}: {framework} does not run on TPUs ({cluster.device.id}); "
                              "TPU training runs on JAX (MaxText) or PyTorch/XLA", field="--emit")
     st = stack or default_training_stack(cluster.device)
-    launch = emitter(plan, model, cluster, job, st, offload_layers)
+    launch = emitter(plan, model, cluster, job, st, offload_layers, recompute_layers=recompute_layers)
     if st.pipeline_schedule == "dualpipe" and plan.pp > 1:
         launch = dataclasses.replace(launch, notes=(
             *launch.notes, f"{framework} has no DualPipe: this command runs 1F1B over the same {plan.pp} stages (more "

@@ -71,6 +71,8 @@ class MemoryBreakdown:
     host_offload_bytes: float = 0.0
     #: layers whose activations a "layer_offload" plan keeps in host memory, the fewest that let it fit (0 otherwise)
     offload_layers: int = 0
+    #: layers of the busiest pipeline stage a "partial" plan recomputes fully, the fewest that let it fit (0 otherwise)
+    recompute_layers: int = 0
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -188,6 +190,20 @@ def power_cap_note(device: Device, cap_w: float) -> str:
             f"kernels {1 / r:.2f}x slower; HBM-bound work unchanged")
 
 
+def partial_recompute_note(recompute_layers: int, n_layers: int, pp: int, vpp: int) -> str:
+    """What a ``partial`` plan recomputes, and the Megatron-Core flags that say it."""
+    stage = -(-n_layers // pp) if pp > 1 else n_layers
+    if recompute_layers <= 0:
+        return "partial: the plan fits without recomputing any layer (the same as recompute none)"
+    chunk = -(-recompute_layers // vpp)
+    where = (f"per pipeline stage; with {vpp} virtual stages, {chunk} per model chunk" if vpp > 1 else
+             "per pipeline stage" if pp > 1 else "")
+    return (f"partial: {recompute_layers} of the busiest stage's {stage} layers are recomputed in full in the backward "
+            f"(the fewest that let the plan fit; the others keep every activation){', ' + where if where else ''}: "
+            f"Megatron-Core --recompute-granularity full --recompute-method block --recompute-num-layers "
+            f"{chunk if vpp > 1 else recompute_layers}")
+
+
 def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_layers: int | None = None) -> str:
     """Which host link an offloaded plan's copies were timed on, what of them is not hidden, and the host memory
     the offloaded activations take (``offload_layers``: a ``layer_offload`` plan's count; None: ``offload``)."""
@@ -229,6 +245,7 @@ def estimate_from_arrays(
         total_bytes=float(r.mem_total[i]), capacity_bytes=cluster.device.memory_bytes, usable_bytes=r.mem_usable,
         host_offload_bytes=float(r.mem_host[i]),
         offload_layers=int(r.mem_offload_layers[i]) if r.mem_offload_layers is not None else 0,
+        recompute_layers=int(r.mem_recompute_layers[i]) if r.mem_recompute_layers is not None else 0,
     )
     reasons = memory_reasons(mem, cluster.n_devices)
     tps = float(r.tokens_per_s[i])
@@ -254,6 +271,8 @@ def estimate_from_arrays(
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes))
     elif plan.recompute == "layer_offload":
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes, mem.offload_layers))
+    elif plan.recompute == "partial":
+        notes.append(partial_recompute_note(mem.recompute_layers, model.n_layers, plan.pp, plan.vpp))
     if plan.ep_overlap:
         notes.append(f"-epo: the MoE all-to-all overlap is on (Megatron-Core --overlap-moe-expert-parallel-comm, "
                      f"Megatron-Bridge moe_a2a_overlap): {step.ep_comm_s:.2f} s of all-to-all per step stays exposed "
@@ -297,6 +316,7 @@ def estimate(
     validity.raise_first([i for i in (validity.rule_cp_all_to_all_heads(plan.cp, plan.tp, model,
                                                                          sm.stack.cp_algorithm),
                                       validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack),
+                                      validity.rule_partial_recompute(plan.recompute, sm.stack),
                                       validity.rule_dualpipe(plan.pp, plan.vpp, plan.grad_accum, sm.stack)) if i])
     arrays = PlanArrays.from_plans([plan])
     r = sm.evaluate(cluster, arrays)

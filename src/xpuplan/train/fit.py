@@ -74,7 +74,7 @@ def training_fit(
         activations_bytes=float(mem["acts"][0]), workspace_bytes=float(mem["workspace"][0]),
         total_bytes=float(mem["total"][0]), capacity_bytes=device.memory_bytes,
         usable_bytes=device.memory_bytes * (1.0 - job.memory_reserve), host_offload_bytes=float(mem["host"][0]),
-        offload_layers=int(mem["offload_layers"][0]),
+        offload_layers=int(mem["offload_layers"][0]), recompute_layers=int(mem["recompute_layers"][0]),
     )
     reasons = memory_reasons(breakdown, plan.n_devices)
     return TrainingFit(model_id=model.id, device_id=device.id, plan=plan, memory=breakdown, fits=not reasons,

@@ -13,12 +13,13 @@ _FULL = RECOMPUTE_MODES.index("full")
 _SELECTIVE = RECOMPUTE_MODES.index("selective")
 _OFFLOAD = RECOMPUTE_MODES.index("offload")
 _LAYER_OFFLOAD = RECOMPUTE_MODES.index("layer_offload")
+_PARTIAL = RECOMPUTE_MODES.index("partial")
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Per plan: sizes as floats, recomputation masks (``full_rec``: the whole forward re-runs in the
-    backward, full and offload plans; ``offload``: its kept layer inputs wait on the host; ``layer_off``: whole
+    """Per plan: sizes as floats, recomputation (``full_rec``: the share of the layers whose whole forward re-runs
+    in the backward, 1 for full and offload plans, the recomputed share for partial ones; ``offload``: its kept layer inputs wait on the host; ``layer_off``: whole
     layers' activations wait on the host, no recomputation), layers on the busiest stage (``Ls`` = ceil(L/pp);
     ``layers_stage`` = L without PP), passes over each layer (forward, backward, recomputed forward),
     and the job's sequence length ``s`` and hidden size ``h``."""
@@ -43,18 +44,22 @@ class Layout:
     h: float
 
     @classmethod
-    def of(cls, p: object, model: ModelArch, seq_len: int) -> Layout:
-        """From :class:`~xpuplan.train.arrays.PlanArrays` ``p``."""
+    def of(cls, p: object, model: ModelArch, seq_len: int, recompute_layers: np.ndarray | None = None) -> Layout:
+        """From :class:`~xpuplan.train.arrays.PlanArrays` ``p``; ``recompute_layers``: the layers of the busiest stage
+        each ``partial`` plan recomputes (``perf.memory.partial_recompute_layers``; None: none)."""
         pp = p.pp.astype(float)  # type: ignore[attr-defined]
         rec = p.rec  # type: ignore[attr-defined]
         offload = rec == _OFFLOAD
-        full_rec = (rec == _FULL) | offload
         multi = p.pp > 1  # type: ignore[attr-defined]
         Ls = np.ceil(model.n_layers / pp)
+        stage = np.where(multi, Ls, float(model.n_layers))
+        share = (np.zeros_like(pp) if recompute_layers is None
+                 else np.asarray(recompute_layers, dtype=float) / np.maximum(stage, 1.0))
+        full_rec = np.where((rec == _FULL) | offload, 1.0, np.where(rec == _PARTIAL, share, 0.0))
         return cls(
             tp=p.tp.astype(float), pp=pp, dp=p.dp.astype(float), cp=p.cp.astype(float),  # type: ignore[attr-defined]
             vpp=p.vpp.astype(float), mb=p.mb.astype(float), m=p.ga.astype(float),  # type: ignore[attr-defined]
             sp=p.sp.astype(bool), full_rec=full_rec, sel_rec=rec == _SELECTIVE, offload=offload, layer_off=rec == _LAYER_OFFLOAD, multi_stage=multi,  # type: ignore[attr-defined]
-            Ls=Ls, layers_stage=np.where(multi, Ls, float(model.n_layers)), passes=2.0 + full_rec,
+            Ls=Ls, layers_stage=stage, passes=2.0 + full_rec,
             s=float(seq_len), h=float(model.d_model),
         )

@@ -109,7 +109,8 @@ def plan_key(
 ) -> str:
     """``tp8-pp4-vpp2-dp16-cp1-ep1-sp1-z1-rsel-mb1-ga8-bf16``: every field, fixed order; ``-epo`` at the end
     when the MoE all-to-all overlap is on (keys of plans without it are unchanged)."""
-    rec = {"none": "none", "selective": "sel", "full": "full", "offload": "off", "layer_offload": "loff"}[recompute]
+    rec = {"none": "none", "selective": "sel", "full": "full", "offload": "off", "layer_offload": "loff",
+           "partial": "part"}[recompute]
     return (
         f"tp{tp}-pp{pp}-vpp{vpp}-dp{dp}-cp{cp}-ep{ep}-sp{int(sp)}-z{zero_stage}-r{rec}"
         f"-mb{micro_batch}-ga{grad_accum}-{precision}" + ("-epo" if ep_overlap else "")

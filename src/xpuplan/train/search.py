@@ -106,7 +106,8 @@ def vpp_options(n_layers: int, pp: int, *, uneven: bool) -> list[int]:
 
 def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster: Cluster,
                     space: SearchSpace | None = None, cp_algorithm: str = "ring",
-                    layer_offload: bool = False, ep_overlap_opt_in: bool = False, dualpipe: bool = False) -> PlanArrays:
+                    layer_offload: bool = False, ep_overlap_opt_in: bool = False, dualpipe: bool = False,
+                    partial_recompute: bool = True) -> PlanArrays:
     """Every plan for ``n_devices`` that obeys the structural rules (``train.plan.plan_issues``, and
     :func:`~xpuplan.train.validity.rule_cp_all_to_all_heads` for the stack's ``cp_algorithm``); recompute
     ``layer_offload`` only where the stack can (``layer_offload``) and without pipelining
@@ -114,7 +115,8 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     stack's opt-in all-to-all overlap (``ep_overlap_opt_in``) where :func:`~xpuplan.train.validity.rule_ep_overlap`
     allows it, unless the job sets its own ``ep_overlap`` fraction. ``dualpipe``: the stack's schedule is DualPipe,
     whose pipelined plans :func:`~xpuplan.train.validity.rule_dualpipe` restricts (even pp, vpp 1, an even number of
-    micro-batches per step of at least 2·pp)."""
+    micro-batches per step of at least 2·pp). ``partial_recompute``: the stack can recompute chosen layers
+    (:func:`~xpuplan.train.validity.rule_partial_recompute`); recompute ``partial`` otherwise not enumerated."""
     space = space or SearchSpace()
     B = job.global_batch_seqs
     s = job.seq_len
@@ -126,14 +128,14 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     sp_opts = [0, 1] if space.sp is None else sorted({int(bool(x)) for x in space.sp})
     zero_all = list(ZERO_STAGES) if space.zero_stage is None else list(space.zero_stage)
     rec_all = [RECOMPUTE_MODES.index(r) for r in (space.recompute or RECOMPUTE_MODES)
-               if r != "layer_offload" or layer_offload]
+               if (r != "layer_offload" or layer_offload) and (r != "partial" or partial_recompute)]
     rec_layer_offload = RECOMPUTE_MODES.index("layer_offload")
     prec_all = [PRECISIONS.index(p) for p in space.precision]
     if space.ep_overlap is not None:
         epo_all = sorted({int(bool(x)) for x in space.ep_overlap})
     else:
         epo_all = [0, 1] if ep_overlap_opt_in and job.ep_overlap is None and model.moe is not None else [0]
-    rec_full = {RECOMPUTE_MODES.index("full"), RECOMPUTE_MODES.index("offload")}
+    rec_full = {RECOMPUTE_MODES.index("full"), RECOMPUTE_MODES.index("offload"), RECOMPUTE_MODES.index("partial")}
     parts: list[PlanArrays] = []
     for tp in tps:
         rest_tp = n_devices // tp
@@ -292,6 +294,9 @@ def search_plans(
         # only Megatron-Core's activation offloading asked for: say why nothing could be enumerated
         pp = 1 if space.pp is None or 1 in space.pp else min(space.pp)
         validity.raise_first([i for i in (validity.rule_layer_offload("layer_offload", pp, sm.stack),) if i])
+    if space.recompute is not None and set(space.recompute) == {"partial"}:
+        validity.raise_first([i for i in (validity.rule_partial_recompute("partial", sm.stack),) if i])
+    searched = set(space.recompute or RECOMPUTE_MODES)
     t0 = time.perf_counter()
     evaluated = feasible = 0
     candidates: list[tuple[float, str, TrainEstimate]] = []
@@ -301,16 +306,22 @@ def search_plans(
         cl = cluster.with_devices(n)
         plans = enumerate_plans(model, n, job, cl, space, sm.stack.cp_algorithm, sm.stack.layer_offload,
                                 sm.stack.ep_overlap_opt_in > 0 and sm.stack.ep_overlap == 0,
-                                sm.stack.pipeline_schedule == "dualpipe")
+                                sm.stack.pipeline_schedule == "dualpipe", sm.stack.partial_recompute)
         if progress:
             progress(i, len(counts))
         if not len(plans):
             continue
         r = sm.evaluate(cl, plans)
         evaluated += len(plans)
-        # a layer_offload plan that offloads nothing is the same plan as recompute none: not searched twice
+        # a layer_offload plan that offloads nothing is the same plan as recompute none, a partial plan that
+        # recomputes no layer or all of them the same as none or full: not searched twice
         redundant = ((plans.rec == RECOMPUTE_MODES.index("layer_offload")) & (r.mem_offload_layers == 0)
                      if r.mem_offload_layers is not None else np.zeros(len(plans), dtype=bool))
+        if r.mem_recompute_layers is not None:
+            part = plans.rec == RECOMPUTE_MODES.index("partial")
+            stage = np.where(plans.pp > 1, np.ceil(model.n_layers / plans.pp), float(model.n_layers))
+            redundant |= part & (((r.mem_recompute_layers == 0) & ("none" in searched))
+                                 | ((r.mem_recompute_layers >= stage) & ("full" in searched)))
         ok = (r.fits if require_feasible else np.ones(len(plans), dtype=bool)) & ~redundant
         feasible += int((r.fits & ~redundant).sum())
         idx = np.flatnonzero(ok)

@@ -254,17 +254,18 @@ class StepModel:
         """Step time, memory and throughput of every plan in ``p`` on ``cluster``, phase by phase."""
         model, job, dev = self.model, self.job, self.device
         frozen = job.method != "full"
-        lay = Layout.of(p, model, job.seq_len)
+        dense_p, expert_p = self.params_table(p)
+        rb = self.recipe_bytes(p)
+        usable = dev.memory_bytes * (1.0 - job.memory_reserve)
+        # memory first: a partial plan recomputes as many layers as it needs to fit, which its compute then pays for
+        mem = self._memory(p, dense_p, expert_p, rb, p.ga.astype(float), p.rec, usable)
+        lay = Layout.of(p, model, job.seq_len, recompute_layers=mem["recompute_layers"])
         m = lay.m
         comp = stage_compute(self.compute_table(p), lay, model, frozen=frozen, selective=self.stack.selective_recompute)
         st = self.stack
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
         ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st, comp)
-        dense_p, expert_p = self.params_table(p)
-        rb = self.recipe_bytes(p)
-        usable = dev.memory_bytes * (1.0 - job.memory_reserve)
-        mem = self._memory(p, dense_p, expert_p, rb, m, p.rec, usable)
         if lay.offload.any() or lay.layer_off.any():
             off_mb = offload_per_mb_s(lay, comp, self.offload_input_table(p), self.host_copy_bytes_per_s,
                                       layer_bytes=self.activation_table(p, p.rec), offload_layers=mem["offload_layers"])
@@ -282,7 +283,7 @@ class StepModel:
         # ---- throughput, MFU, power -----------------------------------------------------------
         n_dev = float(cluster.n_devices)
         tps = m * lay.mb * lay.dp * lay.s / step  # tokens per optimizer step (all replicas) / step time
-        f_model, f_hw = self._flops_per_token(p.rec, frozen, p.prec)
+        f_model, f_hw = self._flops_per_token(p.rec, frozen, p.prec, lay.full_rec)
         peak = np.asarray([compute_peak(dev, PRECISIONS[i]) for i in range(len(PRECISIONS))])[p.prec]
         busy = np.clip((compute_total + m * comp.recompute + optimizer) / step, 0.0, 1.0)
         return StepArrays(
@@ -295,7 +296,7 @@ class StepModel:
             mem_weights=mem["weights"], mem_gradients=mem["grads"], mem_master=mem["master"],
             mem_optimizer=mem["opt"], mem_activations=mem["acts"], mem_workspace=mem["workspace"],
             mem_total=mem["total"], mem_usable=usable, fits=mem["total"] <= usable, mem_host=mem["host"],
-            mem_offload_layers=mem["offload_layers"],
+            mem_offload_layers=mem["offload_layers"], mem_recompute_layers=mem["recompute_layers"],
             model_flops_per_token=float(f_model), hardware_flops_per_token=f_hw,
         )
 
@@ -323,24 +324,27 @@ class StepModel:
             p_wait, p_compute = min(p_wait, self.job.power_cap_w), min(p_compute, self.job.power_cap_w)
         return p_wait + compute_fraction * (p_compute - p_wait)  # linear in the compute-bound share
 
-    def _flops_per_token(self, rec: np.ndarray, frozen: bool, prec: np.ndarray) -> tuple[float, np.ndarray]:
+    def _flops_per_token(self, rec: np.ndarray, frozen: bool, prec: np.ndarray,
+                         full_share: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """(model FLOP per token, hardware FLOP per token per plan), PaLM/Megatron convention
         (attention over the full sequence). Frozen bases skip weight gradients. Selective recomputation adds the
         attention core, or under the stack's op-level checkpointing (``selective_recompute`` op_sac) its share
-        of the forward linear FLOPs (:func:`op_sac_linear_flops_share`)."""
+        of the forward linear FLOPs (:func:`op_sac_linear_flops_share`); full recomputation the forward, over
+        ``full_share`` of the layers (``Layout.full_rec``: 1, or a partial plan's recomputed share)."""
         base = self._flops["none"]
         lin, attn = base.forward_linear, base.forward_attention
         if frozen:
             model_f = lin * (1.0 + FROZEN_GEMM_BACKWARD_FACTOR) + attn * (1.0 + GEMM_BACKWARD_FACTOR)
         else:
             model_f = base.model
-        full = (rec == _REC_INDEX["full"]) | (rec == _REC_INDEX["offload"])
+        full = (((rec == _REC_INDEX["full"]) | (rec == _REC_INDEX["offload"])).astype(float)
+                if full_share is None else np.asarray(full_share, dtype=float))
         if self.stack.selective_recompute == "op_sac":
             shares = np.asarray([op_sac_linear_flops_share(self.model, pr) for pr in PRECISIONS])[prec]
             sel = lin * shares
         else:
             sel = np.full(rec.shape, attn)
-        extra = np.where(full, base.forward, np.where(rec == _REC_INDEX["selective"], sel, 0.0))
+        extra = full * base.forward + np.where(rec == _REC_INDEX["selective"], sel, 0.0)
         return model_f, model_f + extra
 
     def _frozen_base_bytes_per_param(self) -> float:
@@ -354,7 +358,8 @@ class StepModel:
         plan offloads layers to fit in)."""
         layer_off = rec == _REC_INDEX["layer_offload"]
         offload = rec == _REC_INDEX["offload"]
-        full_rec = (rec == _REC_INDEX["full"]) | offload
+        partial = rec == _REC_INDEX["partial"]
+        full_rec = (rec == _REC_INDEX["full"]) | offload | partial  # partial: once a layer is recomputed
         rebuilt = np.zeros(len(p))
         if full_rec.any():
             sel = self.activation_table(p, np.full_like(rec, _REC_INDEX["selective"]))
@@ -372,7 +377,9 @@ class StepModel:
             extra_inflight_layers=extra if (extra := ep_overlap_extra_layers(
                 p, self.stack, self.job, self.model.n_layers)).any() else None,
             layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable),
-            whole_experts=self.stack.expert_tp_one, dualpipe=self.stack.pipeline_schedule == "dualpipe")
+            whole_experts=self.stack.expert_tp_one, dualpipe=self.stack.pipeline_schedule == "dualpipe",
+            partial=partial if partial.any() else None,
+            act_full_layer=self.activation_table(p, np.full_like(rec, _REC_INDEX["full"])) if partial.any() else None)
 
     def memory(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Memory per device of every plan in ``p`` without timing them (what ``evaluate`` reports)."""

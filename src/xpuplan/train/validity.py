@@ -114,7 +114,7 @@ def rule_ep_overlap(ep_overlap: bool, ep: int, pp: int, vpp: int, recompute: str
     if pp > 1 and vpp <= 1:
         return PlanIssue("ep_overlap", f"ep_overlap with pipeline parallelism (pp {pp}) needs a virtual pipeline "
                                        "(vpp > 1), as Megatron-Core asserts")
-    if recompute in ("full", "offload"):
+    if recompute in ("full", "offload", "partial"):
         return PlanIssue("ep_overlap", f"ep_overlap excludes full recomputation (recompute {recompute!r}): "
                                        "Megatron-Core asserts recompute_granularity != 'full'")
     return None
@@ -277,6 +277,17 @@ def rule_layer_offload(recompute: str, pp: int, stack: Any) -> PlanIssue | None:
         return PlanIssue("pp", f"recompute layer_offload needs pp = 1 (got {pp}): Megatron-Core cannot offload "
                                "activations with pipeline parallelism")
     return None
+
+
+def rule_partial_recompute(recompute: str, stack: Any) -> PlanIssue | None:
+    """``partial`` (full recomputation of some layers, every activation of the others) needs a stack that can choose
+    layers (``TrainingStack.partial_recompute``: Megatron-Core's block method, torchtitan's layer checkpointing; not
+    MaxText's one remat policy for every scanned layer)."""
+    if recompute != "partial" or getattr(stack, "partial_recompute", True):
+        return None
+    return PlanIssue("recompute", f"recompute partial needs a training stack that recomputes chosen layers; "
+                                  f"{getattr(stack, 'id', '') or 'this stack'} applies one policy to every layer: use "
+                                  "full, selective or none")
 
 
 def rule_dualpipe(pp: int, vpp: int, n_microbatches: int, stack: Any) -> PlanIssue | None:

@@ -10,7 +10,8 @@ inference is listed in the prediction's ``details``:
   torchtitan) unless given; cp = ep = 1;
 * ZeRO stage: 3 for FSDP frameworks, else 1 (Megatron's distributed optimizer);
 * recomputation: the fastest valid of none, selective and full, chosen with the micro-batch
-  (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is), and layer_offload on stacks that offload
+  (:data:`INFERRED_RECOMPUTE`; searched when the whole plan is), partial on recognised stacks that recompute
+  chosen layers (``TrainingStack.partial_recompute``), and layer_offload on stacks that offload
   whole layers (Megatron-Core, NeMo: ``TrainingStack.layer_offload``, pp = 1);
 * kernels: eager for PyTorch-FSDP stacks unless the row says the run was compiled (torch.compile), fused for
   Megatron-style frameworks; a `power_cap_w` column (W) sets the board power limit (perf.power DVFS); a
@@ -83,6 +84,10 @@ FLASH_ATTENTION_YEAR: Final = 2023
 #: of the attention core keeps no fewer activations than none (perf.memory.activation_bytes_per_layer),
 #: so it only wins where it is stated or where MLA up-projections are dropped.
 INFERRED_RECOMPUTE: Final[tuple[Recompute, ...]] = ("none", "selective", "full")
+#: On a recognised stack that can recompute chosen layers (``TrainingStack.partial_recompute``) the row is also tried
+#: with ``partial``: full recomputation of the fewest layers per stage that fit, the rest keeping everything, what
+#: the Megatron-Bridge performance recipes set where a layout needs some (``recompute_num_layers``, e.g. 5 layers for
+#: one Llama 3 70B preset, scripts/performance/configs/llama/llama3_workload_base_configs.py at v0.3.0).
 
 #: Largest tensor-parallel degree of the conventional layout: the accelerators of one server
 #: (8 on HGX and OAM boards), the scale-up domain practitioners keep TP inside.
@@ -406,6 +411,8 @@ def _estimate(row: ValidationRow, assumptions: Assumptions | None) -> tuple[Trai
     recompute = setup.recompute
     tp, pp = row.get("tp"), row.get("pp")
     recomputes: list[Recompute] = [recompute] if recompute is not None else list(INFERRED_RECOMPUTE)
+    if recompute is None and stack.partial_recompute and known:
+        recomputes.append("partial")
     if recompute is None and stack.layer_offload and known:
         # Megatron-Core's activation offloading (pp = 1), for rows whose framework names such a stack (a row that
         # names none falls back to the default stack, whose features it may not have)

@@ -12,8 +12,11 @@ from typing import Final, Literal, get_args
 #: inputs wait in host memory instead of device memory: MaxText remat policies that offload
 #: ``decoder_layer_input``, activation offloading; the copies run under the layer's compute);
 #: layer_offload (no recomputation; every activation of as many layers as the plan needs to fit waits
-#: in host memory between the layer's forward and backward: Megatron-Core --cpu-offloading-num-layers).
-Recompute = Literal["none", "selective", "full", "offload", "layer_offload"]
+#: in host memory between the layer's forward and backward: Megatron-Core --cpu-offloading-num-layers); partial
+#: (full recomputation of as few of each pipeline stage's layers as let the plan fit, the others keeping every
+#: activation: Megatron-Core --recompute-granularity full --recompute-method block --recompute-num-layers N,
+#: torchtitan's layer-level checkpointing of every N-th block).
+Recompute = Literal["none", "selective", "full", "offload", "layer_offload", "partial"]
 RECOMPUTE_MODES: Final[tuple[str, ...]] = get_args(Recompute)
 
 #: Training GEMM precision: bf16/fp16 mixed precision, fp8 (Transformer Engine style, bf16 elsewhere), or

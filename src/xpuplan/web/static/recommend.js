@@ -362,10 +362,10 @@
   /* plan key of a training plan: tp2-pp2-vpp8-dp128-cp2-ep1-sp1-z1-rnone-mb4-ga2-bf16, "-epo" at the end when the
      MoE all-to-all overlap is on (train/plan.py) */
   function parseTrainKey(key) {
-    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off|loff)-mb(\d+)-ga(\d+)-([a-z0-9]+)(-epo)?$/.exec(key || "");
+    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off|loff|part)-mb(\d+)-ga(\d+)-([a-z0-9]+)(-epo)?$/.exec(key || "");
     if (!m) return null;
     return {tp: +m[1], pp: +m[2], vpp: +m[3], dp: +m[4], cp: +m[5], ep: +m[6], zero: +m[8],
-      recompute: {none: "none", sel: "selective", full: "full", off: "offload", loff: "layer_offload"}[m[9]], micro_batch: +m[10], precision: m[12],
+      recompute: {none: "none", sel: "selective", full: "full", off: "offload", loff: "layer_offload", part: "partial"}[m[9]], micro_batch: +m[10], precision: m[12],
       ep_overlap: !!m[13]};
   }
 
