@@ -320,3 +320,10 @@ def test_a_row_whose_text_names_lora_is_read_as_lora():
     assert row_method(row(**llama, notes="compared with LoRA", method="full"))[0] == "full"
     said = predict(row(**llama, notes="LoRA rank 16 on linear_qkv"))
     assert said.details["inferred"]["method"] == "lora (the row's text says so), rank 16, adapting q+k+v"
+
+
+def test_lora_in_a_benchmark_id_but_not_in_mla_fields():
+    llama = dict(model="llama3-70b", hardware="nvidia-h100-sxm-80gb", n_devices="8", seq_len="4096",
+                 global_batch_tokens=str(32 * 4096), tp="2", pp="4", micro_batch="1", value="2643")
+    assert row_method(row(**llama, source="MLPerf Training v5.0, llama2_70b_lora"))[0] == "lora"
+    assert row_method(row(**llama, notes="q_lora_rank 1536, kv_lora_rank 512 (MLA)"))[0] == "full"

@@ -236,9 +236,9 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
                        method=method, lora_rank=rank, lora_targets=targets)  # type: ignore[arg-type]
 
 
-#: A fine-tuning method named in a row's text: the word itself, case as the literature writes it (so MLA's
-#: ``kv_lora_rank`` in an architecture note is not one).
-_METHOD_WORD: Final = re.compile(r"\b(QLoRA|LoRA)\b")
+#: A fine-tuning method named in a row's text, in any case: LoRA or QLoRA standing alone or ending a benchmark id
+#: (MLPerf's ``llama2_70b_lora``), but not MLA's ``kv_lora_rank`` / ``q_lora_rank`` of an architecture note.
+_METHOD_WORD: Final = re.compile(r"(?<![a-z])(?<!kv_)(?<!q_)(q?lora)(?![a-z])", re.IGNORECASE)
 #: An adapter rank in a row's text: "rank 16", "rank: 16", or "r=16", "dim=16", "lora_rank=16" (PEFT's and
 #: Megatron-Bridge's fields; only with "=", so a "head dim 128" is not one).
 _RANK_WORDS: Final = re.compile(r"\brank\s*:?\s*(\d{1,5})\b|\b(?:r|dim|lora_r|lora_rank)\s*=\s*(\d{1,5})\b")
@@ -273,9 +273,9 @@ def targets_said(row: ValidationRow) -> tuple[str, ...] | None:
 def described_method(row: ValidationRow) -> Method | None:
     """The method a training row's source, printed figure, notes or framework name: ``lora`` or ``qlora`` where the
     word stands there (a fine-tuning table's row transcribed in the plain format: "LoRA Performance", "QLoRA
-    fine-tuning"), else None."""
+    fine-tuning", MLPerf Training's "llama2_70b_lora"), else None."""
     m = _METHOD_WORD.search(_row_text(row))
-    return None if m is None else ("qlora" if m.group(1) == "QLoRA" else "lora")
+    return None if m is None else ("qlora" if m.group(1).casefold() == "qlora" else "lora")
 
 
 def row_method(row: ValidationRow) -> tuple[Method, int, tuple[str, ...]]:
