@@ -57,6 +57,9 @@ def test_bad_input_is_422_with_the_json_field(client: TestClient) -> None:
     r = client.post("/api/v1/train/estimate", json={"model": "llama3-8b", "hw": "H100", "devices": 8,
                                                     "method": "lora", "lora_targets": "v,v"})
     assert r.status_code == 422 and r.json()["field"] == "lora_targets"
+    r = client.post("/api/v1/train/estimate", json={"model": "llama3-70b", "hw": "H100", "devices": 32, "tp": 8, "pp": 4,
+                                                    "recompute": "full", "recompute_layers": 4})
+    assert r.status_code == 422 and r.json()["field"] == "recompute_layers"
     r = client.post("/api/v1/cost/tco", json={"hw": "H100", "devices": 8, "prices": ["/etc/passwd"]})
     assert r.status_code == 422 and r.json()["field"] == "prices"
     r = client.post("/api/v1/train/estimate", json={"model": "llama3-8b", "hw": "H100", "devices": 10**12})

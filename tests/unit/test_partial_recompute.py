@@ -110,3 +110,16 @@ def test_search_does_not_list_a_partial_plan_equal_to_none_or_full() -> None:
     res = search_plans(LLAMA, c, job, space=SearchSpace(tp=[8], pp=[4], micro_batch=[1]), top=200)
     part = [e for e in res.top if e.plan.recompute == "partial"]
     assert part and all(0 < e.memory.recompute_layers < 20 for e in part)
+
+
+def test_a_runs_own_layer_count() -> None:
+    c = Cluster.from_catalog("nvidia-h100-sxm-80gb", 32)
+    plan = make_plan(n_devices=32, global_batch_seqs=128, tp=8, pp=4, recompute="partial", micro_batch=1)
+    fewest = estimate(LLAMA, c, plan, TrainingJob(seq_len=16384, global_batch_tokens=128 * 16384))
+    five = estimate(LLAMA, c, plan, TrainingJob(seq_len=16384, global_batch_tokens=128 * 16384, recompute_layers=5))
+    many = estimate(LLAMA, c, plan, TrainingJob(seq_len=16384, global_batch_tokens=128 * 16384, recompute_layers=99))
+    assert fewest.memory.recompute_layers < 5 and five.memory.recompute_layers == 5
+    assert many.memory.recompute_layers == 20  # capped at the stage's layers
+    assert five.tokens_per_s < fewest.tokens_per_s and five.memory.total_bytes < fewest.memory.total_bytes
+    assert any("as the job sets it" in n for n in five.notes)
+    assert training_memory(LLAMA, seq_len=8192, tp=8, pp=4, recompute="partial", recompute_layers=7).recompute_layers == 7

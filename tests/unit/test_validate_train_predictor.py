@@ -327,3 +327,14 @@ def test_lora_in_a_benchmark_id_but_not_in_mla_fields():
                  global_batch_tokens=str(32 * 4096), tp="2", pp="4", micro_batch="1", value="2643")
     assert row_method(row(**llama, source="MLPerf Training v5.0, llama2_70b_lora"))[0] == "lora"
     assert row_method(row(**llama, notes="q_lora_rank 1536, kv_lora_rank 512 (MLA)"))[0] == "full"
+
+
+def test_recompute_layers_column_reads_as_partial():
+    llama = dict(model="llama3-70b", hardware="nvidia-h100-sxm-80gb", n_devices="32", seq_len="16384",
+                 global_batch_tokens="4194304", tp="8", pp="4", micro_batch="1", value="800", framework="Megatron-Core")
+    five = predict(row(**llama, recompute_layers="5"))
+    assert "-rpart-" in five.details["plan"]
+    for cols in (dict(recompute_layers="0"), dict(recompute_layers="5", recompute="full")):
+        with pytest.raises(UserInputError) as exc:
+            predict(row(**llama, **cols))
+        assert exc.value.field == "recompute_layers"

@@ -36,6 +36,8 @@ def memory_train(
     lora_rank: int = 16,
     lora_targets: Annotated[str, typer.Option(help="matrices LoRA/QLoRA adapts: comma list of q, k, v, o, gate, up, "
                                                    "down, or 'all'")] = "all",
+    recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
+                                                           "recomputes in full (default: the fewest that fit --hw)")] = None,
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
     ep_overlap: Annotated[bool, typer.Option(help="Megatron-Core's MoE all-to-all overlap is on (a plan key's -epo)")] = False,
     uneven_pipeline: Annotated[bool, typer.Option(help="allow pp not dividing the layers (first and last stages "

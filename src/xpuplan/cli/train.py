@@ -131,6 +131,9 @@ def estimate_cmd(
     lora_targets: Annotated[str | None, typer.Option(help="matrices LoRA/QLoRA adapts: comma list of q, k, v, o, "
                                                           "gate, up, down, or 'all' (default)")] = None,
     kernels: Annotated[str | None, typer.Option(help="fused | eager")] = None,
+    recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
+                                                               "recomputes in full, as your run sets it (default: the "
+                                                               "fewest that fit)")] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,
@@ -187,6 +190,9 @@ def search_cmd(
     lora_targets: Annotated[str | None, typer.Option(help="matrices LoRA/QLoRA adapts: comma list of q, k, v, o, "
                                                           "gate, up, down, or 'all' (default)")] = None,
     kernels: Annotated[str | None, typer.Option(help="fused | eager")] = None,
+    recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
+                                                               "recomputes in full, as your run sets it (default: the "
+                                                               "fewest that fit)")] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,

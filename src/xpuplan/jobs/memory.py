@@ -24,6 +24,7 @@ from xpuplan.jobs.requests import (
     Request,
     Reserve,
     SeqLen,
+    flag_error,
     names_flags,
 )
 from xpuplan.jobs.results import MEMORY_FIGURES, Result, clean, used
@@ -59,6 +60,9 @@ class MemoryTrainRequest(Request):
     recipe: Id = Field(default="bf16-adam", description="optimizer-state recipe")
     method: Method = "full"
     lora_rank: int = Field(default=16, ge=1, le=65536)
+    recompute_layers: int | None = Field(default=None, ge=1, le=100000,
+                                         description="layers per pipeline stage --recompute partial recomputes in "
+                                                     "full (default: the fewest that fit --hw)")
     lora_targets: str = Field(default="all", max_length=100,
                               description="matrices LoRA/QLoRA adapts, a comma list of q, k, v, o, gate, up, down or "
                                           "'all'")
@@ -74,6 +78,9 @@ class MemoryTrainRequest(Request):
     @model_validator(mode="after")
     def _check_targets(self) -> MemoryTrainRequest:
         lora_target_list(self.lora_targets, self.flag("lora_targets"))
+        if self.recompute_layers is not None and self.recompute != "partial":
+            raise flag_error(type(self), "recompute_layers", "a layer count is for --recompute partial (got "
+                             f"--recompute {self.recompute})")
         return self
 
 
@@ -192,6 +199,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
                           lora_targets=lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS,
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
+                          recompute_layers=req.recompute_layers,
                           dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None)
     plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,

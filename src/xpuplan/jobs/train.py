@@ -55,7 +55,7 @@ MAX_GLOBAL_BATCH_TOKENS: Final = 1 << 36
 #: Training-job fields as the CLI names them.
 _JOB_FLAGS: Final = {"seq_len": "--seq-len", "global_batch_tokens": "--global-batch", "train_tokens": "--tokens",
                      "memory_reserve": "--reserve", "lora_rank": "--lora-rank",
-                     "lora_targets": "--lora-targets", "tp_overlap": "--tp-overlap",
+                     "lora_targets": "--lora-targets", "recompute_layers": "--recompute-layers", "tp_overlap": "--tp-overlap",
                      "ep_overlap": "--ep-overlap", "dp_compression": "--dp-compression", "method": "--method",
                      "kernels": "--kernels", "power_cap_w": "--power-cap-w"}
 _CLUSTER_FLAGS: Final = {"scale_out_gbit_per_s": "--scale-out-gbit", "domain_size": "--domain-size"}
@@ -82,6 +82,9 @@ class _TrainCommon(Request):
                                      description="matrices LoRA/QLoRA adapts, a comma list of q, k, v, o, gate, up, "
                                                  "down or 'all' (default all)")
     kernels: Kernels | None = Field(default=None, description="fused | eager")
+    recompute_layers: int | None = Field(default=None, ge=1, le=100000,
+                                         description="layers per pipeline stage a partial plan recomputes in full "
+                                                     "(default: the fewest that fit)")
     power_cap_w: PositiveFloat | None = Field(default=None, description="board power limit per device, W")
     reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free")
     uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers "
@@ -136,6 +139,9 @@ class TrainEstimateRequest(_TrainCommon):
     def _check_compression(self) -> TrainEstimateRequest:
         if self.dp_compression is not None and self.dp_compression <= 0:
             raise flag_error(type(self), "dp_compression", f"must be in (0, 1] (got {self.dp_compression})")
+        if self.recompute_layers is not None and self.recompute not in (None, "partial"):
+            raise flag_error(type(self), "recompute_layers", "a layer count is for --recompute partial (got "
+                             f"--recompute {self.recompute})")
         return self
 
 
@@ -279,7 +285,7 @@ def _job(req: _TrainCommon, sc: TrainingScenario | None, **extra: Any) -> Traini
     flags = dict(seq_len=req.seq_len, global_batch_tokens=req.global_batch, train_tokens=req.tokens,
                  method=req.method, lora_rank=req.lora_rank, kernels=req.kernels, memory_reserve=req.reserve,
                  lora_targets=lora_target_list(req.lora_targets, req.flag("lora_targets")),
-                 power_cap_w=req.power_cap_w, **extra)
+                 power_cap_w=req.power_cap_w, recompute_layers=req.recompute_layers, **extra)
     base.update({k: v for k, v in flags.items() if v is not None})
     if base.get("global_batch_tokens") is not None:
         _check_batch(type(req), int(base["global_batch_tokens"]), int(base.get("seq_len") or 4096))

@@ -490,6 +490,7 @@ def training_memory(
     lora_rank: int = 16,
     lora_targets: tuple[str, ...] = LORA_DEFAULT_TARGETS,
     usable_bytes: float | None = None,
+    recompute_layers: int | None = None,
     whole_experts: bool = False,
     ep_overlap: bool = False,
     dualpipe: bool = False,
@@ -503,7 +504,7 @@ def training_memory(
     ``recompute="layer_offload"`` moves the activations of as many layers to host memory as the step needs to
     fit in ``usable_bytes`` (:func:`layer_offload_count`); without ``usable_bytes``, all layers but one.
     ``recompute="partial"`` recomputes fully as few of the busiest stage's layers as let it fit in ``usable_bytes``
-    (:func:`partial_recompute_layers`); without ``usable_bytes``, all of them.
+    (:func:`partial_recompute_layers`); without ``usable_bytes``, all of them; ``recompute_layers`` of them when given.
 
     ZeRO: stage 1 shards optimizer states and master weights over the data-parallel group,
     stage 2 also gradients, stage 3 (= FSDP full shard) also weights. Routed experts are split
@@ -549,6 +550,7 @@ def training_memory(
         dualpipe=dualpipe, partial=one(recompute == "partial").astype(bool),
         act_full_layer=one(activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp,
                                                       recompute="full")) if recompute == "partial" else None,
+        partial_layers=recompute_layers,
     )
     return TrainingMemory(
         weights=float(parts["weights"][0]),
@@ -603,6 +605,7 @@ def training_memory_arrays(
     dualpipe: bool = False,
     partial: np.ndarray | None = None,
     act_full_layer: np.ndarray | None = None,
+    partial_layers: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Peak bytes per device of many training plans at once: THE training-memory model (the scalar
     :func:`training_memory` and the step model's search both call it).
@@ -638,7 +641,8 @@ def training_memory_arrays(
     ``partial`` (mask) with ``act_full_layer`` (what a fully recomputed layer keeps, its input): such a plan keeps
     ``act_per_layer`` (no recomputation) in every layer but the fewest per pipeline stage that, fully recomputed,
     let it fit in ``usable`` bytes (:func:`partial_recompute_layers`; all of them when ``usable`` is 0, not known);
-    returned as recompute_layers (0 for other plans), the layers of the busiest stage recomputed.
+    returned as recompute_layers (0 for other plans), the layers of the busiest stage recomputed. ``partial_layers``:
+    the run's own count per stage instead (capped at the stage's layers), fitting or not.
     """
     dpcp = dp * cp
     edp = expert_dp_size(tp, dpcp, ep, whole_experts)
@@ -703,7 +707,9 @@ def training_memory_arrays(
         acts = np.where(partial, _largest(peaks(act_per_layer, np.zeros_like(acts))), acts)
         kept, recomputed = peaks(act_per_layer, act_rebuilt_layer), peaks(act_full_layer, act_rebuilt_layer)
         room = (usable if usable is not None else np.zeros_like(total)) - states
-        n_rec = np.where(partial, partial_recompute_layers(acts, kept, recomputed, room, layers_stage), 0.0)
+        count = (partial_recompute_layers(acts, kept, recomputed, room, layers_stage) if partial_layers is None
+                 else np.minimum(float(partial_layers), layers_stage))
+        n_rec = np.where(partial, count, 0.0)
         share = n_rec / np.maximum(layers_stage, 1.0)
         mixed = _largest([k + share * (r - k) for k, r in zip(kept, recomputed, strict=True)])
         acts = np.where(partial & (n_rec > 0), mixed, acts)

@@ -190,16 +190,18 @@ def power_cap_note(device: Device, cap_w: float) -> str:
             f"kernels {1 / r:.2f}x slower; HBM-bound work unchanged")
 
 
-def partial_recompute_note(recompute_layers: int, n_layers: int, pp: int, vpp: int) -> str:
-    """What a ``partial`` plan recomputes, and the Megatron-Core flags that say it."""
+def partial_recompute_note(recompute_layers: int, n_layers: int, pp: int, vpp: int, given: bool = False) -> str:
+    """What a ``partial`` plan recomputes, and the Megatron-Core flags that say it (``given``: the job's own count,
+    ``TrainingJob.recompute_layers``, not the fewest that fit)."""
     stage = -(-n_layers // pp) if pp > 1 else n_layers
     if recompute_layers <= 0:
         return "partial: the plan fits without recomputing any layer (the same as recompute none)"
     chunk = -(-recompute_layers // vpp)
     where = (f"per pipeline stage; with {vpp} virtual stages, {chunk} per model chunk" if vpp > 1 else
              "per pipeline stage" if pp > 1 else "")
+    why = "as the job sets it" if given else "the fewest that let the plan fit"
     return (f"partial: {recompute_layers} of the busiest stage's {stage} layers are recomputed in full in the backward "
-            f"(the fewest that let the plan fit; the others keep every activation){', ' + where if where else ''}: "
+            f"({why}; the others keep every activation){', ' + where if where else ''}: "
             f"Megatron-Core --recompute-granularity full --recompute-method block --recompute-num-layers "
             f"{chunk if vpp > 1 else recompute_layers}")
 
@@ -272,7 +274,8 @@ def estimate_from_arrays(
     elif plan.recompute == "layer_offload":
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes, mem.offload_layers))
     elif plan.recompute == "partial":
-        notes.append(partial_recompute_note(mem.recompute_layers, model.n_layers, plan.pp, plan.vpp))
+        notes.append(partial_recompute_note(mem.recompute_layers, model.n_layers, plan.pp, plan.vpp,
+                                            given=job.recompute_layers is not None))
     if plan.ep_overlap:
         notes.append(f"-epo: the MoE all-to-all overlap is on (Megatron-Core --overlap-moe-expert-parallel-comm, "
                      f"Megatron-Bridge moe_a2a_overlap): {step.ep_comm_s:.2f} s of all-to-all per step stays exposed "

@@ -379,7 +379,8 @@ class StepModel:
             layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable),
             whole_experts=self.stack.expert_tp_one, dualpipe=self.stack.pipeline_schedule == "dualpipe",
             partial=partial if partial.any() else None,
-            act_full_layer=self.activation_table(p, np.full_like(rec, _REC_INDEX["full"])) if partial.any() else None)
+            act_full_layer=self.activation_table(p, np.full_like(rec, _REC_INDEX["full"])) if partial.any() else None,
+            partial_layers=self.job.recompute_layers)
 
     def memory(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Memory per device of every plan in ``p`` without timing them (what ``evaluate`` reports)."""

@@ -30,7 +30,7 @@ INT_COLUMNS: Final = frozenset({
     "layers", "d_model", "heads", "kv_heads", "head_dim", "ffn", "vocab", "gated_mlp", "moe_experts", "moe_top_k",
     "moe_ffn", "moe_shared_experts", "moe_dense_layers", "n_devices", "seq_len", "micro_batch", "tp", "pp", "vpp",
     "dp", "cp", "ep", "sp", "zero_stage", "input_len", "output_len", "batch", "concurrency", "num_prompts",
-    "max_num_seqs", "etp", "lora_rank",
+    "max_num_seqs", "etp", "lora_rank", "recompute_layers",
 })
 FLOAT_COLUMNS: Final = frozenset({"params_b", "value", "global_batch_tokens", "train_tokens", "power_cap_w",
                                    "scale_out_gbit_per_s"})

@@ -21,7 +21,9 @@ inference is listed in the prediction's ``details``:
   stack's profile (e.g. ``ep_overlap=1;fp8_attention=true`` for a recipe that turns on Megatron-Core's 1F1B
   all-to-all overlap and FP8 attention); `method` (``full``, ``lora``, ``qlora``), `lora_rank` and `lora_targets`
   columns the fine-tuning method of a fine-tuning table's rows, and without them what the row's text names (LoRA,
-  QLoRA, "rank 16", ``linear_qkv``...), else full training (:func:`row_method`);
+  QLoRA, "rank 16", ``linear_qkv``...), else full training (:func:`row_method`); a `recompute_layers` column the
+  layers per pipeline stage a run recomputes in full (Megatron-Core's ``recompute_num_layers`` x its virtual
+  stages), read as recompute partial with that count;
 * global batch: when the row has none, the planner's default (~4M tokens) rounded to a multiple of
   the device count (so every dp divides it);
 * attention kernels: unfused (softmax materialised) when the source predates 2023, when
@@ -223,6 +225,10 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
     cap = row.get("power_cap_w")
     if cap is not None and cap <= 0:
         raise UserInputError(f"power_cap_w must be a positive board power limit in W, got {cap:g}", field="power_cap_w")
+    n_rec = row.get("recompute_layers")
+    if n_rec is not None and n_rec < 1:
+        raise UserInputError(f"recompute_layers must be a positive count of layers per stage recomputed in full, got "
+                             f"{n_rec}", field="recompute_layers")
     method, rank, targets = row_method(row)
     if method != "full":
         said = not row.get("method")
@@ -233,7 +239,8 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
                               + ("" if row.get("lora_targets") or targets_said(row) else " (default)"))
     return TrainingJob(seq_len=seq, global_batch_tokens=int(gbt), train_tokens=row.get("train_tokens"),
                        flash_attention=flash, kernels=kernels, power_cap_w=row.get("power_cap_w"),
-                       method=method, lora_rank=rank, lora_targets=targets)  # type: ignore[arg-type]
+                       method=method, lora_rank=rank, lora_targets=targets,  # type: ignore[arg-type]
+                       recompute_layers=row.get("recompute_layers"))
 
 
 #: A fine-tuning method named in a row's text, in any case: LoRA or QLoRA standing alone or ending a benchmark id
@@ -369,6 +376,11 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
         zero = _framework_zero(row)
         inferred["zero_stage"] = zero
     recompute = row.get("recompute")
+    if (n_rec := row.get("recompute_layers")) is not None:
+        if recompute not in (None, "partial"):
+            raise UserInputError(f"recompute_layers ({n_rec}) is a positive count of layers per stage recomputed in "
+                                 f"full, for recompute partial (the row says {recompute!r})", field="recompute_layers")
+        recompute = "partial"
     if (remat := maxtext_remat(row, stack)) is not None:
         recompute = remat
         inferred["recompute"] = (f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"

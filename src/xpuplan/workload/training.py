@@ -123,6 +123,11 @@ class TrainingJob(_Strict):
         default=1.0, gt=0, le=1,
         description="factor on data-parallel gradient traffic (1 = none; e.g. 0.1 for PowerSGD-style compression)",
     )
+    recompute_layers: int | None = Field(
+        default=None, ge=1,
+        description="layers of each pipeline stage a 'partial' plan recomputes in full, as the run sets it (Megatron-Core "
+        "--recompute-num-layers times the virtual stages); blank = the fewest that let the plan fit",
+    )
     power_cap_w: float | None = Field(
         default=None, gt=0,
         description="board power limit per device, W (nvidia-smi -pl); below the compute-bound draw the clock falls "
