@@ -200,7 +200,7 @@ def partial_recompute_note(recompute_layers: int, n_layers: int, pp: int, vpp: i
     where = (f"per pipeline stage; with {vpp} virtual stages, {chunk} per model chunk" if vpp > 1 else
              "per pipeline stage" if pp > 1 else "")
     why = "as the job sets it" if given else "the fewest that let the plan fit"
-    return (f"partial: {recompute_layers} of the busiest stage's {stage} layers are recomputed in full in the backward "
+    return (f"partial: {recompute_layers} of the busiest stage's {stage} layers recomputed in full in the backward "
             f"({why}; the others keep every activation){', ' + where if where else ''}: "
             f"Megatron-Core --recompute-granularity full --recompute-method block --recompute-num-layers "
             f"{chunk if vpp > 1 else recompute_layers}")
