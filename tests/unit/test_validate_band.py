@@ -97,7 +97,7 @@ def test_envelope_and_what_lies_outside():
     env = band.envelope([band.Regime(seq_len=2048, n_devices=64, precision="bf16"),
                          band.Regime(seq_len=8192, n_devices=1024, precision="fp16")])
     assert env == {"moe": False, "fine_grained_moe": False, "max_seq_len": 8192, "max_devices": 1024,
-                   "precisions": ["16-bit"], "max_batch": None, "models": None}
+                   "precisions": ["16-bit"], "max_batch": None, "methods": [], "models": None}
     assert band.outside(band.Regime(seq_len=8192, n_devices=1024, precision="bf16"), env, "train") == []
     why = band.outside(band.Regime(moe=True, seq_len=131072, n_devices=16384, precision="fp8"), env, "train")
     assert len(why) == 4
@@ -216,3 +216,16 @@ def test_outside_the_regime_a_fitted_family_gets_at_least_the_pooled_spread():
     assert out.low_fraction >= min(0.95, -table["p10_measured_over_predicted_minus_1"] * band.EXTRAPOLATION_WIDENING) - 1e-12
     assert out.high_fraction > inside.high_fraction and pooled.high_fraction == inside.high_fraction
     assert "all" in out.source and "spread" in out.source
+
+
+def test_fine_tuning_outside_full_training_rows():
+    env = band.envelope([band.Regime(seq_len=4096, method="full")])
+    assert env["methods"] == ["full"]
+    why = band.outside(band.Regime(seq_len=4096, method="lora"), env, "train")
+    assert why == ["lora fine-tuning (the rows are full training only)"]
+    assert band.outside(band.Regime(seq_len=4096, method="full"), env, "train") == []
+    # the public training rows are all full training: a LoRA estimate's band is widened
+    lora = band.band_record("nvidia-h100-sxm-80gb", "train", band.Regime(seq_len=4096, n_devices=8, method="lora"))
+    full = band.band_record("nvidia-h100-sxm-80gb", "train", band.Regime(seq_len=4096, n_devices=8, method="full"))
+    assert lora.extrapolation and lora.widened_by > full.widened_by
+    assert all(g.method == "full" for g in band.public_regimes().values() if g.method)

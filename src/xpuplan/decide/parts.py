@@ -222,7 +222,8 @@ def plan_training(model: ModelArch, dev: Any, s: Scenario) -> Part:
     part.compute_bound_fraction = min(1.0, compute / st.step_s) if st.step_s > 0 else 1.0
     part.busy_fraction = 1.0
     part.efficiency_source = e.efficiency_source
-    part.regime = model_regime(model, seq_len=spec.seq_len, n_devices=e.n_devices, precision=e.plan.precision)
+    part.regime = model_regime(model, seq_len=spec.seq_len, n_devices=e.n_devices, precision=e.plan.precision,
+                               method=spec.method)
     return part
 
 

@@ -356,7 +356,8 @@ def _uncertainty(e: TrainEstimate, cluster: Cluster, model: ModelArch, job: Trai
     outside the public rows' regime)."""
     from xpuplan.validate.band import model_regime
 
-    regime = model_regime(model, seq_len=job.seq_len, n_devices=e.n_devices, precision=e.plan.precision)
+    regime = model_regime(model, seq_len=job.seq_len, n_devices=e.n_devices, precision=e.plan.precision,
+                          method=job.method)
     return uncertainty(cluster.device, "train", e.efficiency_source, {
         "tokens_per_s": (e.tokens_per_s, "up"), "tokens_per_s_per_device": (e.tokens_per_s_per_device, "up"),
         "mfu": (e.mfu, "up"), "step_time_s": (e.step_time_s, "down"), "time_to_train_s": (e.time_to_train_s, "down"),

@@ -42,7 +42,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from xpuplan.catalog.efficiency import architecture_name
-from xpuplan.errors import UnknownIdError
+from xpuplan.errors import UnknownIdError, XpuplanError
 
 if TYPE_CHECKING:
     from xpuplan.catalog.device import Device
@@ -101,7 +101,8 @@ class Regime:
     the sequences one replica runs at once: a decode step of a few sequences reads weights, one of thousands
     is bound by the GEMMs, the KV reads, the all-reduces and the host, so rows up to batch 256 measure
     nothing of batch 3,000; ``model`` the model id (a family whose rows are all one model has measured
-    nothing that depends on the shape). None: not known (never counted as outside)."""
+    nothing that depends on the shape); ``method`` (training) full training, or LoRA/QLoRA on a frozen base.
+    None: not known (never counted as outside)."""
 
     moe: bool = False
     seq_len: int | None = None
@@ -110,10 +111,11 @@ class Regime:
     fine_grained_moe: bool = False
     batch: int | None = None
     model: str | None = None
+    method: str | None = None
 
 
 def model_regime(model: Any, *, seq_len: float | None = None, n_devices: int | None = None,
-                 precision: str | None = None, batch: float | None = None) -> Regime:
+                 precision: str | None = None, batch: float | None = None, method: str | None = None) -> Regime:
     """The :class:`Regime` of a prediction for ``model`` (a ``ModelArch``): MoE, fine-grained MoE and the model
     id from it, the rest as given (``seq_len`` and ``batch`` rounded; ``batch``: a serving replica's concurrent
     sequences)."""
@@ -121,7 +123,7 @@ def model_regime(model: Any, *, seq_len: float | None = None, n_devices: int | N
     return Regime(moe=moe is not None, seq_len=round(seq_len) if seq_len else None, n_devices=n_devices,
                   precision=precision,
                   fine_grained_moe=moe is not None and moe.expert_ffn_dim < model.d_model,
-                  batch=round(batch) if batch else None, model=getattr(model, "id", None) or None)
+                  batch=round(batch) if batch else None, model=getattr(model, "id", None) or None, method=method)
 
 
 def _int(v: str | None) -> int | None:
@@ -151,7 +153,18 @@ def regime_of_row(row: ValidationRow) -> Regime:
     seq = _int(raw.get("seq_len")) if row.kind == "train" else _int(raw.get("input_len"))
     batch = row_batch(row) if row.kind == "infer" else None
     return Regime(moe=moe, seq_len=seq, n_devices=row.n_devices or None, precision=row.precision or None,
-                  fine_grained_moe=fine, batch=batch, model=_model_id(raw.get("model")))
+                  fine_grained_moe=fine, batch=batch, model=_model_id(raw.get("model")),
+                  method=_row_method(row) if row.kind == "train" else None)
+
+
+def _row_method(row: ValidationRow) -> str | None:
+    """A training row's method (``train_predictor.row_method``); None where its method columns are malformed."""
+    from xpuplan.validate.train_predictor import row_method
+
+    try:
+        return row_method(row)[0]
+    except XpuplanError:
+        return None
 
 
 def _model_id(name: str | None) -> str | None:
@@ -211,6 +224,7 @@ def envelope(regimes: Iterable[Regime]) -> dict[str, Any]:
             "max_devices": max(devs) if devs else None,
             "precisions": sorted({precision_class(r.precision) for r in rs if r.precision}),
             "max_batch": max(batches) if batches else None,
+            "methods": sorted({r.method for r in rs if r.method}),
             "models": sorted({r.model for r in rs if r.model}) if rs and all(r.model for r in rs) else None}
 
 
@@ -231,6 +245,9 @@ def outside(regime: Regime, env: dict[str, Any], kind: str) -> list[str]:
         why.append(f"{regime.precision} (rows in {', '.join(env['precisions'])} only)")
     if kind == "infer" and regime.batch and env.get("max_batch") and regime.batch > env["max_batch"]:
         why.append(f"{regime.batch:,} concurrent sequences > the most of any row ({env['max_batch']:,})")
+    methods = env.get("methods")
+    if kind == "train" and regime.method and methods and regime.method not in methods:
+        why.append(f"{regime.method} fine-tuning (the rows are {', '.join(methods)} training only)")
     models = env.get("models")
     if regime.model and models and len(models) == 1 and regime.model not in models:
         why.append(f"model {regime.model} (the rows are all {models[0]})")
