@@ -311,27 +311,33 @@ def test_capacity_report_says_why_a_band_is_widened(tmp_path):
     assert "已放宽" in zh
 
 
-def test_train_report_says_what_an_overlapped_plan_is_in_either_language(tmp_path):
+@pytest.fixture(scope="module")
+def overlapped_train_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The training report (HTML), in English and in Chinese, of a search whose best plan ends in -epo (the MoE
+    all-to-all overlap)."""
+    out_dir = tmp_path_factory.mktemp("train_reports")
+    pages = {}
+    for lang in ("en", "zh"):
+        out = out_dir / f"train_{lang}.html"
+        r = runner.invoke(app, ["train", "search", "--model", "qwen3-30b-a3b", "--hw", "H100", "--devices", "16",
+                                "--seq-len", "4096", "--stack", "nemo", "--top", "3", "--lang", lang,
+                                "--report", str(out)])
+        assert r.exit_code == 0, r.output
+        pages[lang] = out.read_text(encoding="utf-8")
+    return pages
+
+
+def test_train_report_says_what_an_overlapped_plan_is_in_either_language(overlapped_train_reports):
     """A best plan whose key ends in -epo (the MoE all-to-all overlap) gets a row saying so in the reader's language."""
     rows = {"en": "MoE all-to-all overlap", "zh": "MoE 全对全通信重叠"}
     for lang, label in rows.items():
-        out = tmp_path / f"train_{lang}.html"
-        r = runner.invoke(app, ["train", "search", "--model", "qwen3-30b-a3b", "--hw", "H100", "--devices", "16",
-                                "--seq-len", "4096", "--stack", "nemo", "--top", "3", "--lang", lang,
-                                "--report", str(out)])
-        assert r.exit_code == 0, r.output
-        html = out.read_text(encoding="utf-8")
+        html = overlapped_train_reports[lang]
         assert "-epo" in html and label in html
 
 
-def test_train_report_labels_the_planners_english_notes_in_chinese(tmp_path):
+def test_train_report_labels_the_planners_english_notes_in_chinese(overlapped_train_reports):
     """The best plan's notes are the planner's own words (English): the Chinese report says so above them."""
     labels = {"en": "Notes on this plan", "zh": "本方案的说明（规划器原文，英文）"}
     for lang, label in labels.items():
-        out = tmp_path / f"notes_{lang}.html"
-        r = runner.invoke(app, ["train", "search", "--model", "qwen3-30b-a3b", "--hw", "H100", "--devices", "16",
-                                "--seq-len", "4096", "--stack", "nemo", "--top", "3", "--lang", lang,
-                                "--report", str(out)])
-        assert r.exit_code == 0, r.output
-        html = out.read_text(encoding="utf-8")
+        html = overlapped_train_reports[lang]
         assert label in html and html.index(label) < html.index("<li>-epo:")
