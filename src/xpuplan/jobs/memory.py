@@ -194,10 +194,11 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     dualpipe = stack.pipeline_schedule == "dualpipe" and req.pp > 1
     dev = ctx.device(req.hw) if req.hw else None
     usable_bytes = dev.memory_bytes * (1 - req.reserve) if dev is not None else None
+    targets = lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
                           ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
-                          lora_targets=lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS,
+                          lora_targets=targets,
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
                           recompute_layers=req.recompute_layers,
                           dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None)
@@ -208,7 +209,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                            "bytes_per_device": clean(mem.to_dict())}
     if req.method != "full":
         out["lora"] = {"rank": req.lora_rank,
-                       "targets": list(lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS)}
+                       "targets": list(targets)}
     if dev is not None and usable_bytes is not None:
         out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable_bytes,
                    fits=mem.total <= usable_bytes, headroom_bytes=usable_bytes - mem.total)
