@@ -341,3 +341,22 @@ def test_train_report_labels_the_planners_english_notes_in_chinese(overlapped_tr
     for lang, label in labels.items():
         html = overlapped_train_reports[lang]
         assert label in html and html.index(label) < html.index("<li>-epo:")
+
+
+def test_train_report_says_what_partial_recomputation_and_lora_are_in_either_language(tmp_path):
+    """A partial-recomputation best plan (key part rpart) and a LoRA job get rows in the reader's language."""
+    cases = {
+        "partial": (["--model", "mixtral-8x22b", "--devices", "32"], {"en": "Partial recomputation", "zh": "部分重计算"}),
+        "lora": (["--model", "llama3-70b", "--devices", "8", "--method", "lora", "--lora-targets", "q,k,v"],
+                 {"en": "LoRA: rank-16 adapters on q, k, v", "zh": "LoRA：秩 16 的适配器，作用于 q, k, v"}),
+    }
+    for name, (args, labels) in cases.items():
+        for lang, label in labels.items():
+            out = tmp_path / f"{name}_{lang}.html"
+            r = runner.invoke(app, ["train", "search", "--hw", "H100", *args, "--top", "2", "--lang", lang,
+                                    "--report", str(out)])
+            assert r.exit_code == 0, r.output
+            html = out.read_text(encoding="utf-8")
+            assert label in html, (name, lang)
+            if name == "partial":
+                assert "-rpart-" in html

@@ -184,6 +184,12 @@ def render_html(res: TrainSearchResult, lang: str = "en") -> str:
         batch = t("train.batch_value", lang, seqs=f"{b.global_batch_seqs:,}", seq_len=f"{b.seq_len:,}")
         if b.key.endswith("-epo"):  # what the key's suffix means, in the reader's language
             extra.insert(0, (t("train.ep_overlap", lang), t("train.ep_overlap_on", lang)))
+        if b.plan.get("recompute") == "partial" and b.memory.get("recompute_layers"):
+            extra.insert(0, (t("train.partial_recompute", lang),
+                             t("train.partial_recompute_on", lang, n=f"{int(b.memory['recompute_layers'])}")))
+        if b.lora:
+            extra.insert(0, (t("train.method", lang), t("train.lora_value", lang, method=b.method.upper().replace(
+                "QLORA", "QLoRA").replace("LORA", "LoRA"), rank=b.lora["rank"], targets=", ".join(b.lora["targets"]))))
         s.append(section(t("train.best_plan", lang), table(
             [t("train.quantity", lang), t("page.value", lang)],
             [[t("train.col.plan", lang), b.key], [t("train.global_batch", lang), batch], *[[k, v] for k, v in extra]],
