@@ -73,6 +73,11 @@ def normalise_path(path: str, *, field: str = FLAG) -> str:
     return p
 
 
+#: Largest figure value accepted, in the path's own unit (TFLOP/s, GB, GB/s, W): a million times any device's,
+#: so a typo or a unit slip (bytes for GB) is caught before it turns into infinite bytes or seconds.
+MAX_FIGURE: Final = 1e12
+
+
 def _number(text: str, what: str, field: str, *, positive: bool = False) -> float:
     try:
         v = float(text)
@@ -80,6 +85,9 @@ def _number(text: str, what: str, field: str, *, positive: bool = False) -> floa
         raise UserInputError(f"{what} {text!r} is not a number", field=field) from None
     if not v >= 0 or v == float("inf"):
         raise UserInputError(f"{what} must be a finite number >= 0 (got {text})", field=field)
+    if v > MAX_FIGURE:
+        raise UserInputError(f"{what} {text} is far above any device's figure (at most {MAX_FIGURE:.0e} in the "
+                             "path's unit: TFLOP/s, GB, GB/s, W); check the unit", field=field)
     if positive and v == 0:
         raise UserInputError(f"{what} must be > 0 (got {text}): a figure the device does not have is left out, "
                              "not set to 0", field=field)

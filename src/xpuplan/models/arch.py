@@ -18,6 +18,17 @@ from xpuplan.errors import UserInputError
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9.\-_]*$")
 
+# Ceilings on architecture sizes: far above any published model (the largest have ~200 layers, a 16K-64K hidden
+# size, 128-256 heads, a 256K vocabulary, 512 experts and 10M-token contexts), low enough that every count the
+# planners derive (parameters, FLOPs, bytes, numpy indices) stays finite. A value above one is a typo or a unit
+# mistake (e.g. a hidden size in bytes), rejected with the field named instead of turning into absurd figures.
+MAX_LAYERS = 100_000
+MAX_WIDTH = 1 << 22  # hidden, head, FFN, expert and latent widths (4,194,304)
+MAX_HEADS = 1 << 16
+MAX_VOCAB = 1 << 26
+MAX_EXPERTS = 1 << 16
+MAX_CONTEXT = 1 << 34  # tokens (17 billion)
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -26,14 +37,14 @@ class _Strict(BaseModel):
 class MoEConfig(_Strict):
     """Mixture-of-experts MLP used in every layer after ``n_dense_layers`` leading dense layers."""
 
-    n_routed_experts: int = Field(ge=1, description="routed experts per MoE layer")
-    top_k: int = Field(ge=1, description="routed experts each token is sent to")
-    expert_ffn_dim: int = Field(ge=1, description="intermediate size of one routed expert")
-    n_shared_experts: int = Field(default=0, ge=0, description="always-active shared experts")
+    n_routed_experts: int = Field(ge=1, le=MAX_EXPERTS, description="routed experts per MoE layer")
+    top_k: int = Field(ge=1, le=MAX_EXPERTS, description="routed experts each token is sent to")
+    expert_ffn_dim: int = Field(ge=1, le=MAX_WIDTH, description="intermediate size of one routed expert")
+    n_shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS, description="always-active shared experts")
     shared_expert_ffn_dim: int | None = Field(
-        default=None, ge=1, description="intermediate size of one shared expert (default: expert_ffn_dim)"
+        default=None, ge=1, le=MAX_WIDTH, description="intermediate size of one shared expert (default: expert_ffn_dim)"
     )
-    n_dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP of ffn_dim")
+    n_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS, description="leading layers with a dense MLP of ffn_dim")
     router_bias: bool = Field(default=False, description="per-expert bias in the router (DeepSeek-V3)")
     node_limit: int | None = Field(
         default=None, ge=1,
@@ -59,11 +70,11 @@ class MoEConfig(_Strict):
 class MLAConfig(_Strict):
     """DeepSeek multi-head latent attention dimensions."""
 
-    q_lora_rank: int | None = Field(default=None, ge=1, description="query compression rank (None: no compression)")
-    kv_lora_rank: int = Field(ge=1, description="latent KV dimension cached per token")
-    qk_nope_head_dim: int = Field(ge=1)
-    qk_rope_head_dim: int = Field(ge=0, description="decoupled RoPE key dims, cached per token (shared by heads)")
-    v_head_dim: int = Field(ge=1)
+    q_lora_rank: int | None = Field(default=None, ge=1, le=MAX_WIDTH, description="query compression rank (None: no compression)")
+    kv_lora_rank: int = Field(ge=1, le=MAX_WIDTH, description="latent KV dimension cached per token")
+    qk_nope_head_dim: int = Field(ge=1, le=MAX_WIDTH)
+    qk_rope_head_dim: int = Field(ge=0, le=MAX_WIDTH, description="decoupled RoPE key dims, cached per token (shared by heads)")
+    v_head_dim: int = Field(ge=1, le=MAX_WIDTH)
 
 
 class PublishedCount(_Strict):
@@ -84,13 +95,13 @@ class ModelArch(_Strict):
     family: str = ""
     aliases: list[str] = Field(default_factory=list)
     type: Literal["decoder", "encoder"] = "decoder"
-    n_layers: int = Field(ge=1)
-    d_model: int = Field(ge=1)
-    n_heads: int = Field(ge=1)
-    n_kv_heads: int | None = Field(default=None, ge=1, description="default n_heads (MHA); 1 is MQA")
-    head_dim: int | None = Field(default=None, ge=1, description="default d_model // n_heads")
-    ffn_dim: int = Field(ge=1, description="intermediate size of the dense MLP")
-    vocab_size: int = Field(ge=1)
+    n_layers: int = Field(ge=1, le=MAX_LAYERS)
+    d_model: int = Field(ge=1, le=MAX_WIDTH)
+    n_heads: int = Field(ge=1, le=MAX_HEADS)
+    n_kv_heads: int | None = Field(default=None, ge=1, le=MAX_HEADS, description="default n_heads (MHA); 1 is MQA")
+    head_dim: int | None = Field(default=None, ge=1, le=MAX_WIDTH, description="default d_model // n_heads")
+    ffn_dim: int = Field(ge=1, le=MAX_WIDTH, description="intermediate size of the dense MLP")
+    vocab_size: int = Field(ge=1, le=MAX_VOCAB)
     mlp: Literal["gated", "classic"] = Field(description="gated: SwiGLU/GeGLU (3 matrices); classic: 2 matrices")
     activation: str = "silu"
     tied_embeddings: bool = False
@@ -101,17 +112,17 @@ class ModelArch(_Strict):
     mlp_bias: bool = False
     qk_norm: bool = Field(default=False, description="per-head RMSNorm on q and k (Qwen3)")
     position: Literal["rope", "learned", "alibi", "none"] = "rope"
-    max_seq_len: int = Field(default=2048, ge=1)
+    max_seq_len: int = Field(default=2048, ge=1, le=MAX_CONTEXT)
     parallel_attn_mlp: bool = Field(default=False, description="attention and MLP read the same input (GPT-J, Falcon)")
     moe: MoEConfig | None = None
     mla: MLAConfig | None = None
-    mtp_layers: int = Field(default=0, ge=0, description="multi-token-prediction modules (DeepSeek-V3), not in totals")
+    mtp_layers: int = Field(default=0, ge=0, le=MAX_LAYERS, description="multi-token-prediction modules (DeepSeek-V3), not in totals")
     embedding_norm: bool = Field(default=False, description="norm right after the token embedding (BLOOM)")
     head_bias: bool = Field(default=False, description="bias on the output head (GPT-J)")
-    type_vocab_size: int = Field(default=0, ge=0, description="token-type embeddings (BERT)")
+    type_vocab_size: int = Field(default=0, ge=0, le=MAX_VOCAB, description="token-type embeddings (BERT)")
     pooler: bool = Field(default=False, description="BERT pooler dense layer")
     sliding_window: int | None = Field(
-        default=None, ge=1,
+        default=None, ge=1, le=MAX_CONTEXT,
         description="tokens a local-attention layer attends to (the window; the chunk for chunked attention); "
                     "None: every layer attends to the whole context",
     )
