@@ -26,11 +26,15 @@ from typing import Any
 
 from xpuplan import units
 from xpuplan.calibrate.fit import bus_factor
-from xpuplan.errors import UserInputError
+from xpuplan.errors import UnknownIdError, UserInputError, echo
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: torch.distributed backend per accelerator kind.
 DIST_BACKENDS = {"cuda": "nccl", "rocm": "nccl", "npu": "hccl", "mlu": "cncl", "cpu": "gloo"}
+#: What ``--backend`` accepts: auto (the device's own backend) or one of DIST_BACKENDS'.
+BACKEND_CHOICES = ("auto", *dict.fromkeys(DIST_BACKENDS.values()))
+#: The device kind (``detect`` probe) each accelerator backend drives; Gloo runs on the CPUs.
+BACKEND_DEVICES = {"nccl": "cuda", "hccl": "npu", "cncl": "mlu"}
 #: Message sizes: powers of SIZE_STEP between these bounds, bytes.
 SIZE_STEP = 4
 QUICK_SIZES = (4 * units.KiB, 4 * units.MiB)
@@ -53,13 +57,42 @@ def message_sizes(lo: float, hi: float, n_ranks: int) -> list[int]:
     return sorted(set(out))
 
 
+def device_kind(backend: str, torch: Any) -> str:
+    """The device kind (cuda, npu, mlu or cpu) a run with ``backend`` uses on this machine; an
+    unknown backend, or one whose device is not here, raises UserInputError naming ``--backend``."""
+    from xpuplan.bench.detect import _PROBES
+
+    if backend not in BACKEND_CHOICES:
+        raise UserInputError(f"unknown backend {echo(backend)}; expected one of {', '.join(BACKEND_CHOICES)}",
+                             field="--backend")
+    if backend == "gloo":
+        return "cpu"
+    if backend == "auto":
+        return next((kind for kind in BACKEND_DEVICES.values() if _PROBES[kind](torch)), "cpu")
+    kind = BACKEND_DEVICES[backend]
+    if not _PROBES[kind](torch):
+        raise UserInputError(f"backend {backend} runs on {kind} devices and this PyTorch build sees none; use "
+                             "--backend auto or gloo", field="--backend")
+    return kind
+
+
+def catalog_device_id(device_id: str) -> str:
+    """The catalog id ``device_id`` (an id or alias) names; unknown -> UserInputError naming ``--device-id``."""
+    from xpuplan.catalog import load_catalog
+
+    try:
+        return load_catalog().resolve(device_id)
+    except UnknownIdError as exc:
+        raise UserInputError(exc.message, field="--device-id", hint=exc.hint) from None
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m xpuplan.bench.collectives", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="few sizes (4 KiB-4 MiB) and iterations")
     p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {', '.join(OPS)}")
     p.add_argument("--min-bytes", type=float, default=None)
     p.add_argument("--max-bytes", type=float, default=None)
-    p.add_argument("--backend", default="auto", help="torch.distributed backend: auto, nccl, gloo, hccl, cncl")
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES, help="torch.distributed backend")
     p.add_argument("--device-id", default=None, help="catalog id of the device (default: detected)")
     p.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: XPUPLAN_DB_URL or the data dir)")
     p.add_argument("--no-store", action="store_true", help="do not write to the store")
@@ -115,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         from xpuplan.bench import require_torch
 
         torch = require_torch()
+        device_kind(args.backend, torch)
+        if args.device_id:
+            catalog_device_id(args.device_id)
     except UserInputError as exc:
         print(f"error: {exc.render()}", file=sys.stderr)
         return 2

@@ -33,6 +33,7 @@ Parsing is pure (no database): each ``parse_*`` returns a :class:`ParsedImport`;
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from typing import Any
 
 from xpuplan import units
 from xpuplan.calibrate.fit import bus_factor
-from xpuplan.errors import UserInputError
+from xpuplan.errors import UnknownIdError, UserInputError, echo
 from xpuplan.store.records import Record, RunInfo
 
 #: nccl-tests binary / op names -> the collective names xpuplan uses.
@@ -83,7 +84,10 @@ def _device_id(name: str | None, override: str | None, kind: str, file: str) -> 
     from xpuplan.catalog import load_catalog
 
     if override:
-        return load_catalog().resolve(override)
+        try:
+            return load_catalog().resolve(override)
+        except UnknownIdError as exc:
+            raise UserInputError(exc.message, field="--device-id", hint=exc.hint) from None
     dev = catalog_id_for(name, kind) if name else None
     if dev is None:
         what = f"device {name!r} is not in the catalog" if name else "the file does not name its device"
@@ -159,6 +163,9 @@ def parse_nccl_tests(path: str | Path, *, op: str | None = None, device_id: str 
         except (KeyError, ValueError):
             raise UserInputError(f"not a number: size {v.get('size')!r}, time {v.get('time')!r}",
                                  file=file, line=lineno, field="time") from None
+        for key in ("size", "time", "algbw", "busbw"):
+            if _is_number(v.get(key)):
+                _measured(float(v[key]), v[key], file=file, line=lineno, field=key, zero_ok=True)
         if time_us <= 0 or size <= 0:
             continue  # nccl-tests prints 0 B rows for some ops; nothing to fit
         t = time_us * units.US
@@ -174,6 +181,16 @@ def parse_nccl_tests(path: str | Path, *, op: str | None = None, device_id: str 
                    config={"ops": sorted({r.params["op"] for r in records}), "n_ranks": n_ranks, "hosts": hosts,
                            "nodes": nodes, "local_ranks": local, "scope": scope, "avg_busbw_gb_per_s": avg_busbw})
     return ParsedImport(info, records)
+
+
+def _measured(value: float, given: object, *, file: str, line: int | None, field: str,
+              zero_ok: bool = False) -> float:
+    """``value``, a figure read from ``file``: finite and positive (or 0 with ``zero_ok``), else
+    UserInputError naming the file, line and field and showing the value ``given`` as the file has it."""
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        what = "a finite number, 0 or more" if zero_ok else "a positive finite number"
+        raise UserInputError(f"must be {what}, got {echo(given)}", file=file, line=line, field=field)
+    return value
 
 
 def _is_number(text: str | None) -> bool:
@@ -209,6 +226,9 @@ VLLM_VALIDATION_METRICS: dict[str, tuple[str, str]] = {
 }
 _VLLM_PERCENTILE = re.compile(r"^(?P<stat>median|std|p\d+(?:\.\d+)?)_(?P<metric>ttft|tpot|itl|e2el)_ms$")
 VLLM_REQUIRED = ("completed", "duration", "output_throughput")
+#: Numbers of a vLLM result that must be positive; the other counts and the mean latencies may be 0
+#: (vLLM writes 0 for a latency it did not measure, e.g. TPOT when every request made one token).
+VLLM_POSITIVE = ("duration", "output_throughput", "total_token_throughput", "request_throughput")
 
 
 def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int | None = None, tp: int = 1,
@@ -231,18 +251,18 @@ def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int |
         raise UserInputError("the result file does not say which hardware ran it; pass --device-id", file=file,
                              field="device_id")
     dev = _device_id(None, device_id, "GPU", file)
-    if tp < 1 or (n_devices is not None and n_devices < 1):
-        raise UserInputError("tp and n_devices must be positive", field="tp")
-    n_dev = n_devices or tp
-    for key in (*VLLM_VALIDATION_METRICS, "completed", "duration", "total_input_tokens", "total_output_tokens"):
-        if key in data and data[key] is not None and not isinstance(data[key], int | float):
-            raise UserInputError(f"not a number: {data[key]!r}", file=file, field=key, line=_json_line(text, key))
+    n_dev = _check_layout(tp, 1, n_devices)
+    for key in (*VLLM_VALIDATION_METRICS, "completed", "duration", "total_input_tokens", "total_output_tokens",
+                "max_concurrency"):
+        _number(data, key, file, text=text, positive=key in VLLM_POSITIVE)
     completed = int(data["completed"])
     if completed <= 0:
         raise UserInputError("no completed requests", file=file, field="completed", line=_json_line(text, "completed"))
     model_id = str(model or data.get("model_id") or "")
     preset, model_ref = _resolve_model(model_id)
     rate = data.get("request_rate", "inf")
+    if rate not in (None, "inf"):
+        _number(data, "request_rate", file, text=text, positive=True, infinite_ok=True)
     concurrency = data.get("max_concurrency")
     finite_rate = rate not in (None, "inf") and float(rate) != float("inf")
     # all requests at once: offline; one at a time: latency; an arrival process or a bounded number
@@ -267,14 +287,15 @@ def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int |
     records: list[Record] = []
     for key, (metric, unit) in VLLM_VALIDATION_METRICS.items():
         value = data.get(key)
-        if value is None:
-            continue
+        if value is None or value == 0:
+            continue  # not in the file, or not measured (0)
         row = dict(base_row, id=f"{stem}:{metric}", metric=metric, value=value, printed=f"{key} = {value}")
         records.append(Record(kind="validation_row", name=f"{metric}", metric=metric, value=float(value), unit=unit,
                               params={"row": row, "vllm_key": key}))
     for key, value in data.items():
         m = _VLLM_PERCENTILE.match(key)
-        if m and isinstance(value, int | float):
+        if m and isinstance(value, int | float) and not isinstance(value, bool):
+            _measured(float(value), value, file=file, line=_json_line(text, key), field=key, zero_ok=True)
             records.append(Record(kind="serving", name=key, metric=key, value=float(value), unit="ms",
                                   params={"statistic": m["stat"], "metric": m["metric"]}))
     info = RunInfo(kind="import-vllm", device_id=dev, backend=str(data.get("backend") or "vllm"), n_devices=n_dev,
@@ -339,9 +360,11 @@ def _load_json(text: str, file: str, what: str) -> dict[str, Any]:
 
 
 def _number(data: dict[str, Any], key: str, file: str, *, line: int | None = None, text: str | None = None,
-            required: bool = False, path: str | None = None) -> float | None:
-    """``data[key]`` as a float (None when absent/null unless ``required``); errors name the key
-    (``path``: its dotted path) and its line."""
+            required: bool = False, path: str | None = None, positive: bool = False,
+            infinite_ok: bool = False) -> float | None:
+    """``data[key]`` as a finite float, 0 or more (above 0 when ``positive``; infinity allowed with
+    ``infinite_ok``), None when absent/null unless ``required``; errors name the key (``path``: its
+    dotted path) and its line."""
     shown = path or key
     value = data.get(key)
     where = line if line is not None else (_json_line(text, key) if text else None)
@@ -351,7 +374,9 @@ def _number(data: dict[str, Any], key: str, file: str, *, line: int | None = Non
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise UserInputError(f"not a number: {value!r}", file=file, field=shown, line=where)
-    return float(value)
+    if infinite_ok and value == math.inf:
+        return math.inf
+    return _measured(float(value), value, file=file, line=where, field=shown, zero_ok=not positive)
 
 
 def _require_device(device_id: str | None, file: str, kind: str = "GPU") -> str:
@@ -362,10 +387,16 @@ def _require_device(device_id: str | None, file: str, kind: str = "GPU") -> str:
 
 
 def _check_layout(tp: int, pp: int, n_devices: int | None) -> int:
-    for name, v in (("tp", tp), ("pp", pp), ("n_devices", n_devices)):
+    """The devices of a serving run (``--n-devices``, default tp·pp): whole replicas of tp·pp devices."""
+    for name, v in (("--tp", tp), ("--pp", pp), ("--n-devices", n_devices)):
         if v is not None and v < 1:
-            raise UserInputError(f"{name} must be positive (got {v})", field=name)
-    return n_devices or tp * pp
+            raise UserInputError(f"must be a positive integer (got {v})", field=name)
+    n_dev = n_devices or tp * pp
+    if n_dev % (tp * pp):
+        replica = f"tp·pp = {tp}·{pp} = {tp * pp}" if pp > 1 else f"tp = {tp}"
+        raise UserInputError(f"{n_dev} device(s) are not a whole number of replicas of {replica} devices",
+                             field="--n-devices")
+    return n_dev
 
 
 def _scenario(rate: Any, concurrency: float | None) -> str:
@@ -489,6 +520,7 @@ def parse_sglang_jsonl(path: str | Path, *, device_id: str | None, n_devices: in
         for key, value in data.items():
             m = _SGLANG_PERCENTILE.match(key)
             if m and isinstance(value, int | float) and not isinstance(value, bool):
+                _measured(float(value), value, file=file, line=lineno, field=key, zero_ok=True)
                 records.append(Record(kind="serving", name=f"L{lineno}:{key}", metric=key, value=float(value),
                                       unit="ms", params={"statistic": m["stat"], "metric": m["metric"],
                                                          "source_line": lineno}))
@@ -583,6 +615,8 @@ def parse_trtllm_report(path: str | Path, *, device_id: str | None, model: str |
         if isinstance(pct, dict):
             for stat, v in pct.items():
                 if isinstance(v, int | float) and not isinstance(v, bool):
+                    _measured(float(v), v, file=file, line=_json_line(text, key), field=f"{section}.{key}.{stat}",
+                              zero_ok=True)
                     records.append(Record(kind="serving", name=f"{key}:{stat}", metric=f"{key}.{stat}",
                                           value=float(v), unit="ms", params={"statistic": stat, "metric": key}))
     info = RunInfo(kind="import-trtllm", device_id=dev, backend="tensorrt-llm", n_devices=n_dev,
@@ -656,9 +690,10 @@ def parse_mlperf_inference(path: str | Path, *, device_id: str | None, n_devices
             continue
         raw, lineno = kv[key]
         try:
-            values[metric] = (float(raw) * factor, key)
+            number = float(raw)
         except ValueError:
             raise UserInputError(f"not a number: {raw!r}", file=file, line=lineno, field=key) from None
+        values[metric] = (_measured(number, raw, file=file, line=lineno, field=key, zero_ok=True) * factor, key)
     if not values:
         raise UserInputError(f"no {scen_name} result line ({', '.join(MLPERF_INFERENCE_METRICS[scen_name])})",
                              file=file, field="Scenario", line=scen_line)
@@ -678,10 +713,12 @@ def parse_mlperf_inference(path: str | Path, *, device_id: str | None, n_devices
     for key, (raw, lineno) in kv.items():
         if "percentile" in key and key.endswith("(ns)"):
             try:
-                records.append(Record(kind="serving", name=key, metric=key, value=float(raw) * 1e-6, unit="ms",
-                                      params={"source_line": lineno}))
+                number = float(raw)
             except ValueError:
                 raise UserInputError(f"not a number: {raw!r}", file=file, line=lineno, field=key) from None
+            _measured(number, raw, file=file, line=lineno, field=key, zero_ok=True)
+            records.append(Record(kind="serving", name=key, metric=key, value=number * 1e-6, unit="ms",
+                                  params={"source_line": lineno}))
     warnings = _model_warning(arch, model_id)
     if valid != "VALID":
         warnings.append(f"LoadGen says 'Result is : {valid}': rows are graded trust C")
@@ -724,7 +761,11 @@ def parse_mlperf_training(path: str | Path, *, device_id: str | None, n_devices:
     for key in ("run_start", "run_stop"):
         if key not in events:
             raise UserInputError(f"no {key} event (an unfinished run?)", file=file, field=key)
-    (start, _), (stop, stop_line) = events["run_start"], events["run_stop"]
+    (start, start_line), (stop, stop_line) = events["run_start"], events["run_stop"]
+    for ev, ev_line in ((start, start_line), (stop, stop_line)):
+        t = ev["time_ms"]
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+            raise UserInputError(f"must be a finite number, got {echo(t)}", file=file, line=ev_line, field="time_ms")
     seconds = (float(stop["time_ms"]) - float(start["time_ms"])) / 1e3
     if seconds <= 0:
         raise UserInputError("run_stop is not after run_start", file=file, line=stop_line, field="time_ms")
@@ -801,6 +842,9 @@ def parse_hccl_test(path: str | Path, *, n_ranks: int | None, nodes: int = 1, op
         except ValueError:
             raise UserInputError(f"not a number: aveg_time {tokens[1]!r}", file=file, line=lineno,
                                  field="aveg_time(us)") from None
+        _measured(time_us, tokens[1], file=file, line=lineno, field="aveg_time(us)", zero_ok=True)
+        if _is_number(tokens[2]):
+            _measured(float(tokens[2]), tokens[2], file=file, line=lineno, field="alg_bandwidth(GB/s)", zero_ok=True)
         check = tokens[3] if len(tokens) > 3 else "NULL"
         if check.lower() == "failed":
             warnings.append(f"line {lineno}: check_result failed (wrong results); row skipped")
@@ -984,13 +1028,16 @@ def parse_megatron_log(path: str | Path, *, device_id: str | None, config: str |
             if ms is None:
                 continue
             try:
-                steps.append((int(m["it"]), float(ms) * units.MS, lineno))
+                elapsed_ms = float(ms)
             except ValueError:
                 raise UserInputError(f"not a number: {ms!r}", file=file, line=lineno,
                                      field="elapsed time per iteration (ms)") from None
+            _measured(elapsed_ms, ms, file=file, line=lineno, field="elapsed time per iteration (ms)")
+            steps.append((int(m["it"]), elapsed_ms * units.MS, lineno))
             tf = fields.get("throughput per GPU (TFLOP/s/GPU)")
             if tf is not None and _is_number(tf):
-                tflops.append(float(tf))
+                tflops.append(_measured(float(tf), tf, file=file, line=lineno,
+                                        field="throughput per GPU (TFLOP/s/GPU)", zero_ok=True))
     where = file
     if config is not None:
         cfg, where = _read_config(config)
@@ -1001,10 +1048,7 @@ def parse_megatron_log(path: str | Path, *, device_id: str | None, config: str |
     if skip < 0:
         raise UserInputError("skip must be 0 or more", field="skip")
     kept = steps[skip:] if len(steps) > skip else steps[-1:]
-    step_s = _median([t for _, t, _ in kept])
-    if step_s <= 0:
-        raise UserInputError("elapsed time per iteration is 0", file=file, line=kept[0][2],
-                             field="elapsed time per iteration (ms)")
+    step_s = _median([t for _, t, _ in kept])  # every interval was checked positive and finite
     required = ("seq_length", "global_batch_size")
     missing = [k for k in required if args.get(k) is None]
     if missing:
@@ -1166,6 +1210,7 @@ def parse_validation_csv(path: str | Path) -> ParsedImport:
     rows = read_rows(path)
     if not rows:
         raise UserInputError("no rows", file=str(path))
+    _check_hardware(rows, str(path))
     records = [Record(kind="validation_row", name=r.id, metric=r.metric, value=r.value, unit=r.metric.rsplit("_", 1)[-1],
                       params={"row": dict(r.raw)}) for r in rows]
     hardware = sorted({r.hardware for r in rows})
@@ -1175,8 +1220,27 @@ def parse_validation_csv(path: str | Path) -> ParsedImport:
     return ParsedImport(info, records)
 
 
+def _check_hardware(rows: list[Any], file: str) -> None:
+    """Every row's ``hardware`` is a catalog id or alias (errors suggest close ids)."""
+    from xpuplan.catalog import load_catalog
+
+    catalog = load_catalog()
+    for r in rows:
+        try:
+            catalog.resolve(r.hardware)
+        except UnknownIdError as exc:
+            raise UserInputError(exc.message, file=r.file or file, line=r.line, field="hardware",
+                                 hint=exc.hint) from None
+
+
 def store_import(store: Any, parsed: ParsedImport) -> int:
-    """Write a parsed file as one completed run (one transaction); returns the run id."""
+    """Write a parsed file as one completed run (one transaction); returns the run id. A value that is
+    not a finite number is refused, naming the file (the parsers check each figure as they read it)."""
     from xpuplan.store.records import record_import
 
+    for r in parsed.records:
+        if not math.isfinite(r.value):
+            raise UserInputError(f"must be a finite number, got {r.value!r}",
+                                 file=parsed.info.source, line=r.params.get("source_line"),
+                                 field=r.params.get("source_key") or r.params.get("vllm_key") or r.metric)
     return record_import(store, parsed.info, parsed.records)

@@ -5,11 +5,11 @@ store for these commands; front ends render what these return."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from xpuplan.errors import UserInputError
+from xpuplan.errors import UserInputError, echo
 
 #: Import formats ``xpuplan import`` understands -> parser in ``xpuplan.bench.imports``.
 IMPORT_PARSERS = {"nccl-tests": "parse_nccl_tests", "hccl-test": "parse_hccl_test", "vllm": "parse_vllm_json",
@@ -17,6 +17,9 @@ IMPORT_PARSERS = {"nccl-tests": "parse_nccl_tests", "hccl-test": "parse_hccl_tes
                   "mlperf-inference": "parse_mlperf_inference", "mlperf-training": "parse_mlperf_training",
                   "megatron": "parse_megatron_log", "torchtitan": "parse_torchtitan_log",
                   "csv": "parse_validation_csv"}
+#: Serving imports whose layout and precision are the flags ``--tp``, ``--pp``, ``--precision`` (a
+#: trtllm-bench report states its own).
+FLAG_LAYOUT_IMPORTS = ("vllm", "sglang", "mlperf-inference")
 
 
 def open_store(db: str | None) -> Any:
@@ -73,15 +76,26 @@ def list_stored_runs(*, kind: str | None, device_id: str | None, limit: int, db:
     from xpuplan.store.models import RUN_KINDS
     from xpuplan.store.records import count_measurements, effective_status, list_runs
 
-    if kind and kind not in RUN_KINDS:
-        raise UserInputError(f"expected one of {', '.join(RUN_KINDS)}, got {kind!r}", field="kind")
+    _check_kind(kind, RUN_KINDS)
     if limit <= 0:
-        raise UserInputError("must be positive", field="limit")
+        raise UserInputError(f"must be positive (got {limit})", field="--limit")
     store = open_store(db)
     runs = list_runs(store, kind=kind, device_id=device_id, limit=limit)
     counts = count_measurements(store, [r.id for r in runs])
     out = [r.summary() | {"status": effective_status(r), "measurements": counts.get(r.id, 0)} for r in runs]
     return out, store.display_url
+
+
+#: Kinds of measurement ``bench`` and ``import`` store (``bench show --kind``).
+MEASUREMENT_KINDS = ("gemm", "membw", "attention", "overhead", "host_sync", "dispatch", "dispatch_graph", "model_step",
+                     "collective", "serving", "training", "validation_row")
+
+
+def _check_kind(kind: str | None, known: Iterable[str]) -> None:
+    """``--kind``: none, or one of ``known``."""
+    known = tuple(known)
+    if kind and kind not in known:
+        raise UserInputError(f"expected one of {', '.join(known)}, got {echo(kind)}", field="--kind")
 
 
 @dataclass
@@ -101,25 +115,37 @@ def show_stored_run(run: str, *, kind: str | None, db: str | None) -> StoredRun:
 
     store = open_store(db)
     r = resolve_run(store, run)
-    meas = run_measurements(store, r.id, kind=kind)
+    meas = run_measurements(store, r.id)
+    if kind:  # a kind this version does not list is accepted when the run holds it
+        _check_kind(kind, dict.fromkeys([*MEASUREMENT_KINDS, *(m.kind for m in meas)]))
+        meas = [m for m in meas if m.kind == kind]
     return StoredRun(run=r, status=effective_status(r), measurements=meas, headline=headline(meas))
 
 
 def collectives_command(*, nproc_per_node: int, quick: bool, backend: str, device_id: str | None,
                         db: str | None) -> list[str]:
-    """The ``torchrun`` command line that measures collectives on this node (checked: torch present,
-    at least two processes)."""
+    """The ``torchrun`` command line that measures collectives on this node (checked before anything is
+    launched: torch present, a backend this machine can run, at least two processes and no more than
+    its devices, a catalog device id)."""
     from xpuplan.bench import require_torch
+    from xpuplan.bench.collectives import catalog_device_id, device_kind
 
-    require_torch()
+    torch = require_torch()
+    kind = device_kind(backend, torch)
     if nproc_per_node < 2:
-        raise UserInputError("collectives need at least 2 processes", field="nproc_per_node")
+        raise UserInputError(f"collectives need at least 2 processes (got {nproc_per_node})",
+                             field="--nproc-per-node")
+    if kind != "cpu":
+        available = int(getattr(torch, kind).device_count())
+        if nproc_per_node > available:
+            raise UserInputError(f"{nproc_per_node} processes but {available} {kind} device(s) on this node: each "
+                                 "process needs its own", field="--nproc-per-node")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
            "-m", "xpuplan.bench.collectives", "--backend", backend]
     if quick:
         cmd.append("--quick")
     if device_id:
-        cmd += ["--device-id", device_id]
+        cmd += ["--device-id", catalog_device_id(device_id)]
     if db:
         cmd += ["--db", db]
     return cmd
@@ -140,9 +166,42 @@ def import_files(fmt: str, files: list[str], *, db: str | None, **options: Any) 
     if fmt not in IMPORT_PARSERS:
         raise UserInputError(f"expected one of {', '.join(IMPORT_PARSERS)}, got {fmt!r}", field="format")
     parse = getattr(imports, IMPORT_PARSERS[fmt])
+    if fmt in FLAG_LAYOUT_IMPORTS:
+        _check_precision(options.get("precision"))
     parsed = [parse(f, **options) for f in files]
+    if fmt in FLAG_LAYOUT_IMPORTS:
+        for p in parsed:
+            _check_model_layout(p)
     store = open_store(db)
     return [(p, imports.store_import(store, p)) for p in parsed]
+
+
+def _check_precision(precision: str | None) -> None:
+    """``--precision``: a serving precision scheme (bf16, fp8, int4-wo ...) or one of its aliases."""
+    from xpuplan.serve.precision import normalise_scheme
+
+    if precision is not None:
+        normalise_scheme(precision, field="--precision")
+
+
+def _check_model_layout(parsed: Any) -> None:
+    """``--tp``/``--pp`` suit the model of each imported row (tp divides its heads ...), where the row
+    names a model the planner knows; a row without one is checked only when it is predicted."""
+    from xpuplan.models import get_model
+    from xpuplan.serve.validity import layout_issues
+
+    seen: set[tuple[str, int, int]] = set()
+    for r in parsed.records:
+        row = r.params.get("row") if r.kind == "validation_row" else None
+        if not row or not row.get("model"):
+            continue
+        key = (str(row["model"]), int(row["tp"]), int(row["pp"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        issues = layout_issues(get_model(key[0]), key[1], key[2], 1)
+        if issues:
+            raise UserInputError(f"{issues[0].message} of model {key[0]}", field=f"--{issues[0].field}")
 
 
 def validate_imported(run_id: int, db: str | None) -> Any:
