@@ -64,7 +64,9 @@ class RecommendBody(Body):
                                 "scenario's)")
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="Monte Carlo seed")
     weights: dict[Annotated[str, Field(max_length=100)], Points] | None = Field(
-        default=None, max_length=100, description="leaf criterion -> points, replacing the scenario's weights")
+        default=None, max_length=100,
+        description="criterion (a leaf, or a group whose leaves share its points in their current proportions) -> "
+                    "points, replacing the scenario's weights")
     hw_figures: HwFigures = None
 
 

@@ -13,6 +13,7 @@ import typer
 
 from xpuplan import units
 from xpuplan.cli.common import cli_command, console, print_json, table
+from xpuplan.errors import UserInputError
 from xpuplan.jobs.cost import (
     PowerCapRequest,
     ServeCostRequest,
@@ -44,9 +45,12 @@ Cooling = Annotated[str, typer.Option("--cooling", help="PUE by cooling: air, li
 Money = Annotated[float | None, typer.Option(help="USD")]
 
 
-def _common(owned: bool, cloud: str | None, term: str, region: str, cooling: str, json_out: bool,
+def _common(owned: bool, cloud: str | None, term: str, region: str, cooling: str, json_: bool,
             **numbers: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"region": region, "cooling": cooling, "term": term}
+    if owned and cloud is not None:
+        raise UserInputError(f"--owned (buy the hardware) and --cloud {cloud} (rent it) contradict each other; "
+                             "give one of them", field="--owned/--cloud")
     if cloud is not None:
         out["mode"] = "cloud"
         if cloud.casefold() != "any":
@@ -123,10 +127,10 @@ def tco_cmd(
     cloud_usd_per_device_hour: Money = None,
     tdp_w: Annotated[float | None, typer.Option(help="device power, W, when the catalog has none")] = None,
     prices: Annotated[list[str] | None, typer.Option("--prices", help="extra price file (repeatable)")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Total cost of ownership of a fleet over a horizon, owned or rented."""
-    values = _common(owned, cloud, term, region, cooling, json_out, fabric=fabric, device_price_usd=device_price_usd,
+    values = _common(owned, cloud, term, region, cooling, json_, fabric=fabric, device_price_usd=device_price_usd,
                      node_system_price_usd=node_system_price_usd, devices_per_node=devices_per_node,
                      node_overhead_usd=node_overhead_usd, network_usd_per_device=network_usd_per_device,
                      electricity_usd_per_kwh=electricity_usd_per_kwh, usd_per_eur=usd_per_eur, pue=pue,
@@ -137,7 +141,7 @@ def tco_cmd(
     req = parse_request(TcoRequest, {"hw": hw, "devices": devices, "years": years, "busy_fraction": busy,
                                      "compute_bound_fraction": compute_bound_fraction, **values})
     res = run_tco(req)
-    if json_out:
+    if json_:
         print_json(res.to_dict())
         return
     _render_lines(f"{res.years:g}-year TCO: {res.devices} x {res.device_id} ({res.mode}, busy {res.busy_fraction:.0%})",
@@ -180,10 +184,10 @@ def train_cmd(
     cloud_usd_per_device_hour: Money = None,
     tdp_w: Annotated[float | None, typer.Option(help="device power, W, when the catalog has none")] = None,
     prices: Annotated[list[str] | None, typer.Option("--prices")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Cost, energy and carbon of a training (or fine-tuning) run, with failures and checkpoints."""
-    values = _common(owned, cloud, term, region, cooling, json_out, device_price_usd=device_price_usd,
+    values = _common(owned, cloud, term, region, cooling, json_, device_price_usd=device_price_usd,
                      node_system_price_usd=node_system_price_usd, electricity_usd_per_kwh=electricity_usd_per_kwh,
                      usd_per_eur=usd_per_eur, pue=pue, grid_kg_co2e_per_kwh=grid_kg_co2e_per_kwh,
                      operations_usd_per_year=operations_usd_per_year, team_stacks=team,
@@ -195,16 +199,16 @@ def train_cmd(
     req = parse_request(TrainCostRequest, {"model": model, "hw": hw, "devices": devices, "tokens": tokens,
                                            "seq_len": seq_len, "method": method, **values})
     res = run_train_cost(req)
-    if json_out:
+    if json_:
         print_json(res.to_dict())
         return
     rel, c = res.reliability, res.cost
-    mtbf = "inf" if rel.job_mtbf_s is None else f"{rel.job_mtbf_s / units.HOUR:.2f}"
+    mtbf = "no failures (rate 0)" if rel.job_mtbf_s is None else f"job MTBF {rel.job_mtbf_s / units.HOUR:.2f} h"
     console.print(f"{res.model} on {res.devices} x {res.hardware}, {res.tokens:.3g} tokens: plan {res.plan['key']} "
                   f"(MFU {res.plan['mfu']:.0%})", highlight=False)
     console.print(f"time: {res.failure_free_time_s / units.DAY:.1f} d failure-free -> "
-                  f"{rel.effective_time_s / units.DAY:.1f} d with failures (goodput {rel.goodput:.1%}; job MTBF "
-                  f"{mtbf} h, checkpoint {rel.checkpoint_write_s:.1f} s every "
+                  f"{rel.effective_time_s / units.DAY:.1f} d with failures (goodput {rel.goodput:.1%}; {mtbf}, "
+                  f"checkpoint {rel.checkpoint_write_s:.1f} s every "
                   f"{rel.interval_s / 60:.1f} min, ~{rel.expected_failures:.0f} failures)", highlight=False)
     if res.power_cap is not None:
         pc = res.power_cap
@@ -244,10 +248,10 @@ def serve_cmd(
     cloud_usd_per_device_hour: Money = None,
     tdp_w: Annotated[float | None, typer.Option(help="device power, W, when the catalog has none")] = None,
     prices: Annotated[list[str] | None, typer.Option("--prices")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Cost per million output tokens and per query of serving a load under latency SLOs."""
-    values = _common(owned, cloud, term, region, cooling, json_out, device_price_usd=device_price_usd,
+    values = _common(owned, cloud, term, region, cooling, json_, device_price_usd=device_price_usd,
                      node_system_price_usd=node_system_price_usd, electricity_usd_per_kwh=electricity_usd_per_kwh,
                      usd_per_eur=usd_per_eur, pue=pue, grid_kg_co2e_per_kwh=grid_kg_co2e_per_kwh,
                      operations_usd_per_year=operations_usd_per_year,
@@ -256,7 +260,7 @@ def serve_cmd(
                                            "output_len": output_len, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
                                            "hours": hours, **values})
     res = run_serve_cost(req)
-    if json_out:
+    if json_:
         print_json(res.to_dict())
         return
     c = res.cost
@@ -278,14 +282,14 @@ def powercap_cmd(
                                                           "(1: training/prefill, 0: decode)")] = 1.0,
     dvfs_exponent: Annotated[float | None, typer.Option(help="k in P_dyn ~ f^k (default 3)")] = None,
     idle_fraction: Annotated[float | None, typer.Option(help="idle draw / TDP")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Power-cap / DVFS what-if: throughput and energy of busy work at a lower power limit."""
     req = parse_request(PowerCapRequest, {"hw": hw, "power_cap_w": power_cap_w,
                                           "compute_bound_fraction": compute_bound_fraction,
                                           "dvfs_exponent": dvfs_exponent, "idle_fraction": idle_fraction})
     res = run_power_cap(req)
-    if json_out:
+    if json_:
         print_json(res.to_dict())
         return
     console.print(f"{req.hw} capped at {res.cap_w:.0f} W (uncapped {res.uncapped_power_w:.0f} W, compute-bound share "

@@ -24,7 +24,7 @@ def recommend_cmd(
     samples: Annotated[int | None, typer.Option(help="Monte Carlo samples (default: the scenario's)")] = None,
     seed: Annotated[int | None, typer.Option(help="Monte Carlo seed")] = None,
     weight: Annotated[list[str] | None, typer.Option(help="CRITERION=POINTS, repeatable; leaves must sum to 100")] = None,
-    top: Annotated[int, typer.Option(help="options shown in the table")] = 10,
+    top: Annotated[int, typer.Option(help="options shown in the table (at least 1)")] = 10,
 ) -> None:
     """Rank hardware and hybrid deployments for a scenario with the guide's weighted criteria."""
     from xpuplan.decide.scenario import list_presets
@@ -50,6 +50,8 @@ def recommend_cmd(
         raise UserInputError("must be >= 0", field="--samples")
     if seed is not None and seed < 0:
         raise UserInputError("must be >= 0", field="--seed")
+    if top < 1:
+        raise UserInputError(f"must be >= 1 (options shown in the table), got {top}", field="--top")
     w = parse_weight_flags(weight) if weight else None
     rec = recommend(RecommendRequest(scenario=scenario, preset=preset, lang=lang, samples=samples, seed=seed,
                                      weights=w))

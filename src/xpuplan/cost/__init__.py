@@ -30,7 +30,7 @@ Main entry points:
 
 from xpuplan.cost.energy import carbon_t_co2e, energy_cost_usd, energy_kwh, facility_energy_j, it_energy_j
 from xpuplan.cost.model import SCHEMA_VERSION, CostInputs, Usage
-from xpuplan.cost.porting import PortingEstimate, porting_estimate, stack_key, team_knows
+from xpuplan.cost.porting import PortingEstimate, check_team_stacks, porting_estimate, stack_key, team_knows
 from xpuplan.cost.reliability import (
     CHECKPOINT_BYTES_PER_PARAM,
     FAILURES_PER_DEVICE_HOUR,
@@ -58,6 +58,7 @@ __all__ = [
     "TcoResult",
     "Usage",
     "carbon_t_co2e",
+    "check_team_stacks",
     "checkpoint_write_s",
     "daly_interval_s",
     "development_for",

@@ -10,10 +10,12 @@ result says the effort is unknown and the user gives ``porting_engineer_months``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from xpuplan.catalog.prices import PriceBook, PriceFigure, user_figure
+from xpuplan.errors import UnknownIdError, UserInputError
 
 
 def stack_key(software_stack: str) -> str:
@@ -26,6 +28,24 @@ def team_knows(software_stack: str, team_stacks: tuple[str, ...] | list[str]) ->
     """True when one of the team's stacks names the device's software stack."""
     key = stack_key(software_stack)
     return any(stack_key(t) == key for t in team_stacks if t.strip())
+
+
+def check_team_stacks(team_stacks: tuple[str, ...] | list[str], software_stacks: Iterable[str], *,
+                      field: str = "team_stacks", allow_empty: bool = False) -> None:
+    """Each of the team's stacks must name one of ``software_stacks`` (the catalog's ``ecosystem.software_stack``
+    values) as :func:`team_knows` matches them: an unknown name would silently count as a stack the team
+    does not know. An empty list is refused unless ``allow_empty`` (a team that knows no stack)."""
+    known: dict[str, str] = {}
+    for s in software_stacks:
+        if s.strip():
+            known.setdefault(stack_key(s), s.strip().split()[0].split("/")[0])
+    names = ", ".join(sorted(known.values(), key=str.casefold))
+    if not any(t.strip() for t in team_stacks) and not allow_empty:
+        raise UserInputError(f"name the software stacks the team knows, comma-separated (known: {names})", field=field)
+    for t in team_stacks:
+        if stack_key(t) not in known:
+            err = UnknownIdError("software stack", t, known.values(), field=field)
+            raise UserInputError(f"{err.message} (known: {names})", field=field, hint=err.hint)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ The expected wall time for ``T_s`` seconds of failure-free work is
 
     T_wall = M * exp(R/M) * (exp((tau + delta)/M) - 1) * T_s / tau
 
-and goodput is ``T_s / T_wall``. Young's (1974) first-order optimum is ``tau = sqrt(2 delta M)``;
+and goodput is ``T_s / T_wall``. When goodput falls below :data:`MIN_GOODPUT` (checkpoint writes or
+restarts far longer than ``M``: almost no segment of work survives to its next checkpoint) the job
+effectively never completes; :func:`reliability` says so with an ``InfeasibleError`` rather than
+report an astronomically long (or overflowing) expected time. Young's (1974) first-order optimum is ``tau = sqrt(2 delta M)``;
 Daly's higher-order one (used by default) is
 ``tau = sqrt(2 delta M) * (1 + sqrt(delta/(2M))/3 + (delta/(2M))/9) - delta`` for ``delta < 2M``, else ``M``.
 
@@ -26,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from xpuplan import units
 from xpuplan.cost.model import SCHEMA_VERSION
-from xpuplan.errors import UserInputError
+from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.perf.power import PowerAssumption
 
 _LLAMA3 = (
@@ -75,6 +78,11 @@ CHECKPOINT_BYTES_PER_PARAM = PowerAssumption(
     trust="B",
     note="2 for weights only; 16 if fp32 gradients are saved too",
 )
+
+#: Least goodput (useful share of the expected wall time) reported as a run: below it (e.g. a restart
+#: ~4.6x the job's MTBF, so that fewer than 1 in 100 restarts completes before the next failure) the job
+#: effectively never completes and :func:`reliability` raises ``InfeasibleError``.
+MIN_GOODPUT = 0.01
 
 
 class ReliabilityResult(BaseModel):
@@ -136,11 +144,41 @@ def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
 
 def expected_wall_time_s(work_s: float, interval_s: float, checkpoint_s: float, restart_s: float,
                          mtbf_s: float) -> float:
-    """Daly's expected wall time (s) to complete ``work_s`` of failure-free work."""
+    """Daly's expected wall time (s) to complete ``work_s`` of failure-free work; ``inf`` when it is
+    beyond the floating-point range (restart or checkpoint hundreds of times the MTBF)."""
     if math.isinf(mtbf_s):
         return work_s * (1.0 + checkpoint_s / interval_s) if math.isfinite(interval_s) else work_s
     m = mtbf_s
-    return m * math.exp(restart_s / m) * math.expm1((interval_s + checkpoint_s) / m) * work_s / interval_s
+    try:
+        return m * math.exp(restart_s / m) * math.expm1((interval_s + checkpoint_s) / m) * work_s / interval_s
+    except OverflowError:
+        return math.inf
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if x < 100 or x >= 1e9 else f"{x:,.0f}"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("years", units.YEAR), ("days", units.DAY), ("h", units.HOUR)):
+        if seconds >= size:
+            return f"{_num(seconds / size)} {unit}"
+    return f"{_num(seconds)} s"
+
+
+def _never_completes(m: float, delta: float, restart_s: float, work_s: float, wall: float) -> InfeasibleError:
+    """The error of a job whose goodput is below MIN_GOODPUT, naming the overheads against the MTBF."""
+    slowdown = (f"{_num(wall / work_s)} times its failure-free time" if math.isfinite(wall)
+                else "beyond any finite estimate")
+    reasons = [f"{what} ({_duration(x)}) is {_num(x / m)} x the job's mean time between failures ({_duration(m)})"
+               for what, x in (("checkpoint write", delta), ("restart", restart_s)) if x >= 0.1 * m]
+    return InfeasibleError(
+        f"checkpoint/restart overhead exceeds what the job's mean time between failures ({_duration(m)}) allows: "
+        f"the expected time with failures is {slowdown} (goodput under {MIN_GOODPUT:.0%}); the job effectively "
+        "never completes",
+        reasons=reasons or [f"goodput {work_s / wall:.3g} is below {MIN_GOODPUT:.0%}"],
+        hint="faster checkpoint storage, a shorter restart, fewer devices or a lower failure rate",
+    )
 
 
 def reliability(
@@ -180,6 +218,9 @@ def reliability(
         used.append(STORAGE_BYTES_PER_S_PER_DEVICE)
     m = job_mtbf_s(failures_per_device_hour, devices)
     delta = checkpoint_write_s(checkpoint_bytes, storage_bytes_per_s)
+    if not math.isfinite(delta):
+        raise UserInputError(f"a {checkpoint_bytes:g}-byte checkpoint at {storage_bytes_per_s:g} B/s would take "
+                             "longer than any finite time; give a realistic storage bandwidth", field="storage_bytes_per_s")
     if restart_s is None:
         restart_s = delta
         notes.append("restart time = checkpoint read time only; scheduler re-queue and re-initialisation not "
@@ -194,6 +235,8 @@ def reliability(
     if interval_s <= 0:  # zero-size checkpoint: checkpoint continuously at no cost
         interval_s = failure_free_time_s
     wall = expected_wall_time_s(failure_free_time_s, interval_s, delta, restart_s, m)
+    if math.isfinite(m) and not failure_free_time_s / wall >= MIN_GOODPUT:
+        raise _never_completes(m, delta, restart_s, failure_free_time_s, wall)
     return ReliabilityResult(
         devices=devices,
         failures_per_device_hour=failures_per_device_hour,

@@ -12,10 +12,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from xpuplan.catalog.prices import CLOUD_TERMS, PriceBook, PriceFigure, user_figure
+from xpuplan.catalog.prices import CLOUD_TERMS, Platform, PriceBook, PriceFigure, user_figure
 from xpuplan.cost.model import CostInputs, Mode
 from xpuplan.cost.porting import PortingEstimate, porting_estimate
 from xpuplan.errors import UnknownIdError, UserInputError
+
+#: Most accelerators one server holds whatever its interconnect: 16 (NVIDIA DGX-2 / HGX-2, 16 V100 on
+#: NVSwitch; 4U PCIe servers take 8 to 10 cards). A larger node is a rack-scale scale-up domain, which the
+#: catalog records as the device's ``scale_up_domain`` (GB200 NVL72: 72).
+MAX_DEVICES_PER_SERVER = 16
 
 
 class CostOptions(BaseModel):
@@ -84,6 +89,31 @@ def _default_fabric(device: Any) -> str | None:
     return None
 
 
+def _check_devices_per_node(device: Any, platform: Platform | None, o: CostOptions) -> None:
+    """The user's node size must fit one server of ``device`` and match the server a per-node price on file is for."""
+    n = o.devices_per_node
+    assert n is not None
+    limit = max(MAX_DEVICES_PER_SERVER, device.scale_up_domain, platform.devices_per_node if platform else 1)
+    if n > limit:
+        raise UserInputError(f"no {device.id} node holds {n:,} devices: at most {limit} (the largest servers hold "
+                             f"{MAX_DEVICES_PER_SERVER}; its scale-up domain is {device.scale_up_domain})",
+                             field="devices_per_node")
+    if platform is None or n == platform.devices_per_node:
+        return
+    if o.node_system_price_usd is None and o.device_price_usd is None and platform.system_usd_per_node is not None:
+        what = f"the whole-server price on file ({platform.system_usd_per_node.value:,.0f} USD)"
+        fix = ("your node's price (node_system_price_usd, --node-system-price-usd) or a per-device price "
+               "(device_price_usd, --device-price-usd)")
+    elif o.node_system_price_usd is None and o.node_overhead_usd is None and platform.overhead_usd_per_node is not None:
+        what = f"the per-server overhead on file ({platform.overhead_usd_per_node.value:,.0f} USD)"
+        fix = "your node's overhead (node_overhead_usd, --node-overhead-usd)"
+    else:
+        return
+    raise UserInputError(
+        f"{what} is for the {platform.name} with {platform.devices_per_node} devices, not {n}: give {fix}, or leave "
+        "devices_per_node out", field="devices_per_node")
+
+
 def resolve_inputs(device: Any, book: PriceBook, options: CostOptions | None = None) -> CostInputs:
     """Explicit cost inputs for ``device`` (a catalog ``Device``) under ``options``."""
     o = options or CostOptions()
@@ -95,6 +125,7 @@ def resolve_inputs(device: Any, book: PriceBook, options: CostOptions | None = N
         if platform is not None and platform.rental_only:
             raise UserInputError(f"{device.id} is not sold ({platform.name}); rent it with --cloud", field="mode")
         if o.devices_per_node:
+            _check_devices_per_node(device, platform, o)
             kw["devices_per_node"] = o.devices_per_node
         elif platform is not None:
             kw["devices_per_node"] = platform.devices_per_node

@@ -361,6 +361,29 @@ def _check_vendors(s: Scenario, catalog: Any) -> None:
                 raise err
 
 
+def _unknown(kind: str, given: str, known: list[str], field: str) -> UserInputError:
+    from xpuplan.errors import UnknownIdError
+
+    err = UnknownIdError(kind, given, known, field=field)
+    return UserInputError(f"{err.message} (known: {', '.join(known)})", field=field, hint=err.hint)
+
+
+def _check_cost(s: Scenario, catalog: Any, book: Any) -> None:
+    """Regions, cooling and the team's stacks must be known: pricing would otherwise leave every option
+    unpriced, or availability rules unapplied, without an error."""
+    from xpuplan.cost import check_team_stacks
+
+    c, region = s.cost, s.constraints.region
+    if region is not None and region.casefold() not in {r.casefold() for r in (facts.ANY_REGION, *book.regions)}:
+        raise _unknown("region", region, [facts.ANY_REGION, *book.regions], "constraints.region")
+    if c.region not in book.regions:
+        raise _unknown("region", c.region, list(book.regions), "cost.region")
+    if c.cooling not in book.cooling:
+        raise _unknown("cooling", c.cooling, list(book.cooling), "cost.cooling")
+    check_team_stacks(c.team_stacks, (d.ecosystem.software_stack for d in catalog), field="cost.team_stacks",
+                      allow_empty=True)
+
+
 def _model(s: Scenario) -> Any:
     from xpuplan.models import get_model
 
@@ -398,6 +421,7 @@ def evaluate(s: Scenario, *, catalog: Any = None, book: Any = None, samples: int
     book = book if book is not None else load_prices()
     w = weights or make_weights(s.weights, s.weight_adjustments)
     _check_vendors(s, catalog)
+    _check_cost(s, catalog, book)
     model = _model(s)
     _check_context(s, model)
     share = roles(s)

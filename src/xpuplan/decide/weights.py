@@ -1,7 +1,9 @@
 """The criteria tree and its weights (the guide's 40/30/20/10 split, data in ``data/criteria.yaml``).
 
 Weights are per leaf, in points that sum to 100. A scenario may replace leaf weights (``weights:``)
-or shift them (``weight_adjustments:``, deltas that must sum to zero). The result must be a set of
+or shift them (``weight_adjustments:``, deltas that must sum to zero). A replacement may also name a
+group (``performance: 50``, as the guide speaks of "performance 40"): its leaves share the group's
+points in the proportions they had before (the defaults shifted by the adjustments). The result must be a set of
 non-negative numbers summing to 100; anything else is a :class:`UserInputError` naming the field.
 """
 
@@ -72,10 +74,23 @@ class Weights:
         return dict(self.leaf)
 
 
-def _check_leaf(name: str, field: str) -> None:
-    leaves = criteria_data().leaves
-    if name not in leaves:
-        raise UnknownIdError("criterion", name, leaves, field=f"{field}.{name}")
+def _check_name(name: str, field: str, *, groups: bool = False) -> None:
+    """``name`` must be a leaf criterion (or, with ``groups``, a group); the error lists the valid names."""
+    cd = criteria_data()
+    known = [*cd.leaves, *(cd.groups if groups else ())]
+    if name not in known:
+        err = UnknownIdError("criterion", name, known, field=f"{field}.{name}")
+        names = f"criteria: {', '.join(cd.leaves)}" + (f"; groups: {', '.join(cd.groups)}" if groups else "")
+        raise UserInputError(f"{err.message} ({names})", field=f"{field}.{name}", hint=err.hint)
+
+
+def _split_group(group: str, points: float, base: Mapping[str, float]) -> dict[str, float]:
+    """``points`` shared by the leaves of ``group`` in their proportions in ``base`` (the defaults if all are 0)."""
+    cd = criteria_data()
+    leaves = cd.groups[group]
+    ref = base if sum(base[x] for x in leaves) > 0 else cd.defaults
+    total = sum(ref[x] for x in leaves)
+    return {x: points * ref[x] / total for x in leaves}
 
 
 def _number(v: Any, field: str) -> float:
@@ -92,7 +107,7 @@ def make_weights(replace: Mapping[str, Any] | None = None, adjust: Mapping[str, 
     if adjust:
         deltas = {}
         for name, v in adjust.items():
-            _check_leaf(name, adjust_field)
+            _check_name(name, adjust_field)
             deltas[name] = _number(v, f"{adjust_field}.{name}")
         s = sum(deltas.values())
         if abs(s) > SUM_TOLERANCE:
@@ -103,30 +118,41 @@ def make_weights(replace: Mapping[str, Any] | None = None, adjust: Mapping[str, 
             if w[name] < -SUM_TOLERANCE and name not in replace:
                 raise UserInputError(f"adjustment makes the weight negative ({w[name]:g})", field=f"{adjust_field}.{name}")
             w[name] = max(0.0, w[name])
+    groups = criteria_data().groups
+    base = dict(w)
     for name, v in replace.items():
-        _check_leaf(name, field)
+        _check_name(name, field, groups=True)
         x = _number(v, f"{field}.{name}")
         if x < 0:
             raise UserInputError(f"weights must be >= 0, got {x:g}", field=f"{field}.{name}")
-        w[name] = x
+        if name in groups:
+            both = [leaf for leaf in groups[name] if leaf in replace]
+            if both:
+                raise UserInputError(f"give the group {name} or its leaves ({', '.join(both)}), not both",
+                                     field=f"{field}.{name}")
+            w.update(_split_group(name, x, base))
+        else:
+            w[name] = x
     total = sum(w.values())
     if abs(total - TOTAL) > SUM_TOLERANCE:
         raise UserInputError(
             f"leaf weights must sum to 100; they sum to {total:g} "
-            f"({', '.join(f'{k}={v:g}' for k, v in w.items())})",
+            f"({', '.join(f'{g} {sum(w[x] for x in leaves):g}' for g, leaves in groups.items())}; "
+            f"leaves {', '.join(f'{k}={v:g}' for k, v in w.items())})",
             field=field,
         )
     return Weights(MappingProxyType(w))
 
 
 def parse_weight_flags(flags: list[str]) -> dict[str, float]:
-    """``["latency=15", "throughput=0"]`` -> mapping (CLI ``--weight``); errors name ``--weight``."""
+    """``["latency=15", "throughput=0"]`` -> mapping (CLI ``--weight``; a group name such as ``performance=50``
+    too); errors name ``--weight``."""
     out: dict[str, float] = {}
     for f in flags:
         name, sep, value = f.partition("=")
         if not sep:
             raise UserInputError(f"expected CRITERION=POINTS, got {f!r}", field="--weight")
-        _check_leaf(name.strip(), "--weight")
+        _check_name(name.strip(), "--weight", groups=True)
         try:
             out[name.strip()] = float(value)
         except ValueError:

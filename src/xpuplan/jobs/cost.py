@@ -23,6 +23,7 @@ from xpuplan.cost import (
     ReliabilityResult,
     TcoResult,
     Usage,
+    check_team_stacks,
     job_cost,
     porting_for,
     reliability,
@@ -42,10 +43,11 @@ from xpuplan.jobs.requests import (
     SeqLen,
     Share,
     Tokens,
+    flag_error,
     parse_request,
 )
 from xpuplan.jobs.results import Result
-from xpuplan.perf.power import PowerCapResult, power_cap_what_if, power_profile_for
+from xpuplan.perf.power import WORK_DRAW_FRACTION, PowerCapResult, power_cap_what_if, power_profile_for
 
 MAX_YEARS = 50.0
 
@@ -83,6 +85,9 @@ class CostRequestBase(Request):
 
     @model_validator(mode="after")
     def _cloud_provider(self) -> CostRequestBase:
+        if self.provider is not None and self.mode == "owned" and "mode" in self.model_fields_set:
+            raise flag_error(type(self), "mode", f"mode 'owned' (--owned: buy the hardware) contradicts provider "
+                             f"{self.provider!r} (--cloud: rent it); give one of them")
         if self.provider is not None and self.mode != "cloud":
             object.__setattr__(self, "mode", "cloud")
         return self
@@ -132,6 +137,18 @@ class PowerCapRequest(Request):
     compute_bound_fraction: Share = 1.0
     dvfs_exponent: float | None = Field(default=None, ge=0.5, le=5, allow_inf_nan=False)
     idle_fraction: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _idle_below_busy(self) -> PowerCapRequest:
+        # the power model's busy draws are fixed here: idle draw above the lowest of them would make a
+        # busy device draw less than an idle one
+        busy = min(WORK_DRAW_FRACTION.values(), key=lambda a: a.value)
+        if self.idle_fraction is not None and self.idle_fraction > busy.value:
+            raise flag_error(type(self), "idle_fraction",
+                             f"must be between 0 and {busy.value:g} (got {self.idle_fraction:g}): a device's idle draw "
+                             f"cannot exceed its lowest busy draw, {busy.value:g} of TDP for memory-bound work "
+                             "(LLM decode) in the power model")
+        return self
 
 
 class ServeCostRequest(CostRequestBase):
@@ -208,6 +225,13 @@ def _flags(req: Request) -> Iterator[None]:
         raise
 
 
+def _check_team(req: CostRequestBase, ctx: RunContext) -> None:
+    """The team's stacks must be software stacks of the catalog (an unknown one would price a port silently)."""
+    if req.team_stacks is not None:
+        check_team_stacks(req.team_stacks, (d.ecosystem.software_stack for d in ctx.catalog),
+                          field=type(req).flag("team_stacks"))
+
+
 def _porting(device: Any, book: PriceBook, req: CostRequestBase) -> dict[str, Any] | None:
     est = porting_for(device, book, req.options())
     return None if est is None else est.to_dict()
@@ -217,6 +241,7 @@ def run_tco(req: TcoRequest, ctx: RunContext | None = None) -> TcoResult:
     """TCO of ``req.devices`` x ``req.hw`` over ``req.years``."""
     ctx = ctx or default_context()
     dev = ctx.device(req.hw, field="--hw")
+    _check_team(req, ctx)
     with _flags(req):
         inputs = resolve_inputs(dev, _book(req), req.options())
         return tco_core(inputs, power_profile_for(dev, tdp_w=req.tdp_w), devices=req.devices, years=req.years,
@@ -230,6 +255,7 @@ def run_train_cost(req: TrainCostRequest, ctx: RunContext | None = None) -> Trai
     ctx = ctx or default_context()
     dev = ctx.device(req.hw, field="--hw")
     model = ctx.model(req.model, field="--model")
+    _check_team(req, ctx)
     book = _book(req)
     with _flags(req):
         inputs = resolve_inputs(dev, book, req.options())  # price errors before the (slower) search
@@ -251,14 +277,19 @@ def run_train_cost(req: TrainCostRequest, ctx: RunContext | None = None) -> Trai
     failure_free_s = best.time_to_train_s
     params = float(xp.param_breakdown(model).total)
     ckpt = req.checkpoint_bytes if req.checkpoint_bytes is not None else params * CHECKPOINT_BYTES_PER_PARAM.value
-    rel = reliability(
-        devices=req.devices,
-        failure_free_time_s=failure_free_s,
-        checkpoint_bytes=ckpt,
-        storage_bytes_per_s=req.storage_gb_per_s * units.GB_PER_S if req.storage_gb_per_s else None,
-        failures_per_device_hour=req.failures_per_device_hour,
-        restart_s=req.restart_s,
-    )
+    try:
+        rel = reliability(
+            devices=req.devices,
+            failure_free_time_s=failure_free_s,
+            checkpoint_bytes=ckpt,
+            storage_bytes_per_s=req.storage_gb_per_s * units.GB_PER_S if req.storage_gb_per_s else None,
+            failures_per_device_hour=req.failures_per_device_hour,
+            restart_s=req.restart_s,
+        )
+    except UserInputError as exc:
+        if exc.field == "storage_bytes_per_s":
+            raise UserInputError(exc.message, field=type(req).flag("storage_gb_per_s")) from None
+        raise
     if req.checkpoint_bytes is None:
         rel = rel.model_copy(update={"assumptions": [*rel.assumptions, CHECKPOINT_BYTES_PER_PARAM.to_dict()]})
     usage = Usage(device_id=dev.id, devices=req.devices, duration_s=rel.effective_time_s, busy_fraction=1.0,
@@ -291,6 +322,10 @@ def run_serve_cost(req: ServeCostRequest, ctx: RunContext | None = None) -> Serv
     ctx = ctx or default_context()
     dev = ctx.device(req.hw, field="--hw")
     model = ctx.model(req.model, field="--model")
+    _check_team(req, ctx)
+    if model.type != "encoder":  # a prompt (plus its output) longer than the model's context: as infer capacity
+        model.check_context(req.input_len, "--in")
+        model.check_context(req.input_len + req.output_len, "--out")
     book = _book(req)
     with _flags(req):
         inputs = resolve_inputs(dev, book, req.options())

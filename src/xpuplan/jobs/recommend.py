@@ -48,7 +48,7 @@ class RecommendRequest(BaseModel):
     lang: str = Field(default="en", pattern="^(en|zh)$")
     samples: int | None = Field(default=None, ge=0, le=100_000, description="Monte Carlo samples (None: scenario)")
     seed: int | None = Field(default=None, ge=0)
-    weights: dict[str, float] | None = Field(default=None, description="leaf weights replacing the scenario's")
+    weights: dict[str, float] | None = Field(default=None, description="leaf (or group) weights replacing the scenario's")
 
 
 def _scenario(req: RecommendRequest) -> Scenario:
@@ -75,7 +75,11 @@ def recommend(request: RecommendRequest | Scenario | dict[str, Any] | str | None
     s = _scenario(req)
     w = None
     if req.weights is not None:
-        w = make_weights({**s.weights, **req.weights}, s.weight_adjustments, field="--weight")
+        # a group the request names (performance=50) replaces the scenario's own weights of that group's leaves
+        groups = criteria_data().groups
+        shadowed = {leaf for g in req.weights if g in groups for leaf in groups[g]}
+        kept = {k: v for k, v in s.weights.items() if k not in shadowed}
+        w = make_weights({**kept, **req.weights}, s.weight_adjustments, field="--weight")
     from xpuplan.jobs.context import default_context
 
     ev = evaluate(s, catalog=default_context().catalog, samples=req.samples, seed=req.seed, weights=w,
