@@ -82,7 +82,10 @@ def test_model_unknown():
 
 
 def test_memory_infer_guide_numbers():
-    r = run("memory", "infer", "--model", "llama3-70b", "--context", "131072", "--json")
+    # the guide's 128K-token figure needs Llama 3.1's context: Llama 3 70B stops at 8,192 tokens
+    refused = run("memory", "infer", "--model", "llama3-70b", "--context", "131072", "--json")
+    assert refused.exit_code == 2 and "--context" in refused.output
+    r = run("memory", "infer", "--model", "llama3.1-70b", "--context", "131072", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["bytes_per_replica"]["weights"] == pytest.approx(141e9, rel=0.01)

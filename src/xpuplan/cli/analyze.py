@@ -101,7 +101,8 @@ def memory_infer(
     dtype: Annotated[str, typer.Option(help="weight dtype: fp32, bf16, fp16, fp8, int8, int4, fp4 (NVFP4), nvfp4, mxfp4")] = "bf16",
     kv_dtype: Annotated[str, typer.Option(help="KV-cache dtype")] = "bf16",
     batch: Annotated[int, typer.Option(help="concurrent sequences")] = 1,
-    context: Annotated[int, typer.Option(help="tokens per sequence (prompt + output)")] = 4096,
+    context: Annotated[int | None, typer.Option(help="tokens per sequence (prompt + output); default 4096, or the "
+                                                    "model's context when shorter")] = None,
     tp: Annotated[int | None, typer.Option(help="tensor-parallel devices per replica")] = None,
     pp: int = 1,
     engine: Annotated[str | None, typer.Option(help="serving engine whose memory rules apply (with --hw)")] = None,

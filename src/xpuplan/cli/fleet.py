@@ -53,6 +53,8 @@ def _render(plan: Any) -> None:
                              for c in plan.constraints]))
     if plan.pruned:
         console.print("pruned: " + "; ".join(plan.pruned), highlight=False)
+    for n in plan.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False, soft_wrap=True)
     if plan.training:
         t = plan.training
         console.print(f"training: {t['model']} on {t['devices']} x {t['hardware']}: {_usd(t['total_cost'])}; "

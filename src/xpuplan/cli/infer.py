@@ -95,9 +95,7 @@ def estimate_cmd(
         if "at_slo" in r:
             s = r["at_slo"]
             p = s["point"]
-            pct = res.slo["percentile"] if res.slo else 99.0
-            console.print(f"{r['replica']['key']}: at TTFT P{pct:g} <= {_ms(res.slo['ttft_s'] if res.slo else None)} ms and "
-                          f"TPOT <= {_ms(res.slo['tpot_s'] if res.slo else None)} ms: {s['max_requests_per_s']:.3g} req/s per replica "
+            console.print(f"{r['replica']['key']}: at {_slo_text(res.slo or {})}: {s['max_requests_per_s']:.3g} req/s per replica "
                           f"({s['max_requests_per_s_per_device']:.3g} per device), {p['output_tokens_per_s']:,.0f} out tok/s, "
                           f"concurrency {p['concurrency']}, limited by {s['limited_by']}", highlight=False)
         if "disaggregated" in r:
@@ -132,9 +130,19 @@ def estimate_cmd(
         typer.echo(text)
 
 
-def _ms(seconds: float | None) -> str:
-    """A latency limit in seconds, shown in ms ("None" when unset)."""
-    return "None" if seconds is None else f"{seconds * 1e3:g}"
+def _ms(seconds: float) -> str:
+    """A latency limit in seconds, shown in ms."""
+    return f"{seconds * 1e3:g}"
+
+
+def _slo_text(slo: dict[str, Any]) -> str:
+    """The latency limits given, e.g. "TTFT P99 <= 500 ms and TPOT <= 50 ms" (a limit not given is not shown)."""
+    parts = []
+    if slo.get("ttft_s") is not None:
+        parts.append(f"TTFT P{slo.get('percentile', 99.0):g} <= {_ms(slo['ttft_s'])} ms")
+    if slo.get("tpot_s") is not None:
+        parts.append(f"TPOT <= {_ms(slo['tpot_s'])} ms")
+    return " and ".join(parts) or "no latency limit"
 
 
 def _row(r: dict[str, Any], is_encoder: bool) -> list[Any]:
@@ -229,8 +237,8 @@ def capacity_cmd(
                      at["tpot_s"] * 1e3 if at else None, o.limited_by,
                      o.disaggregated["devices"] if o.disaggregated else (o.disaggregated_error and "infeasible")])
     console.print(table(
-        f"{plan.model}: {target:g} req/s, in {fmt_number(in_len)}, out {fmt_number(out_len)}, TTFT P{slo['percentile']:g} <= "
-        f"{_ms(slo['ttft_s'])} ms, TPOT <= {_ms(slo['tpot_s'])} ms",
+        f"{plan.model}: {target:g} req/s, in {fmt_number(in_len)}, out {fmt_number(out_len)}, "
+        f"{_slo_text(slo).replace(' and ', ', ')}",
         ["hardware", "replica", "dtype", "engine", "req/s/replica", "replicas", "devices", f"TTFT P{slo['percentile']:g} ms",
          "TPOT ms", "limited by", "disagg devices"], rows,
         caption="devices = replicas x devices per replica; latencies at the target load spread over the replicas"))

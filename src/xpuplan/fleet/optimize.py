@@ -223,6 +223,23 @@ def class_capacity(cls: RequestClass, opt: HardwareOption, assumptions: Assumpti
                          limited_by=res.limited_by)
 
 
+def left_out(classes: list[RequestClass], options: list[HardwareOption],
+             capacities: list[ClassCapacity]) -> list[str]:
+    """One note per option that cannot serve some class (capacity 0: it does not fit, or misses the SLO even
+    unloaded), with the planner's reason: the optimiser leaves it out for those classes."""
+    by_key = {(c.request_class, c.option): c for c in capacities}
+    notes = []
+    for opt in options:
+        missed = [by_key[(cls.name, opt.key)] for cls in classes
+                  if by_key[(cls.name, opt.key)].max_requests_per_s_per_replica <= 0]
+        if not missed:
+            continue
+        who = ("every class" if len(missed) == len(classes)
+               else "class " + ", ".join(repr(c.request_class) for c in missed))
+        notes.append(f"{opt.key} left out for {who}: {missed[0].reason or 'no capacity at the SLO'}")
+    return notes
+
+
 def build_problem(classes: list[RequestClass], options: list[HardwareOption], caps: list[list[float]],
                   cons: FleetConstraints) -> MixProblem:
     """The MILP data: rates, capacities, cost per replica-hour, resource rows."""
@@ -359,7 +376,7 @@ def optimize_mix(classes: list[RequestClass], options: list[HardwareOption], con
         # a restriction is never cheaper: clip float noise of the two sums at 0
         savings_vs_best_single=max(0.0, 1.0 - total / best.total_cost) if best is not None and best.total_cost > 0
         else None,
-        capacities=capacities, pruned=pruned,
+        capacities=capacities, pruned=pruned, notes=left_out(classes, kept, capacities),
         prices=[{"option": o.key, "usd_per_device_hour": o.usd_per_device_hour, "source": o.price_source,
                  "power_w_per_device": o.power_w_per_device} for o in kept],
     )

@@ -206,6 +206,21 @@ class RooflineRequest(Request):
     dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
     tp: int = Field(default=1, ge=1, le=1 << 20)
 
+    @model_validator(mode="after")
+    def _one_op(self) -> RooflineRequest:
+        """One kind of op per run (a model's layer, a GEMM, an elementwise op or an optimizer step): a second one
+        given would be ignored; --tp splits a model's layer only."""
+        given = [f for f, on in (("--model", self.model is not None),
+                                 ("--m/--n/--k", any(v is not None for v in (self.m, self.n, self.k))),
+                                 ("--elements", self.elements is not None),
+                                 ("--adam-params", self.adam_params is not None)) if on]
+        if len(given) > 1:
+            raise UserInputError(f"give one of --model, --m/--n/--k, --elements or --adam-params (got {' and '.join(given)})",
+                                 field="--model" if self.model is not None else given[0].split("/")[0])
+        if self.tp > 1 and self.model is None:
+            raise flag_error(type(self), "tp", "--tp splits a model's layer: give it with --model")
+        return self
+
 
 class RooflineResult(Result):
     """Result of ``roofline``: compute- vs memory-bound time of each op."""
@@ -223,12 +238,16 @@ class RooflineResult(Result):
 def roofline(req: RooflineRequest, ctx: RunContext | None = None) -> RooflineResult:
     from xpuplan.perf.ops import head_ops, layer_ops
     from xpuplan.perf.roofline import cost_adam_step, cost_elementwise, cost_gemm, op_time
+    from xpuplan.serve.validity import rule_tp_divides_heads
 
     ctx = ctx or default_context()
     dev = ctx.device(req.hw)
     eff = ctx.efficiency(dev)
     if req.model:
         mm = ctx.model(req.model)
+        issue = rule_tp_divides_heads(req.tp, mm)  # the rule memory, train and infer apply
+        if issue is not None:
+            raise flag_error(type(req), "tp", issue.message)
         ops = layer_ops(mm, batch=req.batch, q_len=req.q_len, kv_len=req.kv_len, tp=req.tp, dtype=req.dtype)
         if req.q_len == 1 or req.q_len == req.kv_len:
             ops += head_ops(mm, rows=req.batch, tp=req.tp, dtype=req.dtype)

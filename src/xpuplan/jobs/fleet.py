@@ -49,6 +49,8 @@ from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.fleet.optimize import FleetConstraints, FleetPlan, HardwareOption, RequestClass, optimize_mix
 from xpuplan.jobs.context import RunContext, default_context
 from xpuplan.jobs.requests import MAX_DEVICES, Id, LatencyMs, ModelRef, Percentile, PositiveFloat, Request
+from xpuplan.jobs.serve import percentile_message
+from xpuplan.serve.sim.config import NotBool, cut_below_mean
 from xpuplan.workload.lengths import LengthDist, number_to_fixed
 
 #: Default horizon of ``total_cost``: one year of 365.25 days.
@@ -74,9 +76,16 @@ class _Strict(BaseModel):
 
 
 class SLOIn(_Strict):
-    ttft_ms: LatencyMs | None = None
-    tpot_ms: LatencyMs | None = None
-    percentile: Percentile = 99.0
+    ttft_ms: Annotated[LatencyMs, NotBool] | None = None
+    tpot_ms: Annotated[LatencyMs, NotBool] | None = None
+    percentile: Annotated[Percentile, NotBool] = 99.0
+
+    @field_validator("percentile")
+    @classmethod
+    def _percent(cls, v: float) -> float:
+        if v < 1:
+            raise ValueError(percentile_message(v, "percentile"))
+        return v
 
     @model_validator(mode="after")
     def _some(self) -> SLOIn:
@@ -88,10 +97,18 @@ class SLOIn(_Strict):
 class ClassIn(_Strict):
     name: Annotated[str, Field(min_length=1, max_length=100)]
     model: ModelRef | None = None
-    rate_per_s: float = Field(le=1e9, allow_inf_nan=False, description="requests/s (Poisson arrivals)")
+    rate_per_s: Annotated[float, NotBool] = Field(le=1e9, allow_inf_nan=False, description="requests/s (Poisson arrivals)")
     input_len: LengthDist
     output_len: LengthDist
     slo: SLOIn
+
+    @field_validator("input_len", "output_len")
+    @classmethod
+    def _cut(cls, d: LengthDist) -> LengthDist:
+        why = cut_below_mean(d)
+        if why:
+            raise ValueError(why)
+        return d
 
     @field_validator("rate_per_s")
     @classmethod
@@ -112,15 +129,15 @@ class ClassIn(_Strict):
 
 class CandidateIn(_Strict):
     hardware: Id
-    tp: list[Annotated[int, Field(ge=1, le=1024)]] | None = None
+    tp: list[Annotated[int, NotBool, Field(ge=1, le=1024)]] | None = None
     dtype: list[Id] = Field(default_factory=lambda: ["bf16"])
     engine: Id | None = None
-    usd_per_hour: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False,
-                                       description="price per device-hour, USD")
-    purchase_usd: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False,
-                                       description="purchase price per device, USD (owned)")
-    power_w: PositiveFloat | None = None
-    max_devices: int | None = Field(default=None, ge=0, le=MAX_DEVICES)
+    usd_per_hour: Annotated[float, NotBool] | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False,
+                                                           description="price per device-hour, USD")
+    purchase_usd: Annotated[float, NotBool] | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False,
+                                                           description="purchase price per device, USD (owned)")
+    power_w: Annotated[PositiveFloat, NotBool] | None = None
+    max_devices: Annotated[int, NotBool] | None = Field(default=None, ge=0, le=MAX_DEVICES)
 
     @model_validator(mode="before")
     @classmethod
@@ -135,7 +152,7 @@ class CandidateIn(_Strict):
 
 class PricingIn(_Strict):
     mode: Literal["owned", "cloud"] = "owned"
-    years: float = Field(default=DEFAULT_YEARS, gt=0, le=50, allow_inf_nan=False)
+    years: Annotated[float, NotBool] = Field(default=DEFAULT_YEARS, gt=0, le=50, allow_inf_nan=False)
     region: Id = "us"
     cooling: Id = "air"
     provider: Id | None = None
@@ -143,9 +160,9 @@ class PricingIn(_Strict):
 
 
 class ConstraintsIn(_Strict):
-    max_power_kw: PositiveFloat | None = None
-    budget_usd_per_hour: PositiveFloat | None = None
-    max_total_devices: int | None = Field(default=None, ge=1, le=MAX_DEVICES)
+    max_power_kw: Annotated[PositiveFloat, NotBool] | None = None
+    budget_usd_per_hour: Annotated[PositiveFloat, NotBool] | None = None
+    max_total_devices: Annotated[int, NotBool] | None = Field(default=None, ge=1, le=MAX_DEVICES)
     allowed_vendors: list[Id] | None = None
     allowed_countries: list[Id] | None = None
     domestic_only: Id | None = Field(default=None, description="country code: only devices from there")
@@ -154,19 +171,21 @@ class ConstraintsIn(_Strict):
 class TrainingIn(_Strict):
     model: ModelRef | None = None
     hardware: Id
-    devices: int = Field(ge=1, le=MAX_DEVICES)
-    tokens: float = Field(gt=0, le=1e16, allow_inf_nan=False)
-    seq_len: int = Field(default=4096, ge=1, le=1 << 24)
+    devices: Annotated[int, NotBool] = Field(ge=1, le=MAX_DEVICES)
+    tokens: Annotated[float, NotBool] = Field(gt=0, le=1e16, allow_inf_nan=False)
+    seq_len: Annotated[int, NotBool] = Field(default=4096, ge=1, le=1 << 24)
 
 
 class SimulationIn(_Strict):
-    duration_s: float = Field(default=DEFAULT_SIM_DURATION_S, gt=0, le=86400 * 7, allow_inf_nan=False)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    duration_s: Annotated[float, NotBool] = Field(default=DEFAULT_SIM_DURATION_S, gt=0, le=86400 * 7,
+                                                  allow_inf_nan=False)
+    seed: Annotated[int, NotBool] = Field(default=0, ge=0, le=2**63 - 1)
 
 
 class FleetScenario(_Strict):
     model: ModelRef | None = None
-    horizon_hours: float = Field(default=DEFAULT_HORIZON_HOURS, gt=0, le=50 * 8766, allow_inf_nan=False)
+    horizon_hours: Annotated[float, NotBool] = Field(default=DEFAULT_HORIZON_HOURS, gt=0, le=50 * 8766,
+                                                     allow_inf_nan=False)
     classes: Annotated[list[ClassIn], Field(min_length=1, max_length=64)]
     candidates: Annotated[list[CandidateIn], Field(min_length=1, max_length=64)]
     pricing: PricingIn = PricingIn()
@@ -224,6 +243,21 @@ def _at(ls: LoadedScenario, loc: tuple[Any, ...]) -> Iterator[None]:
         raise ls.error(exc.message, loc, hint=exc.hint) from None
 
 
+def _check_context(ls: LoadedScenario, i: int, c: ClassIn, m: Any) -> None:
+    """Class ``i``'s lengths against its model's context, as ``infer estimate`` checks ``--in``/``--out``: the caps
+    (``max``) and the mean prompt (and prompt + output) the planner sizes for (UserInputError at the field)."""
+    from xpuplan.jobs.serve import length_cap_issue
+
+    if m.type == "encoder":
+        return
+    issue = length_cap_issue(m, c.input_len, c.output_len)
+    if issue is not None:
+        raise ls.error(issue[1], ("classes", i, *issue[0]))
+    for key, tokens in (("input_len", c.input_len.average), ("output_len", c.input_len.average + c.output_len.average)):
+        with _at(ls, ("classes", i, key)):
+            m.check_context(tokens)
+
+
 def _classes(ls: LoadedScenario, ctx: RunContext) -> list[RequestClass]:
     from xpuplan.serve import SLO
 
@@ -235,12 +269,38 @@ def _classes(ls: LoadedScenario, ctx: RunContext) -> list[RequestClass]:
             raise ls.error("no model: give one for the scenario or the class", ("classes", i, "model"))
         with _at(ls, ("classes", i, "model") if c.model else ("model",)):
             m = ctx.model(name)
+        _check_context(ls, i, c, m)
         slo = SLO(ttft_s=None if c.slo.ttft_ms is None else c.slo.ttft_ms * units.MS,
                   tpot_s=None if c.slo.tpot_ms is None else c.slo.tpot_ms * units.MS, percentile=c.slo.percentile)
         out.append(RequestClass(name=c.name, model=m, rate_per_s=c.rate_per_s, input_len=c.input_len.average,
                                 output_len=c.output_len.average, slo=slo,
                                 ttft_input_len=c.input_len.quantile(c.slo.percentile)))
     return out
+
+
+def _check_candidates(ls: LoadedScenario, ctx: RunContext, classes: list[RequestClass]) -> None:
+    """Each candidate's engine, dtypes and tps against its hardware and the classes' models: an unknown engine or
+    precision name, an engine built for another vendor's software stack, a tp that divides the heads of no class's
+    model are mistakes in the file (UserInputError at the candidate's field), not options that cannot serve
+    (those the optimiser leaves out, saying so in the plan's notes)."""
+    from xpuplan.jobs.serve import check_engine, check_precisions
+    from xpuplan.serve.validity import layout_issues
+
+    models = list({c.model.id: c.model for c in classes}.values())
+    for i, cand in enumerate(ls.scenario.candidates):
+        with _at(ls, ("candidates", i, "hardware")):
+            dev = ctx.device(cand.hardware)
+        if cand.engine is not None:
+            with _at(ls, ("candidates", i, "engine")):
+                check_engine(ctx, cand.engine, [dev])
+        for j, dt in enumerate(cand.dtype):
+            with _at(ls, ("candidates", i, "dtype", j)):
+                check_precisions([dt], None)
+        for j, tp in enumerate(cand.tp or []):
+            issues = [layout_issues(m, tp, 1, 1) for m in models]
+            if all(issues):
+                raise ls.error(issues[0][0].message + (" (and for every class's model)" if len(models) > 1 else ""),
+                               ("candidates", i, "tp", j))
 
 
 def _price(ls: LoadedScenario, i: int, dev: Any, book: Any) -> tuple[float, str]:
@@ -421,7 +481,7 @@ def _training(ls: LoadedScenario, ctx: RunContext) -> dict[str, Any]:
 class FleetRequest(Request):
     """``xpuplan fleet optimize SCENARIO``."""
 
-    FLAGS = {"scenario": "SCENARIO"}
+    FLAGS = {"scenario": "SCENARIO", "duration_s": "--duration"}
 
     scenario: Annotated[str, Field(min_length=1, max_length=4096)] | dict[str, Any] = Field(
         description="scenario file, or its content as a mapping (no file is read then)")
@@ -447,6 +507,7 @@ def plan_scenario(ls: LoadedScenario, ctx: RunContext | None = None, *, verify: 
                                 input_len=c.input_len, output_len=c.output_len, slo=c.slo,
                                 ttft_input_len=c.ttft_input_len) for c in classes]
     cons = _constraints(ls, ctx)
+    _check_candidates(ls, ctx, classes)
     options = _options(ls, ctx, cons)
     if only_hardware is not None:
         options = [o for o in options if o.device.id == only_hardware]
@@ -527,7 +588,8 @@ def optimize_fleet(scenario: str | Path | Mapping[str, Any], *, verify: bool = F
 class SweepRequest(Request):
     """``xpuplan fleet sweep SCENARIO``: rate scales x hardware sets x seeds."""
 
-    FLAGS = {"scenario": "SCENARIO", "rate_scale": "--rate-scale", "hardware": "--each-hardware"}
+    FLAGS = {"scenario": "SCENARIO", "rate_scale": "--rate-scale", "hardware": "--each-hardware",
+             "duration_s": "--duration"}
 
     scenario: Annotated[str, Field(min_length=1, max_length=4096)]
     rate_scale: list[Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]] = Field(default_factory=lambda: [1.0])
@@ -570,11 +632,12 @@ def sweep_tasks(req: SweepRequest) -> list[Any]:
     from xpuplan.fleet.sweep import make_tasks
 
     ls = load_scenario(req.scenario)  # validate once, here, before any worker starts
+    ctx = default_context()
+    _check_candidates(ls, ctx, _classes(ls, ctx))
     path = str(Path(req.scenario).resolve())
     hws: list[str | None] = [None]
     if req.hardware:
         cat_ids = [c.hardware for c in ls.scenario.candidates]
-        ctx = default_context()
         hws += [ctx.device(h, field="candidates.hardware").id for h in cat_ids]
     seeds = range(req.seeds) if (req.verify or req.price_jitter > 0) else range(1)
     items = []

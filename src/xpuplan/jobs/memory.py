@@ -40,6 +40,8 @@ INFER_DTYPES: Final = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "f
 #: block scales are part of the format, as the serving replica counts them).
 _WEIGHT_STORAGE: Final = {"fp4": "nvfp4"}
 KV_DTYPES: Final = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+#: Tokens per sequence of ``memory infer`` when ``--context`` is not given (the model's context when shorter).
+DEFAULT_INFER_CONTEXT: Final = 4096
 
 
 class MemoryTrainRequest(Request):
@@ -92,7 +94,8 @@ class MemoryInferRequest(Request):
     dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "nvfp4", "mxfp4"] = "bf16"
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "bf16"
     batch: Batch = 1
-    context: SeqLen = Field(default=4096, description="tokens per sequence (prompt + output)")
+    context: SeqLen | None = Field(default=None, description="tokens per sequence (prompt + output); default "
+                                   f"{DEFAULT_INFER_CONTEXT}, or the model's context when shorter")
     tp: Degree | None = Field(default=None, description="tensor-parallel devices per replica")
     pp: Degree = 1
     engine: Id | None = Field(default=None, description="serving engine whose memory rules apply (with --hw)")
@@ -228,7 +231,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
 # =================================================================================================
 # memory infer
 # =================================================================================================
-def _replica_fit(model: Any, dev: Any, req: MemoryInferRequest, tp: int, assumptions: Any) -> tuple[Any, Any, str | None]:
+def _replica_fit(model: Any, dev: Any, req: MemoryInferRequest, tp: int, assumptions: Any,
+                 context: int) -> tuple[Any, Any, str | None]:
     """(replica, memory plan, None) if the batch fits at ``tp``, else (replica, plan, reason)."""
     from xpuplan.serve import make_replica
     from xpuplan.serve.kv import memory_plan, require_fit
@@ -238,7 +242,7 @@ def _replica_fit(model: Any, dev: Any, req: MemoryInferRequest, tp: int, assumpt
                        engine=req.engine, memory_fraction=frac, assumptions=assumptions)
     plan = memory_plan(rep)
     try:
-        require_fit(rep, plan, req.context, req.batch)
+        require_fit(rep, plan, context, req.batch)
     except InfeasibleError as exc:
         return rep, plan, "; ".join([str(exc), *exc.reasons])
     return rep, plan, None
@@ -248,17 +252,23 @@ def _replica_fit(model: Any, dev: Any, req: MemoryInferRequest, tp: int, assumpt
 def memory_infer(req: MemoryInferRequest, ctx: RunContext | None = None) -> MemoryInferResult:
     """Weights, KV cache and workspace per device; with ``--hw`` the serving planner's fit verdict
     and, without ``--tp``, the smallest TP (power of two) that fits."""
+    from xpuplan.jobs.serve import check_engine
     from xpuplan.perf.memory import inference_memory
     from xpuplan.serve.kv import max_concurrent_sequences
     from xpuplan.serve.validity import layout_issues, raise_first
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
+    context = req.context if req.context is not None else min(DEFAULT_INFER_CONTEXT, m.max_seq_len)
+    if m.type != "encoder":  # as infer estimate checks --in/--out: a sequence beyond the context is the user's mistake
+        m.check_context(context, "--context")
     if req.tp is not None:
         raise_first(layout_issues(m, req.tp, req.pp, 1))
     else:
         raise_first(layout_issues(m, 1, req.pp, 1))
     dev = ctx.device(req.hw) if req.hw else None
+    if req.engine is not None:  # an unknown engine, or one not built for the device's software stack (with --hw)
+        check_engine(ctx, req.engine, [dev] if dev else [])
     tp = req.tp or 1
     fit: tuple[Any, Any, str | None] | None = None
     assumptions = ctx.assumptions([dev]) if dev else None
@@ -267,32 +277,32 @@ def memory_infer(req: MemoryInferRequest, ctx: RunContext | None = None) -> Memo
             t = 1
             while t <= MAX_TP_SEARCH:
                 if not layout_issues(m, t, req.pp, 1):
-                    fit = _replica_fit(m, dev, req, t, assumptions)
+                    fit = _replica_fit(m, dev, req, t, assumptions, context)
                     if fit[2] is None:
                         break
                 t *= 2
             if fit is None or fit[2] is not None:
                 raise InfeasibleError(
-                    f"{m.id} with batch {req.batch} x {req.context} tokens does not fit on up to {MAX_TP_SEARCH} "
+                    f"{m.id} with batch {req.batch} x {context} tokens does not fit on up to {MAX_TP_SEARCH} "
                     f"{dev.id} per replica (tp a power of two dividing the heads)",
                     reasons=[] if fit is None else [fit[2] or ""])
             tp = fit[0].tp
         else:
-            fit = _replica_fit(m, dev, req, tp, assumptions)
-    mem = inference_memory(m, weight_dtype=_WEIGHT_STORAGE.get(req.dtype, req.dtype), kv_dtype=req.kv_dtype, batch=req.batch, context=req.context,
+            fit = _replica_fit(m, dev, req, tp, assumptions, context)
+    mem = inference_memory(m, weight_dtype=_WEIGHT_STORAGE.get(req.dtype, req.dtype), kv_dtype=req.kv_dtype, batch=req.batch, context=context,
                            tp=tp, pp=req.pp)
     out: dict[str, Any] = {
-        "model": m.id, "weight_dtype": req.dtype, "kv_dtype": req.kv_dtype, "batch": req.batch, "context": req.context,
+        "model": m.id, "weight_dtype": req.dtype, "kv_dtype": req.kv_dtype, "batch": req.batch, "context": context,
         "tp": tp, "pp": req.pp, "bytes_per_device": clean(mem.to_dict()),
         "bytes_per_replica": {"weights": mem.weights * tp * req.pp,
-                              "kv_cache_total": mem.kv_bytes_per_token * req.batch * req.context * tp * req.pp},
+                              "kv_cache_total": mem.kv_bytes_per_token * req.batch * context * tp * req.pp},
     }
     if dev is not None and fit is not None:
         rep, plan, reason = fit
-        need_kv = req.batch * plan.blocks_per_sequence(req.context) * plan.block_size_tokens * plan.kv_bytes_per_token
+        need_kv = req.batch * plan.blocks_per_sequence(context) * plan.block_size_tokens * plan.kv_bytes_per_token
         out.update(hardware=dev.id, engine=rep.engine.id, fits=reason is None, devices_per_replica=rep.n_devices,
                    usable_bytes=plan.usable_bytes, headroom_bytes=plan.kv_budget_bytes - need_kv / max(1, rep.ep),
-                   max_batch_at_context=max_concurrent_sequences(rep, plan, req.context),
+                   max_batch_at_context=max_concurrent_sequences(rep, plan, context),
                    serving_memory=clean(plan.to_dict()), reasons=[reason] if reason else [])
     res = MemoryInferResult(**out, used=used(assumptions, [dev] if dev else [], MEMORY_FIGURES,
                                              precisions=[INFER_DTYPES[req.dtype]],

@@ -154,6 +154,9 @@ def overview(
     if len(hardware) > 128:
         raise UserInputError(f"{len(hardware)} devices; at most 128", field="hw")
     m = ctx.model(model, field="model") if isinstance(model, str) else model
+    if m.type != "encoder":  # as infer estimate checks --in/--out: a request beyond the context is the user's mistake
+        m.check_context(input_len, "input_len")
+        m.check_context(input_len + output_len, "output_len")
     if not hardware:
         raise UserInputError("give at least one device", field="hw")
     if not 1 <= train_devices <= 1 << 20:

@@ -93,7 +93,16 @@ class _ServeCommon(Request):
         if self.dataset is not None and find_dataset(self.dataset) is None:
             raise flag_error(type(self), "dataset", f"unknown dataset {self.dataset!r}; known: "
                              + ", ".join(sorted(load_datasets().datasets)))
+        if self.percentile is not None and self.percentile < 1:
+            raise flag_error(type(self), "percentile", percentile_message(self.percentile, "--percentile"))
         return self
+
+
+def percentile_message(value: float, name: str) -> str:
+    """Why a percentile below 1 is refused: it is a percent (99 = P99), and 0.99 is a fraction typed for it."""
+    meant = f"{value * 100:g}" if value * 100 >= 1 else "99"
+    return (f"{name} is a percent from 1 to 100 (99 = P99), not a fraction: {value:g} would be P{value:g}; "
+            f"did you mean {meant}?")
 
 
 class InferEstimateRequest(_ServeCommon):
@@ -236,6 +245,78 @@ def serving_inputs(req: _ServeCommon) -> dict[str, Any]:
     return out
 
 
+def check_engine(ctx: RunContext, name: str | None, devices: list[Device]) -> dict[str, str]:
+    """The serving engine a request names, against its hardware: an unknown name, or an engine that runs on the
+    software stack of none of ``devices`` (``serve.replica.engine_stack_issue``), is a UserInputError naming
+    ``engine``; otherwise {device id: why} for the devices it does not run on (when comparing hardware those are
+    infeasible, the others are planned). Without a name each device serves with its default engine: nothing to check."""
+    from xpuplan.serve.constants import engine_profile
+    from xpuplan.serve.replica import engine_stack_issue
+
+    if name is None or not name.strip():
+        return {}
+    a = ctx.base_assumptions
+    prof = engine_profile(name, assumptions=a)
+    catalog = list(ctx.catalog)
+    refused = {d.id: why for d in devices if (why := engine_stack_issue(prof, d, catalog, a)) is not None}
+    if devices and len(refused) == len(devices):
+        first = next(iter(refused.values()))
+        raise UserInputError(first if len(devices) == 1 else f"{prof.name} runs on none of the hardware given: {first}",
+                             field="engine")
+    return refused
+
+
+def check_precisions(dtypes: list[str], kv_dtype: str | None) -> None:
+    """Precision scheme and KV-cache dtype names (UserInputError naming ``dtype`` / ``kv_dtype``): a name no
+    planner knows is the user's mistake on any hardware (whether a device runs a known scheme is the device's
+    matter, ``serve.precision.resolve_precision``, which accepts the same KV names)."""
+    from xpuplan.serve.precision import KV_DTYPES, normalise_scheme
+
+    for d in dtypes:
+        normalise_scheme(d)
+    if kv_dtype is not None and kv_dtype.strip().casefold() not in (*KV_DTYPES, "auto", "bfloat16"):
+        raise UserInputError(f"unknown KV-cache dtype {kv_dtype!r}; choose one of {', '.join(KV_DTYPES)}",
+                             field="kv_dtype")
+
+
+def length_cap_issue(m: Any, d_in: LengthDist, d_out: LengthDist) -> tuple[tuple[str, str], str] | None:
+    """The longest prompt (and prompt + output) a file's length distributions allow, their ``max`` (an empirical
+    list's largest value), against the model's context (``ModelArch.check_context``, as ``--in``/``--out`` are):
+    (where, why) when a cap exceeds it (where: ``("input_len", "max")``, ``("output_len", "values")``...), else
+    None."""
+    if m.type == "encoder":
+        return None
+
+    def cap(d: LengthDist) -> tuple[str, float | None]:
+        return ("values", max(d.values)) if d.values else ("max", d.max)
+
+    (key_in, top_in), (key_out, top_out) = cap(d_in), cap(d_out)
+    if top_in is None:
+        return None
+    checks = [(("input_len", key_in), top_in)]
+    if top_out is not None:
+        checks.append((("output_len", key_out), top_in + top_out))
+    for where, tokens in checks:
+        try:
+            m.check_context(tokens)
+        except UserInputError as exc:
+            return where, exc.message
+    return None
+
+
+def check_layout(m: Any, tps: list[int] | None, pp: int, ep: int, etp: int | None = None) -> None:
+    """The layout flags against the model before any search (``serve.validity``, UserInputError naming the flag):
+    ep or etp on a dense model, a given tp that does not divide the heads, more stages than layers are the user's
+    mistakes, not an infeasible plan. ``tps``: the tp sizes given (None: searched); ``etp`` is checked against
+    each of them."""
+    from xpuplan.serve.validity import check_parallelism
+
+    if etp is not None and m.moe is None:
+        raise UserInputError(f"etp ({etp}) splits the routed experts; {m.id} is dense", field="etp")
+    for t in tps or [1]:
+        check_parallelism(m, t, pp, ep, etp if tps else None)
+
+
 def _pick(flag: Any, scenario_value: Any, default: Any = None) -> Any:
     if flag is not None:
         return flag
@@ -308,8 +389,6 @@ def _assumptions_kw(planner: Any, ctx: RunContext, devices: list[Device]) -> dic
 # =================================================================================================
 # infer estimate
 # =================================================================================================
-@names_flags
-
 def _engine_refused(rep: Any, target: str, n_devices: int, commands: list[str]) -> bool:
     """True when ``--emit`` names an engine ``rep``'s device cannot run: an error for one device, a comment
     line in ``commands`` when comparing hardware (the engine serves some of it)."""
@@ -343,6 +422,7 @@ def smallest_fitting_tp(model: Any, device: Any, input_len: float, output_len: f
     return sizes[-1]
 
 
+@names_flags
 def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> InferEstimateResult:
     """TTFT, TPOT, throughput of each (device, tp, batch) point; ``InfeasibleError`` when none fits."""
     from xpuplan.serve import (
@@ -377,6 +457,9 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     if not is_encoder:  # a prompt (plus its output) longer than the model's context is the user's mistake
         m.check_context(in_len, "--in")
         m.check_context(in_len + out_len, "--out")
+    check_precisions([dt], kv)
+    check_layout(m, None if auto_tp else tps, pp, ep, etp)
+    refused = check_engine(ctx, eng, devices)
     batch_parts = _batch_parts(req.batch or (str(traffic.batch) if traffic and traffic.batch else "1"))
     n_batches = sum(1 if p == "max" else len(p) for p in batch_parts)
     if len(devices) * len(tps) * n_batches > MAX_SWEEP_POINTS:
@@ -397,6 +480,9 @@ def infer_estimate(req: InferEstimateRequest, ctx: RunContext | None = None) -> 
     assumptions = ctx.assumptions(devices)
     extra = serving_inputs(req)
     for dev in devices:
+        if dev.id in refused:
+            failures.append(f"{dev.id}: {refused[dev.id]}")
+            continue
         layout = dict(pp=pp, ep=ep, etp=etp, dtype=dt, kv_dtype=kv, engine=eng, memory_fraction=frac,
                       assumptions=assumptions, **extra)
         dev_tps = [smallest_fitting_tp(m, dev, in_len, out_len, **layout)] if auto_tp and not is_encoder else tps
@@ -535,10 +621,15 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
     if len(dtypes) > 16:
         raise UserInputError(f"{len(dtypes)} precision schemes; at most 16", field="--dtype")
     tps = int_range(req.tp, "--tp", max_value=MAX_PARALLEL) if req.tp else ([rs.tp] if rs and rs.tp else None)
-    plan = size_for_qps(m, devices, target, in_len, out_len, slo, dtypes=dtypes,
-                        engine=_pick(req.engine, rs.engine if rs else None),
-                        kv_dtype=_pick(req.kv_dtype, rs.kv_dtype if rs else None), tps=tps,
-                        pp=_pick(req.pp, rs.pp if rs and rs.pp > 1 else None), ep=_pick(req.ep, rs.ep if rs and rs.ep > 1 else None),
+    engine = _pick(req.engine, rs.engine if rs else None)
+    kv = _pick(req.kv_dtype, rs.kv_dtype if rs else None)
+    pp = _pick(req.pp, rs.pp if rs and rs.pp > 1 else None)
+    ep = _pick(req.ep, rs.ep if rs and rs.ep > 1 else None)
+    check_precisions(dtypes, kv)
+    check_layout(m, tps, pp or 1, ep or 1)
+    refused = check_engine(ctx, engine, devices)
+    plan = size_for_qps(m, [d for d in devices if d.id not in refused], target, in_len, out_len, slo, dtypes=dtypes,
+                        engine=engine, kv_dtype=kv, tps=tps, pp=pp, ep=ep,
                         etp=_pick(req.etp, rs.etp if rs else None),
                         memory_fraction=_pick(req.memory_fraction, rs.memory_fraction if rs else None),
                         ttft_input_len=tail_len, disagg=req.disagg, **serving_inputs(req),
@@ -562,7 +653,9 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
                 commands.append(head + lp.to_text())
                 launches.append({**clean(lp.to_dict()), "replicas": o.replicas if pool is None else None})
     engines = [o.replica.get("engine") for o in plan.options]
-    res = CapacityResult(**clean(plan.to_dict()), commands=commands, launches=launches,
+    out = clean(plan.to_dict())
+    out["infeasible"] = {**out["infeasible"], **{hw_id: [why] for hw_id, why in refused.items()}}
+    res = CapacityResult(**out, commands=commands, launches=launches,
                          assumed_lengths=d_in is None and d_out is None, dataset=ds,
                          used=used(ctx.assumptions(devices), devices, SERVE_FIGURES, precisions=dtypes,
                                    engines=[e for e in engines if isinstance(e, str)]))
@@ -581,6 +674,6 @@ def infer_capacity(req: CapacityRequest, ctx: RunContext | None = None) -> Capac
             u.ranges["devices"] = [float(math.ceil(x / per_replica - 1e-9) * per_replica) for x in u.ranges["devices"]]
             opt.uncertainty = u
     if not plan.options:
-        reasons = [f"{hw_id}: {r}" for hw_id, rs_ in plan.infeasible.items() for r in rs_[:3]]
+        reasons = [f"{hw_id}: {r}" for hw_id, rs_ in res.infeasible.items() for r in rs_[:3]]
         raise InfeasibleError(f"no hardware option serves {m.id} within the SLO", reasons=reasons, result=res)
     return res

@@ -19,7 +19,7 @@ from xpuplan.datafile import format_loc, line_for, parse_text, read_text
 from xpuplan.errors import UserInputError
 from xpuplan.jobs.requests import PositiveFloat, Request
 from xpuplan.serve.sim import SimConfig, SimulationResult, simulate
-from xpuplan.serve.sim.config import EmpiricalLengths, TraceData
+from xpuplan.serve.sim.config import EmpiricalLengths, PoolConfig, TraceData
 from xpuplan.serve.sim.engine import Progress
 from xpuplan.serve.sim.traces import parse_lengths, parse_trace
 
@@ -137,7 +137,68 @@ def _config(data: dict[str, Any], file: str, lines: dict[Any, int], base: Path |
         raise UserInputError(f"seed must be a non-negative integer (got {seed!r})", field="seed", file=file,
                              line=line_for(("seed",), lines))
     _resolve_files(data, base, file, lines)
-    return validate_config(data, file, lines), seed
+    cfg = validate_config(data, file, lines)
+    _check_length_caps(cfg, file, lines)
+    _check_engines(cfg, file, lines)
+    return cfg, seed
+
+
+def _check_engines(cfg: SimConfig, file: str, lines: dict[Any, int]) -> None:
+    """Each pool's engine against its hardware's software stack (``serve.replica.engine_stack_issue``, as ``infer
+    estimate --engine`` is checked). An unknown engine or hardware is left to the simulator's own error."""
+    from xpuplan.catalog import load_catalog
+    from xpuplan.serve.constants import engine_profile
+    from xpuplan.serve.replica import engine_stack_issue
+
+    catalog = load_catalog()
+    for i, p in enumerate(cfg.pools):
+        if p.engine is None or not p.engine.strip():
+            continue
+        try:
+            dev, prof = catalog.get(p.hardware), engine_profile(p.engine)
+        except UserInputError:
+            continue
+        why = engine_stack_issue(prof, dev, catalog)
+        if why is not None:
+            loc = ("pools", i, "engine")
+            raise UserInputError(why, field=format_loc(loc), file=file, line=line_for(loc, lines))
+
+
+def _class_pools(cfg: SimConfig, i: int) -> list[PoolConfig]:
+    """Pools requests of class ``i`` may reach (``serve.sim.routing``): its rule's pool, else the default, under
+    ``class_based`` routing; primary and secondary under ``spill_over``; every entry pool otherwise; with the decode
+    pools those hand their requests to."""
+    by_name = {p.name: p for p in cfg.pools}
+    r = cfg.routing
+    if r.policy == "class_based":
+        names = [r.rules.get(cfg.classes[i].name, r.default)]
+    elif r.policy == "spill_over":
+        names = [r.primary, r.secondary]
+    else:
+        decode = {p.decode_pool for p in cfg.pools}
+        names = [p.name for p in cfg.pools if p.name not in decode]
+    pools = [by_name[n] for n in names if n in by_name]
+    return pools + [by_name[p.decode_pool] for p in pools if p.decode_pool in by_name]
+
+
+def _check_length_caps(cfg: SimConfig, file: str, lines: dict[Any, int]) -> None:
+    """Each class's length caps (``max``) against the context of the model of every pool it may reach, as ``infer
+    estimate`` checks ``--in``/``--out`` (``jobs.serve.length_cap_issue``; the simulator itself refuses a class whose
+    median request exceeds it). An unknown model is left to the simulator's own error."""
+    from xpuplan.jobs.serve import length_cap_issue
+    from xpuplan.models import get_model
+
+    for i, c in enumerate(cfg.classes):
+        for p in _class_pools(cfg, i):
+            try:
+                m = get_model(str(p.model or cfg.model))
+            except UserInputError:
+                continue
+            issue = length_cap_issue(m, c.input_len, c.output_len)
+            if issue is not None:
+                loc = ("classes", i, *issue[0])
+                raise UserInputError(f"{issue[1]} (pool {p.name!r})", field=format_loc(loc), file=file,
+                                     line=line_for(loc, lines))
 
 
 def validate_config(data: Any, file: str | None = None, lines: dict[Any, int] | None = None) -> SimConfig:

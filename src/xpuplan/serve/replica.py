@@ -26,11 +26,13 @@ then TP/EP communication, the pipeline hand-offs and the engine's per-step host 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
+from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.links import DeviceLinks, device_links
@@ -208,6 +210,36 @@ def make_replica(
                    tp=tp, pp=pp, ep=ep, etp=etp, memory_fraction=frac, block_size_tokens=block, max_num_seqs=seqs,
                    notes=tuple(notes), links=links,
                    speculation=speculation or NO_SPECULATION, prefix_hit_rate=float(prefix_hit_rate))
+
+
+def engine_families(device: Device, assumptions: Assumptions | None = None) -> set[str]:
+    """Engine families (``engines.yaml`` ids) of the serving engines ``device``'s ecosystem lists in the catalog
+    (names it cannot place in a family, e.g. llama.cpp or JetStream, are left out)."""
+    a = assumptions or default_assumptions()
+    out: set[str] = set()
+    for name in device.ecosystem.serving_engines:
+        try:
+            out.add(a.engine(name).id)
+        except UserInputError:
+            continue
+    return out
+
+
+def engine_stack_issue(engine: EngineProfile, device: Device, catalog: Iterable[Device],
+                       assumptions: Assumptions | None = None) -> str | None:
+    """Why ``engine`` does not run on ``device``'s software stack, or None. The catalog says which serving engines
+    each device's ecosystem runs (``ecosystem.serving_engines``; ``engines.yaml`` has no stack of its own): an engine
+    family that ``catalog`` lists only for other vendors' devices, and ``device`` does not list, is built for their
+    stacks (TensorRT-LLM for NVIDIA's CUDA, MindIE for Huawei's CANN). A family no device lists (plain PyTorch,
+    TensorRT / ONNX Runtime) is not refused: the catalog says nothing about it."""
+    if engine.id in engine_families(device, assumptions):
+        return None
+    vendors = sorted({d.vendor for d in catalog if engine.id in engine_families(d, assumptions)})
+    if not vendors or device.vendor in vendors:
+        return None
+    listed = ", ".join(device.ecosystem.serving_engines) or "none"
+    return (f"{engine.name} does not run on {device.id} ({device.vendor}, {device.ecosystem.software_stack}): the "
+            f"catalog lists it on {', '.join(vendors)} devices only; {device.id} serves with: {listed}")
 
 
 def moe_exchange_note(engine: EngineProfile, model: ModelArch, precision: Precision, ep: int,

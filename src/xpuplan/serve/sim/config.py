@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from xpuplan.errors import UserInputError
 from xpuplan.workload.lengths import LengthDist, number_to_fixed
@@ -22,9 +22,29 @@ DEFAULT_STATIC_BATCH: Final = 16
 #: Points of the downsampled time series (queue length, KV use, utilisation).
 DEFAULT_SAMPLE_POINTS: Final = 200
 
-Pos = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
-NonNeg = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=1, le=1 << 24)]
+
+
+def _not_bool(value: Any) -> Any:
+    """A number's value as given: true/false is refused (pydantic would read it as 1/0)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, not {str(value).lower()}")
+    return value
+
+
+#: A number where true/false never means one (YAML's ``true`` is not a rate of 1).
+NotBool = BeforeValidator(_not_bool)
+Pos = Annotated[float, NotBool, Field(gt=0, le=1e12, allow_inf_nan=False)]
+NonNeg = Annotated[float, NotBool, Field(ge=0, le=1e12, allow_inf_nan=False)]
+Count = Annotated[int, NotBool, Field(ge=1, le=1 << 24)]
+
+
+def cut_below_mean(d: LengthDist) -> str | None:
+    """Why a length distribution whose ``max`` is below its ``mean`` is refused (every length would be cut to the
+    max, the mean given meaning nothing), else None."""
+    if d.mean is not None and d.max is not None and d.max < d.mean:
+        return (f"max ({d.max:g}) is below the mean ({d.mean:g}): every length would be cut to {d.max:g}; "
+                "raise max or lower the mean")
+    return None
 
 
 class _Model(BaseModel):
@@ -34,9 +54,9 @@ class _Model(BaseModel):
 class TraceData(_Model):
     """Requests read from a trace: arrival offsets (s, from 0), lengths, optional class names."""
 
-    times_s: list[float]
-    input_len: list[int]
-    output_len: list[int]
+    times_s: list[Annotated[float, NotBool]]
+    input_len: list[Annotated[int, NotBool]]
+    output_len: list[Annotated[int, NotBool]]
     classes: list[str] | None = None
     source: str = "trace"
 
@@ -44,8 +64,8 @@ class TraceData(_Model):
 class EmpiricalLengths(_Model):
     """(input, output) length pairs sampled jointly, uniformly with replacement."""
 
-    input_len: list[int]
-    output_len: list[int]
+    input_len: list[Annotated[int, NotBool]]
+    output_len: list[Annotated[int, NotBool]]
     source: str = "lengths file"
 
 
@@ -72,14 +92,14 @@ class TrafficClass(_Model):
     """
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
-    rate_rps: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
+    rate_rps: Annotated[float, NotBool, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
     arrival: Literal["poisson", "gamma", "diurnal", "trace", "closed", "burst"] = "poisson"
-    cv: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
+    cv: Annotated[float, NotBool, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
     rate_curve: list[tuple[NonNeg, NonNeg]] | None = None
     curve_period_s: Pos | None = None
     trace: TraceData | None = None
-    clients: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
-    requests: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
+    clients: Annotated[int, NotBool, Field(ge=1, le=1 << 20)] | None = None
+    requests: Annotated[int, NotBool, Field(ge=1, le=1 << 20)] | None = None
     think_time_s: NonNeg = 0.0
     input_len: LengthDist = LengthDist(mean=512)
     output_len: LengthDist = LengthDist(mean=256)
@@ -95,6 +115,14 @@ class TrafficClass(_Model):
                 if k in data:
                     data[k] = number_to_fixed(data[k])
         return data
+
+    @field_validator("input_len", "output_len")
+    @classmethod
+    def _cut_above_mean(cls, d: LengthDist) -> LengthDist:
+        why = cut_below_mean(d)
+        if why:
+            raise ValueError(why)
+        return d
 
     @model_validator(mode="after")
     def _check(self) -> TrafficClass:
@@ -137,7 +165,7 @@ class PoolConfig(_Model):
     max_batched_tokens: Count | None = None
     chunked_prefill: bool | None = None
     block_size: Count | None = None
-    memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    memory_fraction: Annotated[float, NotBool, Field(gt=0, le=1)] | None = None
     reserve_full_output: bool | None = None
     static_batch_size: Count = DEFAULT_STATIC_BATCH
     static_wait_ms: NonNeg = DEFAULT_STATIC_WAIT_MS
@@ -157,7 +185,7 @@ class RoutingConfig(_Model):
     default: str | None = None
     primary: str | None = None
     secondary: str | None = None
-    max_queue: Annotated[int, Field(ge=0, le=1 << 30)] = 64
+    max_queue: Annotated[int, NotBool, Field(ge=0, le=1 << 30)] = 64
 
 
 class SimConfig(_Model):
@@ -171,7 +199,7 @@ class SimConfig(_Model):
     routing: RoutingConfig = RoutingConfig()
     duration_s: Pos = 60.0
     drain_s: NonNeg | None = None
-    sample_points: Annotated[int, Field(ge=2, le=100_000)] = DEFAULT_SAMPLE_POINTS
+    sample_points: Annotated[int, NotBool, Field(ge=2, le=100_000)] = DEFAULT_SAMPLE_POINTS
 
     @model_validator(mode="after")
     def _refs(self) -> SimConfig:
