@@ -29,7 +29,7 @@ def test_overview_cli_json_and_errors():
     r = runner.invoke(app, ["overview", "--hw", "H1OO"])
     assert r.exit_code == 2 and "did you mean" in r.output
     r = runner.invoke(app, ["overview", "--train-devices", "0"])
-    assert r.exit_code == 2 and "train_devices" in r.output
+    assert r.exit_code == 2 and "--train-devices" in r.output
 
 
 _BARE = """schema_version: 1

@@ -145,7 +145,7 @@ def test_memory_infer_default_context_stays_within_a_short_model():
 
 
 def test_overview_prompt_beyond_the_model_is_refused():
-    assert_user_error(run("overview", "--in", "100000", "--hw", "H100"), "input_len")
+    assert_user_error(run("overview", "--in", "100000", "--hw", "H100"), "--in")
 
 
 def test_simulate_length_cap_beyond_the_pool_model_is_refused(tmp_path):

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from xpuplan.cli.common import cli_command, console, print_json, table
-from xpuplan.jobs.overview import DEFAULT_HARDWARE, DEFAULT_MODEL, overview
+from xpuplan.errors import UserInputError
+from xpuplan.jobs.overview import DEFAULT_HARDWARE, DEFAULT_MODEL, FLAGS, overview
 from xpuplan.units import DAY, GB, KWH, TFLOPS, format_count
 
 
@@ -26,12 +27,16 @@ def overview_cmd(
 ) -> None:
     """What it takes to serve and to train a model on each accelerator (built-in defaults: Llama-3-70B)."""
     if len(hw) > 4096 or len(model) > 4096:
-        from xpuplan.errors import UserInputError
-
         raise UserInputError("too long (ids are at most 200 characters)", field="--hw" if len(hw) > 4096 else "--model")
-    ov = overview(model, [h.strip() for h in hw.split(",") if h.strip()], qps=qps, input_len=in_len,
-                  output_len=out_len, ttft_ms=ttft_ms, tpot_ms=tpot_ms, train_tokens=train_tokens,
-                  train_devices=train_devices)
+    try:
+        ov = overview(model, [h.strip() for h in hw.split(",") if h.strip()], qps=qps, input_len=in_len,
+                      output_len=out_len, ttft_ms=ttft_ms, tpot_ms=tpot_ms, train_tokens=train_tokens,
+                      train_devices=train_devices)
+    except UserInputError as exc:  # name the flag typed (--in), not the argument (input_len)
+        if exc.file is None and exc.field in FLAGS:
+            exc.field = FLAGS[exc.field]
+            exc.args = (exc.render(),)
+        raise
     if json_:
         print_json(ov.to_dict())
         return

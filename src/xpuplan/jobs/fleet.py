@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from xpuplan import units
 from xpuplan.datafile import Path_t, line_for, load_model, parse_text, read_text
@@ -50,7 +50,7 @@ from xpuplan.fleet.optimize import FleetConstraints, FleetPlan, HardwareOption, 
 from xpuplan.jobs.context import RunContext, default_context
 from xpuplan.jobs.requests import MAX_DEVICES, Id, LatencyMs, ModelRef, Percentile, PositiveFloat, Request
 from xpuplan.jobs.serve import percentile_message
-from xpuplan.serve.sim.config import NotBool, cut_below_mean
+from xpuplan.serve.sim.config import NotBool
 from xpuplan.workload.lengths import LengthDist, number_to_fixed
 
 #: Default horizon of ``total_cost``: one year of 365.25 days.
@@ -102,14 +102,6 @@ class ClassIn(_Strict):
     output_len: LengthDist
     slo: SLOIn
 
-    @field_validator("input_len", "output_len")
-    @classmethod
-    def _cut(cls, d: LengthDist) -> LengthDist:
-        why = cut_below_mean(d)
-        if why:
-            raise ValueError(why)
-        return d
-
     @field_validator("rate_per_s")
     @classmethod
     def _rate(cls, v: float) -> float:
@@ -148,6 +140,15 @@ class CandidateIn(_Strict):
                 if k in data and not isinstance(data[k], list):
                     data[k] = [data[k]]
         return data
+
+    @field_validator("tp", "dtype")
+    @classmethod
+    def _not_empty(cls, v: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
+        if v is not None and not v:
+            default = ("powers of two up to the scale-up domain, at most 8" if info.field_name == "tp" else "bf16")
+            raise ValueError(f"an empty list tries no {info.field_name}: give at least one, or leave "
+                             f"{info.field_name} out for the default ({default})")
+        return v
 
 
 class PricingIn(_Strict):

@@ -9,7 +9,7 @@ figures, nothing fits) as reasons instead of failing the whole report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from pydantic import BaseModel, Field
 
@@ -30,6 +30,10 @@ DEFAULT_HARDWARE: tuple[str, ...] = tuple(default_assumptions().comparison_set)
 DEFAULT_MODEL = "llama3-70b"
 #: Distinct reasons kept per device and part (the rest repeat the same cause).
 MAX_REASONS = 3
+#: The ``xpuplan overview`` flag of each field :func:`overview`'s errors name (the CLI names the flag typed).
+FLAGS: Final = {"model": "--model", "hw": "--hw", "qps": "--qps", "input_len": "--in", "output_len": "--out",
+                "ttft_ms": "--ttft-ms", "tpot_ms": "--tpot-ms", "train_tokens": "--train-tokens",
+                "train_devices": "--train-devices"}
 
 
 class ServingSummary(BaseModel):

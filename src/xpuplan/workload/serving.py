@@ -34,7 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Final
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from xpuplan.datafile import load_file
 from xpuplan.workload.datasets import DatasetLengths, find_dataset, load_datasets
@@ -57,7 +57,8 @@ def capped_exponential_scale(mean: float, cap: float) -> float:
         raise ValueError(f"mean {mean:g} must lie in (1, cap {cap:g})")
 
     def cut_mean(m: float) -> float:
-        return LengthDist(dist="exponential", mean=m, max=cap).average
+        # constructed unchecked: a trial scale may exceed the cap, which a user's distribution may not
+        return LengthDist.model_construct(dist="exponential", mean=m, max=cap).average
 
     lo, hi = mean / 2.0, mean
     while cut_mean(hi) < mean:
@@ -76,7 +77,8 @@ def dataset_length_dists(d: DatasetLengths) -> tuple[LengthDist, LengthDist]:
     def one(mean: float, cap: float | None) -> LengthDist:
         if d.shape != "exponential" or cap is None or cap <= mean:
             return LengthDist(dist="fixed", mean=mean)
-        return LengthDist(dist="exponential", mean=capped_exponential_scale(mean, cap), max=cap)
+        # unchecked: the solved scale exceeds the cap where the mean is near it (the cut mean is still the mean)
+        return LengthDist.model_construct(dist="exponential", mean=capped_exponential_scale(mean, cap), max=cap)
 
     out_cap = d.total_max - d.input_mean if d.total_max is not None else None
     return one(d.input_mean, d.input_max), one(d.output_mean, out_cap)
@@ -158,6 +160,15 @@ class SLOSpec(_Strict):
     ttft_ms: float | None = Field(default=None, gt=0, description="time to first token at the percentile")
     tpot_ms: float | None = Field(default=None, gt=0, description="time per output token (mean per request)")
     percentile: float = Field(default=99.0, gt=0, lt=100)
+
+    @field_validator("percentile")
+    @classmethod
+    def _percent(cls, v: float) -> float:
+        from xpuplan.jobs.serve import percentile_message  # jobs.serve imports this module
+
+        if v < 1:
+            raise ValueError(percentile_message(v, "percentile"))
+        return v
 
 
 class ServingScenario(_Strict):

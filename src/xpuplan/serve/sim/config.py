@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from xpuplan.errors import UserInputError
 from xpuplan.workload.lengths import LengthDist, number_to_fixed
@@ -36,15 +36,6 @@ NotBool = BeforeValidator(_not_bool)
 Pos = Annotated[float, NotBool, Field(gt=0, le=1e12, allow_inf_nan=False)]
 NonNeg = Annotated[float, NotBool, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Count = Annotated[int, NotBool, Field(ge=1, le=1 << 24)]
-
-
-def cut_below_mean(d: LengthDist) -> str | None:
-    """Why a length distribution whose ``max`` is below its ``mean`` is refused (every length would be cut to the
-    max, the mean given meaning nothing), else None."""
-    if d.mean is not None and d.max is not None and d.max < d.mean:
-        return (f"max ({d.max:g}) is below the mean ({d.mean:g}): every length would be cut to {d.max:g}; "
-                "raise max or lower the mean")
-    return None
 
 
 class _Model(BaseModel):
@@ -115,14 +106,6 @@ class TrafficClass(_Model):
                 if k in data:
                     data[k] = number_to_fixed(data[k])
         return data
-
-    @field_validator("input_len", "output_len")
-    @classmethod
-    def _cut_above_mean(cls, d: LengthDist) -> LengthDist:
-        why = cut_below_mean(d)
-        if why:
-            raise ValueError(why)
-        return d
 
     @model_validator(mode="after")
     def _check(self) -> TrafficClass:
