@@ -182,3 +182,26 @@ def test_validate_local_argument_errors(db_url: str, tmp_path: Path) -> None:
     assert res.exit_code == 2 and "no runs" in res.output
     res = runner.invoke(app, ["validate", "--public", "--local", "latest"])  # no file: the packaged public files
     assert res.exit_code == 2 and "not both" in res.output
+
+
+def test_a_weight_only_precision_leaves_the_kv_dtype_to_the_engine(tmp_path: Path) -> None:
+    """--precision int4-wo names the weights, not the KV cache: the row's kv_dtype is blank (the engine's default),
+    not 'int4-wo', which no row could be predicted with."""
+    import csv
+
+    from xpuplan.validate.rows import read_rows
+    from xpuplan.validate.serve_predictor import predict
+
+    for precision, kv in (("int4-wo", ""), ("fp8", "fp8"), ("bf16", "bf16")):
+        p = parse_vllm_json(VLLM_JSON, device_id="H100", tp=1, precision=precision)
+        row = next(r.params["row"] for r in p.records if r.kind == "validation_row" and r.metric == "tpot_ms")
+        assert row["kv_dtype"] == kv
+    p = parse_vllm_json(VLLM_JSON, device_id="H100", tp=1, precision="int4-wo")
+    row = next(r.params["row"] for r in p.records if r.kind == "validation_row" and r.metric == "tpot_ms")
+    fields = {k: "" if v is None else str(v) for k, v in row.items()} | {"id": "t1", "value": "10", "metric": "tpot_ms"}
+    f = tmp_path / "rows.csv"
+    with f.open("w", newline="", encoding="utf-8") as out:
+        w = csv.DictWriter(out, fieldnames=list(fields))
+        w.writeheader()
+        w.writerow(fields)
+    assert predict(read_rows(f)[0]).value > 0

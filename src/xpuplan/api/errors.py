@@ -1,7 +1,10 @@
 """Errors as HTTP responses: one JSON shape, ``{"error", "field", "hint"}``, never a traceback.
 
+* a body that is not JSON (a syntax error, not UTF-8) or a malformed multipart upload: **400**,
+  ``field: "body"``, with the JSON decoder's message, line and column;
 * bad input (a pydantic error on the body or the query, or a job's ``UserInputError``): **422**,
-  ``field`` is the path of the offending value in the request (``hw``, ``scenario.workload.tokens``);
+  ``field`` is the path of the offending value in the request (``hw``, ``scenario.workload.tokens``;
+  ``body`` for a body that is JSON but not an object, or no body at all);
 * an unknown id in the URL (``/hardware/H1000``): **404** with ``hint: "did you mean ...?"``;
 * a request that is well-formed but cannot be satisfied (``InfeasibleError``, CLI exit 3): **409**
   with the ``reasons`` and, where the job computed one, the ``result``;
@@ -40,7 +43,7 @@ class ErrorOut(BaseModel):
 
 #: Error responses every endpoint may give (for the OpenAPI schema).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "the body is not valid JSON (or not multipart for an upload)"},
+    400: {"model": ErrorOut, "description": "the body is not valid JSON (or malformed multipart for an upload)"},
     401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
     413: {"model": ErrorOut, "description": "request body too large"},
     422: {"model": ErrorOut, "description": "bad input: `field` names the offending value"},
@@ -122,6 +125,20 @@ def error_body(exc: UserInputError, prefix: str | None = None) -> dict[str, Any]
     return out
 
 
+def _json_invalid(err: Any, doc: Any) -> JSONResponse:
+    """400 for a body that is not JSON: the decoder's message at its line and column (FastAPI gives the
+    character offset as the error's location and the decoded text as the exception's body)."""
+    loc = tuple(err.get("loc") or ())
+    pos = loc[-1] if loc and isinstance(loc[-1], int) else None
+    why = str((err.get("ctx") or {}).get("error") or "JSON decode error")
+    where = ""
+    if pos is not None and isinstance(doc, str) and 0 <= pos <= len(doc):
+        line, column = doc.count("\n", 0, pos) + 1, pos - doc.rfind("\n", 0, pos)
+        where = f" at line {line}, column {column}"
+    return JSONResponse(status_code=400, content={"error": f"the request body is not valid JSON: {why}{where}",
+                                                  "field": "body", "hint": None})
+
+
 def _validation_response(errors: Sequence[Any]) -> JSONResponse:
     err = errors[0]
     cause = (err.get("ctx") or {}).get("error")
@@ -132,6 +149,12 @@ def _validation_response(errors: Sequence[Any]) -> JSONResponse:
             body["field"] = field_path(loc)
         return JSONResponse(status_code=422, content=body)
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if loc == ("body",):  # the body as a whole: missing, JSON but not an object, or a check across its fields
+        if err.get("type") == "missing":
+            msg = "no request body: expected a JSON object"
+        elif err.get("type") in ("model_attributes_type", "model_type", "dict_type"):
+            msg = "the request body must be a JSON object"
+        return JSONResponse(status_code=422, content={"error": msg, "field": "body", "hint": None})
     value = err.get("input")
     if err.get("type") not in ("missing", "extra_forbidden") and isinstance(value, str | int | float | bool):
         from xpuplan.errors import echo
@@ -145,7 +168,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _request_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_response(list(exc.errors()))
+        errs = list(exc.errors())
+        if errs and errs[0].get("type") == "json_invalid":
+            return _json_invalid(errs[0], exc.body)
+        return _validation_response(errs)
 
     @app.exception_handler(ValidationError)
     async def _validation(_: Request, exc: ValidationError) -> JSONResponse:
@@ -173,7 +199,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(status_code=exc.status_code, content={"error": str(exc.detail), "field": None,
+        # a 400 is the framework's: a body it cannot parse (not UTF-8, malformed multipart)
+        field = "body" if exc.status_code == 400 else None
+        return JSONResponse(status_code=exc.status_code, content={"error": str(exc.detail), "field": field,
                                                                   "hint": None}, headers=exc.headers)
 
     @app.exception_handler(Exception)

@@ -278,7 +278,7 @@ def parse_vllm_json(path: str | Path, *, device_id: str | None, n_devices: int |
         "kind": "infer", "source": f"vLLM benchmark_serving result {Path(file).name} ({data.get('date', 'undated')})",
         "trust": "B", "model": model_ref, "hardware": dev, "n_devices": n_dev,
         "precision": precision, "engine": f"{data.get('backend') or 'vllm'}", "weight_dtype": precision,
-        "kv_dtype": precision, "tp": tp, "pp": 1, "input_len": input_len, "output_len": output_len,
+        "kv_dtype": _kv_from_precision(precision), "tp": tp, "pp": 1, "input_len": input_len, "output_len": output_len,
         "concurrency": concurrency if concurrency is not None else "", "scenario": scenario,
         "derived": "", "notes": "imported; input/output lengths are means over the completed requests",
     }
@@ -408,6 +408,16 @@ def _scenario(rate: Any, concurrency: float | None) -> str:
     return "latency" if concurrency == 1 else "offline"
 
 
+#: KV-cache dtypes a serving row can name; a weight-only or 4-bit precision (int4-wo, awq, nvfp4...) says nothing
+#: about the cache, so an import whose --kv-dtype is not given leaves the column blank (the engine's own default).
+_KV_DTYPES: frozenset[str] = frozenset({"bf16", "fp16", "fp8", "int8"})
+
+
+def _kv_from_precision(precision: str) -> str:
+    """The KV dtype an import assumes from its ``--precision`` when no ``--kv-dtype`` is given ('' = the engine's)."""
+    return precision if precision.lower() in _KV_DTYPES else ""
+
+
 def _serving_base_row(*, source: str, trust: str, arch: Any, model_ref: str, dev: str, n_dev: int, precision: str,
                       kv_dtype: str, engine: str, tp: int, pp: int, input_len: Any, output_len: Any,
                       concurrency: Any, scenario: str, notes: str) -> dict[str, Any]:
@@ -510,7 +520,7 @@ def parse_sglang_jsonl(path: str | Path, *, device_id: str | None, n_devices: in
         out_len = nums["total_output_tokens"] / completed if nums["total_output_tokens"] else None
         base = _serving_base_row(
             source=f"SGLang bench_serving result {Path(file).name} line {lineno}", trust="B", arch=arch,
-            model_ref=model_ref, dev=dev, n_dev=n_dev, precision=precision, kv_dtype=kv_dtype or precision,
+            model_ref=model_ref, dev=dev, n_dev=n_dev, precision=precision, kv_dtype=kv_dtype or _kv_from_precision(precision),
             engine=str(data.get("backend") or "sglang"), tp=tp, pp=pp, input_len=in_len, output_len=out_len,
             concurrency=concurrency, scenario=scenario,
             notes=f"imported; dataset {data.get('dataset_name', '?')}; lengths are means over the completed requests")
@@ -705,7 +715,7 @@ def parse_mlperf_inference(path: str | Path, *, device_id: str | None, n_devices
     base = _serving_base_row(
         source=f"MLPerf Inference LoadGen summary {Path(file).name} ({kv.get('SUT name', ('?', 0))[0]}, {scen_name})",
         trust="A" if valid == "VALID" else "C", arch=arch, model_ref=model_ref, dev=dev, n_dev=n_dev,
-        precision=precision, kv_dtype=precision, engine=engine, tp=tp, pp=pp,
+        precision=precision, kv_dtype=_kv_from_precision(precision), engine=engine, tp=tp, pp=pp,
         input_len=input_len, output_len=output_len, concurrency=None, scenario=scenario,
         notes=f"imported; result {valid}; target_qps {target or '-'}; SUT {kv.get('SUT name', ('?', 0))[0]}; "
               f"lengths from the dataset, as given")

@@ -16,7 +16,7 @@ from xpuplan.bench.detect import Backend, detect_backend
 from xpuplan.bench.micro import BenchCase, default_sweep, micro_cases
 from xpuplan.bench.model import SmallTransformerConfig, default_config, linear_shapes, model_cases
 from xpuplan.bench.timing import FULL, MODEL_FULL, MODEL_QUICK, QUICK
-from xpuplan.errors import UserInputError
+from xpuplan.errors import UnknownIdError, UserInputError
 from xpuplan.store.engine import Store
 from xpuplan.store.records import Record, RunInfo, add_measurement, finish_run, start_run
 
@@ -49,16 +49,20 @@ def primary_dtype(backend: Backend, requested: str | None) -> str:
     """Compute precision of the model steps: bf16 on accelerators, fp32 on CPUs, unless asked."""
     if requested is not None:
         if requested not in ("fp32", "bf16", "fp16"):
-            raise UserInputError(f"expected fp32, bf16 or fp16, got {requested!r}", field="dtype")
+            raise UserInputError(f"expected fp32, bf16 or fp16, got {requested!r}", field="--dtype")
         return requested
     return "bf16" if backend.is_accelerator else "fp32"
 
 
 def resolve_device_id(backend: Backend, override: str | None) -> str | None:
+    """The catalog id of the device measured: ``override`` (``--device-id``, an id or alias), else the detected one."""
     from xpuplan.catalog import load_catalog
 
     if override:
-        return load_catalog().resolve(override)
+        try:
+            return load_catalog().resolve(override)
+        except UnknownIdError as exc:
+            raise UserInputError(exc.message, field="--device-id", hint=exc.hint) from None
     return backend.catalog_id
 
 
@@ -67,7 +71,8 @@ def plan_cases(backend: Backend, opts: BenchOptions, dtype: str) -> tuple[list[B
     if only:
         bad = sorted(only - set(FAMILIES))
         if bad:
-            raise UserInputError(f"unknown benchmark(s) {', '.join(bad)}; expected {', '.join(FAMILIES)}", field="only")
+            raise UserInputError(f"unknown benchmark(s) {', '.join(bad)}; expected {', '.join(FAMILIES)}",
+                                 field="--only")
     plan = QUICK if opts.quick else FULL
     cfg = opts.model or default_config(backend, opts.quick)
     shapes = linear_shapes(cfg, cfg.train_batch * cfg.train_seq) + linear_shapes(cfg, cfg.decode_batch)

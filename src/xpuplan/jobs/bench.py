@@ -168,6 +168,7 @@ def import_files(fmt: str, files: list[str], *, db: str | None, **options: Any) 
     parse = getattr(imports, IMPORT_PARSERS[fmt])
     if fmt in FLAG_LAYOUT_IMPORTS:
         _check_precision(options.get("precision"))
+        _check_kv_dtype(options.get("kv_dtype"))
     parsed = [parse(f, **options) for f in files]
     if fmt in FLAG_LAYOUT_IMPORTS:
         for p in parsed:
@@ -182,6 +183,16 @@ def _check_precision(precision: str | None) -> None:
 
     if precision is not None:
         normalise_scheme(precision, field="--precision")
+
+
+def _check_kv_dtype(kv_dtype: str | None) -> None:
+    """``--kv-dtype``: a KV-cache dtype the planner knows (bf16, fp16, fp8, int8; auto and bfloat16 as the
+    replica's precision resolves them, ``serve.precision.resolve_precision``)."""
+    from xpuplan.serve.precision import KV_DTYPES
+
+    if kv_dtype is not None and kv_dtype.strip().casefold() not in (*KV_DTYPES, "auto", "bfloat16"):
+        raise UserInputError(f"unknown KV-cache dtype {echo(kv_dtype)}; choose one of {', '.join(KV_DTYPES)}",
+                             field="--kv-dtype")
 
 
 def _check_model_layout(parsed: Any) -> None:

@@ -50,10 +50,20 @@ from xpuplan.jobs.results import Result
 from xpuplan.perf.power import WORK_DRAW_FRACTION, PowerCapResult, power_cap_what_if, power_profile_for
 
 MAX_YEARS = 50.0
+#: Fields that price bought hardware and its site: with mode 'cloud' nothing reads them (the per-device-hour
+#: rate covers the hardware, its network and space, and electricity; ``cost.resolve_inputs``).
+OWNED_ONLY: tuple[str, ...] = ("device_price_usd", "node_system_price_usd", "devices_per_node", "node_overhead_usd",
+                               "network_usd_per_device", "fabric", "amortisation_years", "electricity_usd_per_kwh",
+                               "usd_per_eur", "space_usd_per_kw_year")
+#: The cloud term charged by default; another term only means something with mode 'cloud'.
+DEFAULT_TERM = "on_demand"
 
 
 class CostRequestBase(Request):
-    """Price and site options shared by every cost command (``None``: the price book's figure)."""
+    """Price and site options shared by every cost command (``None``: the price book's figure).
+
+    A figure only the other mode reads (``OWNED_ONLY`` with mode 'cloud'; a cloud rate or term with mode 'owned')
+    is refused naming its flag, never ignored."""
 
     FLAGS = {"mode": "--owned/--cloud", "provider": "--cloud", "team_stacks": "--team"}
 
@@ -90,6 +100,21 @@ class CostRequestBase(Request):
                              f"{self.provider!r} (--cloud: rent it); give one of them")
         if self.provider is not None and self.mode != "cloud":
             object.__setattr__(self, "mode", "cloud")
+        cls = type(self)
+        if self.mode == "cloud":
+            cloud = "--cloud" + (f" {self.provider}" if self.provider else "")
+            for name in OWNED_ONLY:
+                if getattr(self, name) is not None:
+                    raise flag_error(cls, name, f"{cls.flag(name)} applies only to owned hardware; with {cloud} (mode "
+                                     "'cloud': rent it) the per-device-hour rate covers hardware, network, space and "
+                                     f"electricity, so it would be ignored: leave {cls.flag(name)} out, or buy the "
+                                     "hardware (--owned) instead of --cloud")
+        elif self.cloud_usd_per_device_hour is not None or self.term != DEFAULT_TERM:
+            name = "cloud_usd_per_device_hour" if self.cloud_usd_per_device_hour is not None else "term"
+            given = cls.flag(name) + (f" {self.term}" if name == "term" else "")
+            raise flag_error(cls, name, f"{given} applies only to rented hardware; without --cloud (mode 'owned': buy "
+                             "it) it would be ignored: give --cloud PROVIDER (or --cloud any) with it, or leave "
+                             f"{cls.flag(name)} out")
         return self
 
     def options(self) -> CostOptions:

@@ -457,18 +457,21 @@ def _training(ls: LoadedScenario, ctx: RunContext) -> dict[str, Any]:
         raise ls.error("no model: give one for the scenario or the training run", ("training", "model"))
     values: dict[str, Any] = {"model": model, "hw": t.hardware, "devices": t.devices, "tokens": t.tokens,
                               "seq_len": t.seq_len, "mode": sc.pricing.mode, "region": sc.pricing.region,
-                              "cooling": sc.pricing.cooling, "term": sc.pricing.term}
+                              "cooling": sc.pricing.cooling}
     if sc.pricing.provider:
         values["provider"] = sc.pricing.provider
     with _at(ls, ("training", "hardware")):
         train_id = ctx.device(t.hardware).id
-    for c in sc.candidates:  # the scenario's own price for that hardware, if it gives one
-        if ctx.device(c.hardware).id != train_id:
-            continue
-        if c.purchase_usd is not None:
-            values["device_price_usd"] = c.purchase_usd
-        if c.usd_per_hour is not None:
-            values.update(mode="cloud", cloud_usd_per_device_hour=c.usd_per_hour)
+    # the scenario's own price for that hardware, in the order _price reads it: a rate rents, a purchase price buys
+    own = next((c for c in sc.candidates if ctx.device(c.hardware).id == train_id
+                and (c.usd_per_hour is not None or c.purchase_usd is not None)), None)
+    if own is not None and own.usd_per_hour is not None:
+        values.update(mode="cloud", cloud_usd_per_device_hour=own.usd_per_hour)
+    elif own is not None and own.purchase_usd is not None:
+        values.pop("provider", None)
+        values.update(mode="owned", device_price_usd=own.purchase_usd)
+    if values["mode"] == "cloud":  # a rental term means nothing for owned hardware (cost requests refuse it)
+        values["term"] = sc.pricing.term
     with _at(ls, ("training", "hardware")):
         res = run_train_cost(parse_request(TrainCostRequest, values), ctx)
     return {"model": res.model, "hardware": res.hardware, "devices": res.devices, "tokens": res.tokens,

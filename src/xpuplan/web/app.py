@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from xpuplan.api.app import create_app as create_api_app
 from xpuplan.errors import UserInputError
@@ -74,11 +75,11 @@ def _user_error(exc: UserInputError) -> JSONResponse:
 
 
 async def _body(request: Request) -> Any:
-    """The request's JSON body (a clear 422 when it is not JSON)."""
+    """The request's JSON body: a 400 naming ``body`` when it is not JSON, as the API answers (api.errors)."""
     try:
         return await request.json()
-    except ValueError:
-        raise UserInputError("the request body is not JSON", field="body") from None
+    except ValueError as exc:
+        raise StarletteHTTPException(400, f"the request body is not valid JSON: {exc}") from None
 
 
 class Uploads:
