@@ -4,7 +4,9 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,3 +43,17 @@ def validation_dir() -> Path:
     d = data_dir()
     assert (d / "training_public.csv").is_file(), f"packaged validation data missing at {d}"
     return d
+
+
+@pytest.fixture
+def api_client(tmp_path: Path) -> Iterator[Any]:
+    """The HTTP API on a temporary store, calibration off, for tests outside tests/api (skipped without the api
+    extra: FastAPI, httpx)."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from xpuplan.api.app import create_app
+
+    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'api.db'}", use_calibration=False)) as c:
+        yield c

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,15 +33,8 @@ def assert_user_error(r: Any, flag: str) -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Any:
-    pytest.importorskip("fastapi")
-    pytest.importorskip("httpx")
-    from fastapi.testclient import TestClient
-
-    from xpuplan.api.app import create_app
-
-    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'api.db'}", use_calibration=False)) as c:
-        yield c
+def client(api_client: Any) -> Any:
+    return api_client
 
 
 # -- 1. reliability: huge checkpoint / restart times against the MTBF -----------------------------

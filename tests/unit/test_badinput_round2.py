@@ -39,15 +39,8 @@ def assert_user_error(r: Any, flag: str, *needles: str) -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Any:
-    pytest.importorskip("fastapi")
-    pytest.importorskip("httpx")
-    from fastapi.testclient import TestClient
-
-    from xpuplan.api.app import create_app
-
-    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'api.db'}", use_calibration=False)) as c:
-        yield c
+def client(api_client: Any) -> Any:
+    return api_client
 
 
 @pytest.fixture

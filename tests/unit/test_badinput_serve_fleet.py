@@ -61,15 +61,8 @@ def scenario(tmp_path: Path, base: dict[str, Any], change: Any) -> str:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Any:
-    pytest.importorskip("fastapi")
-    pytest.importorskip("httpx")
-    from fastapi.testclient import TestClient
-
-    from xpuplan.api.app import create_app
-
-    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'api.db'}", use_calibration=False)) as c:
-        yield c
+def client(api_client: Any) -> Any:
+    return api_client
 
 
 # -- 1. fleet candidates ------------------------------------------------------------------------------------------

@@ -90,15 +90,8 @@ def cut(d: dict[str, Any], change: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Any:
-    pytest.importorskip("fastapi")
-    pytest.importorskip("httpx")
-    from fastapi.testclient import TestClient
-
-    from xpuplan.api.app import create_app
-
-    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'api.db'}", use_calibration=False)) as c:
-        yield c
+def client(api_client: Any) -> Any:
+    return api_client
 
 
 # -- 1. a length distribution's cut against its mean, in LengthDist itself --------------------------------------------

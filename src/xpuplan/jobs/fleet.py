@@ -49,9 +49,9 @@ from xpuplan.errors import InfeasibleError, UserInputError
 from xpuplan.fleet.optimize import FleetConstraints, FleetPlan, HardwareOption, RequestClass, optimize_mix
 from xpuplan.jobs.context import RunContext, default_context
 from xpuplan.jobs.requests import MAX_DEVICES, Id, LatencyMs, ModelRef, Percentile, PositiveFloat, Request
-from xpuplan.jobs.serve import percentile_message
 from xpuplan.serve.sim.config import NotBool
 from xpuplan.workload.lengths import LengthDist, number_to_fixed
+from xpuplan.workload.serving import percent_not_fraction
 
 #: Default horizon of ``total_cost``: one year of 365.25 days.
 DEFAULT_HORIZON_HOURS = units.YEAR / units.HOUR
@@ -83,9 +83,7 @@ class SLOIn(_Strict):
     @field_validator("percentile")
     @classmethod
     def _percent(cls, v: float) -> float:
-        if v < 1:
-            raise ValueError(percentile_message(v, "percentile"))
-        return v
+        return percent_not_fraction(v)
 
     @model_validator(mode="after")
     def _some(self) -> SLOIn:

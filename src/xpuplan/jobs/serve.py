@@ -34,7 +34,7 @@ from xpuplan.jobs.requests import (
 )
 from xpuplan.jobs.results import SERVE_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
 from xpuplan.workload.datasets import dataset_lengths, find_dataset, load_datasets
-from xpuplan.workload.serving import LengthDist, as_length, dataset_length_dists
+from xpuplan.workload.serving import LengthDist, as_length, dataset_length_dists, percentile_message
 
 if TYPE_CHECKING:
     from xpuplan.catalog.device import Device
@@ -96,13 +96,6 @@ class _ServeCommon(Request):
         if self.percentile is not None and self.percentile < 1:
             raise flag_error(type(self), "percentile", percentile_message(self.percentile, "--percentile"))
         return self
-
-
-def percentile_message(value: float, name: str) -> str:
-    """Why a percentile below 1 is refused: it is a percent (99 = P99), and 0.99 is a fraction typed for it."""
-    meant = f"{value * 100:g}" if value * 100 >= 1 else "99"
-    return (f"{name} is a percent from 1 to 100 (99 = P99), not a fraction: {value:g} would be P{value:g}; "
-            f"did you mean {meant}?")
 
 
 class InferEstimateRequest(_ServeCommon):

@@ -156,6 +156,20 @@ class Traffic(_Strict):
         return as_length(self.output_len)
 
 
+def percentile_message(value: float, name: str) -> str:
+    """Why a percentile below 1 is refused: it is a percent (99 = P99), and 0.99 is a fraction typed for it."""
+    meant = f"{value * 100:g}" if value * 100 >= 1 else "99"
+    return (f"{name} is a percent from 1 to 100 (99 = P99), not a fraction: {value:g} would be P{value:g}; "
+            f"did you mean {meant}?")
+
+
+def percent_not_fraction(value: float, name: str = "percentile") -> float:
+    """``value`` when it reads as a percent; a ``ValueError`` (:func:`percentile_message`) below 1."""
+    if value < 1:
+        raise ValueError(percentile_message(value, name))
+    return value
+
+
 class SLOSpec(_Strict):
     ttft_ms: float | None = Field(default=None, gt=0, description="time to first token at the percentile")
     tpot_ms: float | None = Field(default=None, gt=0, description="time per output token (mean per request)")
@@ -164,11 +178,7 @@ class SLOSpec(_Strict):
     @field_validator("percentile")
     @classmethod
     def _percent(cls, v: float) -> float:
-        from xpuplan.jobs.serve import percentile_message  # jobs.serve imports this module
-
-        if v < 1:
-            raise ValueError(percentile_message(v, "percentile"))
-        return v
+        return percent_not_fraction(v)
 
 
 class ServingScenario(_Strict):
