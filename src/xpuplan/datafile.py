@@ -112,11 +112,26 @@ def input_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+_MISMATCH = ("_type", "_parsing")
+
+
 def primary_error(errors: list[Any]) -> Any:
     """The error to report first: a value's own problem ("greater than 0") before the type mismatches pydantic
     adds for the other members of a union ("a valid number", "a valid dictionary"); the first error otherwise."""
-    mismatch = ("_type", "_parsing")
-    return next((e for e in errors if not str(e.get("type", "")).endswith(mismatch)), errors[0])
+    return next((e for e in errors if not str(e.get("type", "")).endswith(_MISMATCH)), errors[0])
+
+
+_SCALAR_TAGS = frozenset({"int", "float", "str", "bool", "list", "dict", "none", "bytes"})
+
+
+def _field_of(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The field an error is about: its location without the union member's tag pydantic appends
+    (``constrained-float``, ``function-after[...]``, a model's class name, ``int``...)."""
+    if loc and isinstance(loc[-1], str):
+        tag = loc[-1]
+        if "-" in tag or "[" in tag or tag[:1].isupper() or tag in _SCALAR_TAGS:
+            return loc[:-1]
+    return loc
 
 
 def validation_error(
@@ -128,7 +143,9 @@ def validation_error(
     raw = tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p and p.startswith("function")))
     loc = prefix + (input_loc(raw, data) if data is not None else raw)
     msg = str(first["msg"]).removeprefix("Value error, ")
-    extra = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    # one problem per field: the other members of a union each add a type mismatch at the same field
+    others = {_field_of(tuple(e["loc"])) for e in errors} - {_field_of(tuple(first["loc"]))}
+    extra = f" (and {len(others)} more problem(s))" if others else ""
     return UserInputError(msg + extra, field=format_loc(loc), file=file, line=line_for(loc, lines))
 
 

@@ -60,3 +60,34 @@ def test_cost_serve_checks_the_prompt_against_the_models_context():
     r = runner.invoke(app, ["cost", "serve", "--model", "llama3-8b", "--hw", "H100", "--qps", "10", "--in", "100000"])
     assert r.exit_code == 2, r.output
     assert "'--in'" in r.output and "context" in r.output
+
+
+def test_a_union_fields_other_members_are_not_counted_as_more_problems(tmp_path):
+    """A length given as a distribution that fails its own check: pydantic also reports that it is not a plain
+    number (the union's other member), which is no problem of the user's; a second real mistake still counts."""
+    one = tmp_path / "one.yaml"
+    one.write_text("scenario: online-inference\nworkload:\n  routing: null\n  serving:\n"
+                   "    input_len: {dist: lognormal, mean: 1800, cv: 0.8, max: 600}\n    output_len: 300\n",
+                   encoding="utf-8")
+    r = runner.invoke(app, ["recommend", str(one)])
+    assert r.exit_code == 2, r.output
+    assert "below the mean" in r.output and "more problem" not in r.output
+    two = tmp_path / "two.yaml"
+    two.write_text(one.read_text(encoding="utf-8").replace("output_len: 300", "output_len: -5"), encoding="utf-8")
+    r = runner.invoke(app, ["recommend", str(two)])
+    assert r.exit_code == 2 and "(and 1 more problem(s))" in r.output, r.output
+
+
+def test_a_length_below_one_token_is_refused_not_rounded_up(tmp_path):
+    from xpuplan.workload.lengths import LengthDist
+
+    with pytest.raises(ValidationError, match="below one token"):
+        LengthDist(dist="fixed", mean=0.5)
+    with pytest.raises(ValidationError, match="below one token"):
+        LengthDist(dist="lognormal", mean=0.5, cv=0.3)
+    f = tmp_path / "traffic.yaml"
+    f.write_text("model: llama3-8b\nhardware: [nvidia-h100-sxm-80gb]\ntraffic:\n  batch: 8\n  input_len: 1000\n"
+                 "  output_len: 0.5\n", encoding="utf-8")
+    r = runner.invoke(app, ["infer", "estimate", "--scenario", str(f)])
+    assert r.exit_code == 2, r.output
+    assert "traffic.output_len" in r.output

@@ -13,7 +13,7 @@ request-level simulator and the fleet optimizer.
 ``mean``, ``std`` and ``cv`` describe the distribution before it is cut: lengths are whole tokens of at least
 one, so every continuous shape is cut to [``min``, ``max``] (``min`` default 1, ``max`` default none; a value
 outside counts as the bound, as a benchmark tool's length filter or an engine's context limit does). A ``max``
-below the ``mean``, a ``min`` above it or a ``max`` below one token is refused: the cut would move much of the
+below the ``mean``, a ``min`` above it, or a ``max`` or ``mean`` below one token is refused: the cut would move much of the
 distribution onto the bound, the mean given saying little about the lengths. The planner uses
 :attr:`LengthDist.average` (the mean after the cut) for throughput and KV sizing, :meth:`LengthDist.quantile` for
 latency tails and :meth:`LengthDist.nodes` to integrate over the lengths; the simulator draws requests with
@@ -89,6 +89,9 @@ class LengthDist(BaseModel):
                              f"(got min {self.min:g}, max {self.max:g})")
         if self.max is not None and self.max < 1:
             raise ValueError(f"max ({self.max:g}) is below one token: lengths are whole tokens, at least 1")
+        if self.mean is not None and self.mean < 1:
+            what = "a length" if self.dist == "fixed" else "the mean"
+            raise ValueError(f"{what} of {self.mean:g} tokens is below one token: lengths are whole tokens, at least 1")
         if self.mean is not None and self.max is not None and self.max < self.mean:
             raise ValueError(f"max ({self.max:g}) is below the mean ({self.mean:g}): every length would be cut to "
                              f"{self.max:g}; raise max or lower the mean")

@@ -121,8 +121,8 @@ class ReplicaSpec(_Strict):
     memory_fraction: float | None = Field(default=None, gt=0, le=1, description="device memory the engine may use")
 
 
-#: A length given as a number: positive tokens.
-_Tokens = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: A length given as a number: tokens, at least one (as LengthDist's own check).
+_Tokens = Annotated[float, Field(ge=1, allow_inf_nan=False)]
 
 
 class Traffic(_Strict):
