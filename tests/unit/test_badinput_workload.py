@@ -6,22 +6,17 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
-from typer.testing import CliRunner
 
-from xpuplan.cli.main import app
+from tests.unit.test_badinput_serve_fleet import assert_user_error, run, scenario
 from xpuplan.errors import UserInputError
 from xpuplan.jobs.overview import overview
 from xpuplan.workload.datasets import dataset_lengths
 from xpuplan.workload.lengths import LengthDist
 from xpuplan.workload.serving import capped_exponential_scale, dataset_length_dists
-
-runner = CliRunner()
 
 #: One class, one candidate.
 FLEET: dict[str, Any] = {
@@ -65,23 +60,6 @@ BAD_CUTS = [
 ]
 
 
-def run(*args: str):
-    return runner.invoke(app, list(args))
-
-
-def assert_user_error(r, field: str) -> None:
-    assert r.exit_code == 2, r.output
-    assert f"'{field}'" in r.output, r.output
-    assert "Traceback" not in r.output and "infeasible" not in r.output
-
-
-def write(tmp_path: Path, base: dict[str, Any], change: Any) -> str:
-    data = copy.deepcopy(base)
-    change(data)
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return str(path)
-
 
 def cut(d: dict[str, Any], change: dict[str, Any]) -> None:
     d.update(change)
@@ -122,7 +100,7 @@ def test_dataset_exponential_with_a_scale_beyond_its_cap_is_still_built():
 
 @pytest.mark.parametrize(("change", "words"), BAD_CUTS)
 def test_simulate_refuses_a_cut_against_the_mean(tmp_path, change, words):
-    path = write(tmp_path, SIM, lambda d: cut(d["classes"][0]["input_len"], change))
+    path = scenario(tmp_path, SIM, lambda d: cut(d["classes"][0]["input_len"], change))
     r = run("simulate", path)
     assert_user_error(r, "classes[0].input_len")
     assert words in r.output
@@ -134,7 +112,7 @@ def test_fleet_refuses_a_cut_against_the_mean(tmp_path, change, words):
         d["classes"][0]["input_len"] = {"dist": "lognormal", "mean": 1000, "cv": 0.5, "max": 4000}
         cut(d["classes"][0]["input_len"], change)
 
-    r = run("fleet", "optimize", write(tmp_path, FLEET, edit))
+    r = run("fleet", "optimize", scenario(tmp_path, FLEET, edit))
     assert_user_error(r, "classes[0].input_len")
     assert words in r.output
 
@@ -142,14 +120,14 @@ def test_fleet_refuses_a_cut_against_the_mean(tmp_path, change, words):
 @pytest.mark.parametrize(("change", "words"), BAD_CUTS)
 @pytest.mark.parametrize("command", [("infer", "estimate"), ("infer", "capacity")])
 def test_serving_scenario_refuses_a_cut_against_the_mean(tmp_path, command, change, words):
-    r = run(*command, "--scenario", write(tmp_path, SERVING, lambda d: cut(d["traffic"]["input_len"], change)))
+    r = run(*command, "--scenario", scenario(tmp_path, SERVING, lambda d: cut(d["traffic"]["input_len"], change)))
     assert_user_error(r, "traffic.input_len")
     assert words in r.output
 
 
 @pytest.mark.parametrize(("change", "words"), BAD_CUTS[:2])
 def test_recommend_refuses_a_cut_against_the_mean(tmp_path, change, words):
-    r = run("recommend", write(tmp_path, RECOMMEND, lambda d: cut(d["workload"]["serving"]["input_len"], change)))
+    r = run("recommend", scenario(tmp_path, RECOMMEND, lambda d: cut(d["workload"]["serving"]["input_len"], change)))
     assert_user_error(r, "workload.serving.input_len")
     assert words in r.output
 
@@ -174,14 +152,14 @@ def test_fleet_cut_against_the_mean_is_422_naming_the_distribution(client):
 # -- 2. the serving scenario's percentile typed as a fraction --------------------------------------------------------
 @pytest.mark.parametrize("command", [("infer", "estimate"), ("infer", "capacity")])
 def test_serving_scenario_percentile_as_a_fraction_is_refused_suggesting_99(tmp_path, command):
-    path = write(tmp_path, SERVING, lambda d: d["slo"].update(percentile=0.99))
+    path = scenario(tmp_path, SERVING, lambda d: d["slo"].update(percentile=0.99))
     r = run(*command, "--scenario", path)
     assert_user_error(r, "slo.percentile")
     assert "did you mean 99?" in r.output
 
 
 def test_serving_scenario_percentile_of_one_or_more_is_kept(tmp_path):
-    r = run("infer", "estimate", "--scenario", write(tmp_path, SERVING, lambda d: d["slo"].update(percentile=95)),
+    r = run("infer", "estimate", "--scenario", scenario(tmp_path, SERVING, lambda d: d["slo"].update(percentile=95)),
             "--json")
     assert r.exit_code == 0, r.output
 
@@ -219,14 +197,14 @@ def test_overview_python_api_names_its_arguments():
 @pytest.mark.parametrize("key", ["tp", "dtype"])
 @pytest.mark.parametrize("command", ["optimize", "sweep"])
 def test_fleet_candidate_empty_list_is_refused(tmp_path, key, command):
-    path = write(tmp_path, FLEET, lambda d: d["candidates"][0].update({key: []}))
+    path = scenario(tmp_path, FLEET, lambda d: d["candidates"][0].update({key: []}))
     r = run("fleet", command, path)
     assert_user_error(r, f"candidates[0].{key}")
     assert f"leave {key} out for the default" in r.output
 
 
 def test_fleet_second_candidate_with_no_dtype_is_refused_not_dropped(tmp_path):
-    path = write(tmp_path, FLEET, lambda d: d["candidates"].append({"hardware": "nvidia-a100-sxm-80gb",
+    path = scenario(tmp_path, FLEET, lambda d: d["candidates"].append({"hardware": "nvidia-a100-sxm-80gb",
                                                                      "dtype": []}))
     assert_user_error(run("fleet", "optimize", path), "candidates[1].dtype")
 
@@ -240,7 +218,7 @@ def test_fleet_candidate_empty_list_is_422_naming_the_field(client):
 
 
 def test_fleet_candidate_without_lists_keeps_the_defaults(tmp_path):
-    path = write(tmp_path, FLEET, lambda d: d["candidates"][0].pop("tp"))
+    path = scenario(tmp_path, FLEET, lambda d: d["candidates"][0].pop("tp"))
     r = run("fleet", "optimize", path, "--json")
     assert r.exit_code == 0, r.output
     assert {m["dtype"] for m in json.loads(r.stdout)["mix"]} == {"bf16"}
