@@ -57,3 +57,13 @@ def api_client(tmp_path: Path) -> Iterator[Any]:
 
     with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'api.db'}", use_calibration=False)) as c:
         yield c
+
+
+@pytest.fixture
+def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A temporary SQLite store, also the one the CLI opens (``XPUPLAN_DB_URL``) during the test."""
+    from xpuplan.store import paths
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    monkeypatch.setenv(paths.ENV_DB_URL, url)
+    return url

@@ -24,7 +24,6 @@ from xpuplan.catalog import load_catalog  # noqa: E402
 from xpuplan.cli.main import app  # noqa: E402
 from xpuplan.errors import UserInputError  # noqa: E402
 from xpuplan.perf.params import params_total  # noqa: E402
-from xpuplan.store import paths  # noqa: E402
 from xpuplan.store.engine import open_store  # noqa: E402
 from xpuplan.store.records import effective_status, resolve_run, run_measurements  # noqa: E402
 
@@ -35,13 +34,6 @@ runner = CliRunner()
 #: a factor of 3 of the measurement, which catches unit and wiring mistakes); the 25% accuracy target is
 #: measured by benchmarks/bench_local_validation.py, not asserted here.
 LOCAL_FACTOR = 3.0
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'bench.db'}"
-    monkeypatch.setenv(paths.ENV_DB_URL, url)
-    return url
 
 
 def test_detect_cpu_and_name_mapping() -> None:

@@ -20,7 +20,6 @@ from xpuplan.bench.imports import (
 )
 from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
-from xpuplan.store import paths
 from xpuplan.store.engine import open_store
 from xpuplan.store.records import Record, RunInfo, list_runs
 
@@ -36,13 +35,6 @@ MLPERF_SERVER = F / "mlperf" / "llama2-70b" / "Server" / "mlperf_log_summary.txt
 CSV_HEADER = ("id,kind,source,trust,model,params_b,layers,d_model,heads,kv_heads,head_dim,ffn,vocab,gated_mlp,hardware,"
               "n_devices,precision,metric,value,derived,printed,notes,engine,weight_dtype,kv_dtype,tp,pp,input_len,"
               "output_len,batch,concurrency,scenario")
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'badinput.db'}"
-    monkeypatch.setenv(paths.ENV_DB_URL, url)
-    return url
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
-from xpuplan.store import paths
 from xpuplan.store.engine import open_store
 from xpuplan.store.records import list_runs
 
@@ -41,13 +40,6 @@ def assert_user_error(r: Any, flag: str, *needles: str) -> None:
 @pytest.fixture
 def client(api_client: Any) -> Any:
     return api_client
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'round2.db'}"
-    monkeypatch.setenv(paths.ENV_DB_URL, url)
-    return url
 
 
 def _stored(db_url: str) -> int:

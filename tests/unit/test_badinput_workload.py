@@ -11,29 +11,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tests.unit.test_badinput_serve_fleet import assert_user_error, run, scenario
+from tests.unit.test_badinput_serve_fleet import FLEET, SIM, assert_user_error, run, scenario
 from xpuplan.errors import UserInputError
 from xpuplan.jobs.overview import overview
 from xpuplan.workload.datasets import dataset_lengths
 from xpuplan.workload.lengths import LengthDist
 from xpuplan.workload.serving import capped_exponential_scale, dataset_length_dists
-
-#: One class, one candidate.
-FLEET: dict[str, Any] = {
-    "model": "llama3-8b",
-    "classes": [{"name": "chat", "rate_per_s": 5, "input_len": 1000, "output_len": 200,
-                 "slo": {"ttft_ms": 2000, "tpot_ms": 50}}],
-    "candidates": [{"hardware": "nvidia-h100-sxm-80gb", "tp": [1]}],
-}
-
-#: One pool, one class.
-SIM: dict[str, Any] = {
-    "model": "qwen2.5-72b", "duration_s": 5,
-    "pools": [{"name": "gpu", "hardware": "nvidia-h100-sxm-80gb", "tp": 4, "dtype": "fp8", "engine": "vllm"}],
-    "classes": [{"name": "chat", "rate_rps": 1,
-                 "input_len": {"dist": "lognormal", "mean": 3000, "cv": 0.6, "max": 16000},
-                 "output_len": {"dist": "lognormal", "mean": 600, "cv": 0.8, "max": 4096}}],
-}
 
 #: A serving scenario of ``infer estimate`` / ``infer capacity --scenario``.
 SERVING: dict[str, Any] = {

@@ -25,19 +25,11 @@ from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
 from xpuplan.perf.efficiency import efficiency_for
 from xpuplan.perf.roofline import compute_peak, cost_attention, cost_gemm, op_time
-from xpuplan.store import paths
 from xpuplan.store.engine import open_store
 from xpuplan.store.records import Record, RunInfo, add_measurement, finish_run, start_run
 
 runner = CliRunner()
 H100 = "nvidia-h100-sxm-80gb"
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'cal.db'}"
-    monkeypatch.setenv(paths.ENV_DB_URL, url)
-    return url
 
 
 def _truth(device_id: str = H100):

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from xpuplan.bench.imports import parse_nccl_tests, parse_validation_csv, parse_vllm_json
 from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
-from xpuplan.store import paths
 from xpuplan.store.engine import open_store
 from xpuplan.store.records import list_runs, run_measurements
 
@@ -19,13 +18,6 @@ runner = CliRunner()
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
 NCCL_LOG = FIXTURES / "all_reduce_perf_8xh100.log"
 VLLM_JSON = FIXTURES / "vllm_llama3-8b_h100_c32.json"
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'imports.db'}"
-    monkeypatch.setenv(paths.ENV_DB_URL, url)
-    return url
 
 
 def test_parse_nccl_tests_log() -> None:

@@ -22,7 +22,6 @@ from xpuplan.bench.imports import (
 )
 from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
-from xpuplan.store import paths
 
 runner = CliRunner()
 F = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
@@ -37,13 +36,6 @@ MEGATRON = F / "megatron_llama3-8b_8xh100.log"
 MEGATRON_YAML = F / "megatron_args_override.yaml"
 TITAN = F / "torchtitan_llama3_8b_8xh100.log"
 TITAN_TOML = F / "torchtitan_llama3_8b.toml"
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'formats.db'}"
-    monkeypatch.setenv(paths.ENV_DB_URL, url)
-    return url
 
 
 def _rows(parsed) -> dict[str, object]:  # noqa: ANN001

@@ -40,13 +40,6 @@ from xpuplan.store.records import (
 runner = CliRunner()
 
 
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    monkeypatch.setenv(paths.ENV_DB_URL, url)
-    return url
-
-
 def _rec(i: int) -> Record:
     return Record(kind="gemm", name=f"gemm {i}", metric="tflops", value=1.0 + i, unit="TFLOP/s", dtype="bf16",
                   time_s=1e-3, flops=2e9, bytes=1e6, params={"m": 64, "n": 64, "k": 64})
