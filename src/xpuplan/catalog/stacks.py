@@ -139,6 +139,11 @@ class TrainingStack(_Strict):
                                    "attention), all_to_all (Ulysses: q, k, v and o re-sharded over heads)")
     fp8_attention: bool = Field(default=False, description="FP8 training runs the attention core in FP8 too "
                                                            "(Transformer Engine fp8_dpa); false: attention in BF16")
+    attention_kv_repeat: bool = Field(default=False, description="the model code repeats grouped K/V heads to the "
+                                                                 "query heads before the attention call (repeat_kv, "
+                                                                 "then SDPA): the attention keeps, and context "
+                                                                 "parallelism exchanges, K and V of every query head; "
+                                                                 "false: GQA kernels take the KV heads as they are")
     fp8_output_head: bool = Field(default=False, description="FP8/FP4 training runs the output head (LM head) GEMM "
                                                              "in FP8 too; false: in 16 bits (Megatron-Core's "
                                                              "ColumnParallelLinear head, torchtitan's float8 filter)")

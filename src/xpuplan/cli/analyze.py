@@ -38,6 +38,11 @@ def memory_train(
                                                    "down, or 'all'")] = "all",
     recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
                                                            "recomputes in full (default: the fewest that fit --hw)")] = None,
+    recompute_modules: Annotated[str | None, typer.Option(help="what --recompute selective re-runs: comma list of "
+                                                                "Megatron-Core modules core_attn, mla_up_proj, "
+                                                                "layernorm, mlp, moe, moe_act, shared_experts "
+                                                                "(default core_attn; MLA models also mla_up_proj)")]
+    = None,
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
     ep_overlap: Annotated[bool, typer.Option(help="Megatron-Core's MoE all-to-all overlap is on (a plan key's -epo)")] = False,
     uneven_pipeline: Annotated[bool, typer.Option(help="allow pp not dividing the layers (first and last stages "

@@ -76,6 +76,8 @@ def _render_estimate(e: TrainEstimateResult) -> None:
         ["memory per device", f"{_gb(mem['total_bytes'])} of {_gb(mem['usable_bytes'])} usable"],
         ["power per device", "-" if e.power_w_per_device is None else f"{e.power_w_per_device:.0f} W"],
     ]
+    if p.get("recompute_modules"):
+        rows.insert(0, ["selective recompute", f"re-runs {', '.join(p['recompute_modules'])} (--recompute-modules)"])
     if e.lora is not None:
         rows.insert(0, ["method", f"{e.method}: rank-{e.lora['rank']} adapters on {', '.join(e.lora['targets'])}, "
                                   "frozen base"])
@@ -134,6 +136,11 @@ def estimate_cmd(
     recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
                                                                "recomputes in full, as your run sets it (default: the "
                                                                "fewest that fit)")] = None,
+    recompute_modules: Annotated[str | None, typer.Option(help="what --recompute selective re-runs: comma list of "
+                                                                "Megatron-Core modules core_attn, mla_up_proj, "
+                                                                "layernorm, mlp, moe, moe_act, shared_experts "
+                                                                "(default core_attn; MLA models also mla_up_proj)")]
+    = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,
@@ -193,6 +200,11 @@ def search_cmd(
     recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
                                                                "recomputes in full, as your run sets it (default: the "
                                                                "fewest that fit)")] = None,
+    recompute_modules: Annotated[str | None, typer.Option(help="what --recompute selective re-runs: comma list of "
+                                                                "Megatron-Core modules core_attn, mla_up_proj, "
+                                                                "layernorm, mlp, moe, moe_act, shared_experts "
+                                                                "(default core_attn; MLA models also mla_up_proj)")]
+    = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,

@@ -28,7 +28,7 @@ from xpuplan.jobs.requests import (
     names_flags,
 )
 from xpuplan.jobs.results import MEMORY_FIGURES, Result, clean, used
-from xpuplan.workload.training import lora_target_list
+from xpuplan.workload.training import lora_target_list, recompute_module_list
 from xpuplan.workload.vocabulary import LORA_TARGETS, Method, Recompute
 
 #: Largest tensor-parallel size tried when looking for the smallest that fits.
@@ -65,6 +65,11 @@ class MemoryTrainRequest(Request):
     recompute_layers: int | None = Field(default=None, ge=1, le=100000,
                                          description="layers per pipeline stage --recompute partial recomputes in "
                                                      "full (default: the fewest that fit --hw)")
+    recompute_modules: str | None = Field(default=None, max_length=200,
+                                          description="what --recompute selective re-runs, a comma list of "
+                                                      "Megatron-Core modules: core_attn, mla_up_proj, layernorm, mlp, "
+                                                      "moe, moe_act, shared_experts (default core_attn, and "
+                                                      "mla_up_proj for MLA)")
     lora_targets: str = Field(default="all", max_length=100,
                               description="matrices LoRA/QLoRA adapts, a comma list of q, k, v, o, gate, up, down or "
                                           "'all'")
@@ -82,6 +87,10 @@ class MemoryTrainRequest(Request):
         lora_target_list(self.lora_targets, self.flag("lora_targets"))
         if self.recompute_layers is not None and self.recompute != "partial":
             raise flag_error(type(self), "recompute_layers", "a layer count is for --recompute partial (got "
+                             f"--recompute {self.recompute})")
+        recompute_module_list(self.recompute_modules, self.flag("recompute_modules"))
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise flag_error(type(self), "recompute_modules", "modules are what --recompute selective re-runs (got "
                              f"--recompute {self.recompute})")
         return self
 
@@ -167,7 +176,10 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> Non
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
                            validity.rule_layer_offload(req.recompute, req.pp, stack),
                            validity.rule_partial_recompute(req.recompute, stack),
-                           validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute),
+                           validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute,
+                                                    recompute_module_list(req.recompute_modules, "recompute_modules")),
+                           validity.rule_recompute_modules(recompute_module_list(req.recompute_modules,
+                                                                                 "recompute_modules"), model, stack),
                            validity.rule_ep_overlap_on_stack(req.ep_overlap, stack),
                            validity.rule_dualpipe(req.pp, req.vpp, dualpipe_microbatches(req.pp), stack))
               if i is not None]
@@ -177,6 +189,17 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> Non
             first.field, "--" + first.field.replace("_", "-"))
         more = f" (and {len(issues) - 1} more: {'; '.join(i.message for i in issues[1:])})" if len(issues) > 1 else ""
         raise UserInputError(first.message + more, field=field)
+
+
+def _modules_of(model: Any, req: MemoryTrainRequest) -> list[str] | None:
+    """What a selective plan re-runs (Megatron-Core's names, its order), or None for other recomputation."""
+    from xpuplan.perf.recompute import selective_modules
+    from xpuplan.workload.vocabulary import RECOMPUTE_MODULES
+
+    if req.recompute != "selective":
+        return None
+    mods = selective_modules(model, recompute_module_list(req.recompute_modules, req.flag("recompute_modules")))
+    return [x for x in RECOMPUTE_MODULES if x in mods]
 
 
 @names_flags
@@ -204,10 +227,12 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                           lora_targets=targets,
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
                           recompute_layers=req.recompute_layers,
+                          recompute_modules=recompute_module_list(req.recompute_modules, req.flag("recompute_modules")),
+                          kv_repeat=stack.attention_kv_repeat,
                           dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None)
     plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
-            "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
+            "ep_overlap": req.ep_overlap, "recompute_modules": _modules_of(m, req), "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
     if req.method != "full":

@@ -37,7 +37,7 @@ from xpuplan.jobs.requests import (
     str_list,
 )
 from xpuplan.jobs.results import TRAIN_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
-from xpuplan.workload.training import lora_target_list
+from xpuplan.workload.training import lora_target_list, recompute_module_list
 from xpuplan.workload.vocabulary import RECOMPUTE_MODES, TRAIN_PRECISIONS, Kernels, Method, Recompute
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ MAX_GLOBAL_BATCH_TOKENS: Final = 1 << 36
 #: Training-job fields as the CLI names them.
 _JOB_FLAGS: Final = {"seq_len": "--seq-len", "global_batch_tokens": "--global-batch", "train_tokens": "--tokens",
                      "memory_reserve": "--reserve", "lora_rank": "--lora-rank",
-                     "lora_targets": "--lora-targets", "recompute_layers": "--recompute-layers", "tp_overlap": "--tp-overlap",
+                     "lora_targets": "--lora-targets", "recompute_layers": "--recompute-layers",
+                     "recompute_modules": "--recompute-modules", "tp_overlap": "--tp-overlap",
                      "ep_overlap": "--ep-overlap", "dp_compression": "--dp-compression", "method": "--method",
                      "kernels": "--kernels", "power_cap_w": "--power-cap-w"}
 _CLUSTER_FLAGS: Final = {"scale_out_gbit_per_s": "--scale-out-gbit", "domain_size": "--domain-size"}
@@ -85,6 +86,10 @@ class _TrainCommon(Request):
     recompute_layers: int | None = Field(default=None, ge=1, le=100000,
                                          description="layers per pipeline stage a partial plan recomputes in full "
                                                      "(default: the fewest that fit)")
+    recompute_modules: str | None = Field(default=None, max_length=200,
+                                          description="what a selective plan re-runs, a comma list of Megatron-Core "
+                                                      "modules: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act, "
+                                                      "shared_experts (default core_attn, and mla_up_proj for MLA)")
     power_cap_w: PositiveFloat | None = Field(default=None, description="board power limit per device, W")
     reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free")
     uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers "
@@ -104,6 +109,7 @@ class _TrainCommon(Request):
         if self.global_batch is not None and self.seq_len is not None:
             _check_batch(type(self), self.global_batch, self.seq_len)
         lora_target_list(self.lora_targets, self.flag("lora_targets"))
+        recompute_module_list(self.recompute_modules, self.flag("recompute_modules"))
         return self
 
 
@@ -141,6 +147,9 @@ class TrainEstimateRequest(_TrainCommon):
             raise flag_error(type(self), "dp_compression", f"must be in (0, 1] (got {self.dp_compression})")
         if self.recompute_layers is not None and self.recompute not in (None, "partial"):
             raise flag_error(type(self), "recompute_layers", "a layer count is for --recompute partial (got "
+                             f"--recompute {self.recompute})")
+        if self.recompute_modules is not None and self.recompute not in (None, "selective"):
+            raise flag_error(type(self), "recompute_modules", "modules are what --recompute selective re-runs (got "
                              f"--recompute {self.recompute})")
         return self
 
@@ -285,7 +294,8 @@ def _job(req: _TrainCommon, sc: TrainingScenario | None, **extra: Any) -> Traini
     flags = dict(seq_len=req.seq_len, global_batch_tokens=req.global_batch, train_tokens=req.tokens,
                  method=req.method, lora_rank=req.lora_rank, kernels=req.kernels, memory_reserve=req.reserve,
                  lora_targets=lora_target_list(req.lora_targets, req.flag("lora_targets")),
-                 power_cap_w=req.power_cap_w, recompute_layers=req.recompute_layers, **extra)
+                 power_cap_w=req.power_cap_w, recompute_layers=req.recompute_layers,
+                 recompute_modules=recompute_module_list(req.recompute_modules, req.flag("recompute_modules")), **extra)
     base.update({k: v for k, v in flags.items() if v is not None})
     if base.get("global_batch_tokens") is not None:
         _check_batch(type(req), int(base["global_batch_tokens"]), int(base.get("seq_len") or 4096))

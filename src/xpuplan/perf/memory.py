@@ -11,7 +11,7 @@ and an activation workspace.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
@@ -30,6 +30,7 @@ from xpuplan.perf.params import (
     params_moe_layer,
     params_norms_per_layer,
 )
+from xpuplan.perf.recompute import selective_modules
 from xpuplan.units import GB, bytes_per_element
 from xpuplan.workload.vocabulary import LORA_TARGETS, Method, Recompute
 
@@ -145,6 +146,8 @@ def activation_bytes_per_layer(
     dropout: bool = False,
     act_bytes: float = 2.0,
     linear_input_bytes: float | None = None,
+    recompute_modules: Iterable[str] | None = None,
+    kv_repeat: bool = False,
 ) -> float:
     """Activation bytes one Transformer layer keeps for backward (Korthikanti et al. 2022).
 
@@ -167,6 +170,17 @@ def activation_bytes_per_layer(
     ``saved_inputmat = inputmat``), as DeepSeek-V3's framework caches linear inputs in FP8 (arXiv 2412.19437,
     sec. 3.3.3): 1 byte. The attention output is then kept twice (16-bit by the attention kernel, FP8 by the
     projection); the FC2 input only in FP8 (the activation's backward needs its input, FC1's output).
+
+    ``recompute_modules``: what ``selective`` re-runs (:func:`xpuplan.perf.recompute.selective_modules`; None: the
+    attention core, and MLA's up-projections). A re-run module keeps only its input: ``core_attn`` drops the s²
+    terms of unfused attention (fused attention keeps its softmax statistics either way); ``mla_up_proj`` the
+    up-projected q, k, v; ``layernorm`` the norm outputs feeding QKV and FC1 (the linear layers' saved inputs);
+    ``mlp`` the dense MLP's intermediates and ``moe`` the MoE block's (routed and shared experts); ``shared_experts``
+    the shared experts'; ``moe_act`` the routed experts' activation output (FC2's saved input). Megatron-Core
+    frees these through ``CheckpointWithoutOutput`` (layernorm, moe_act) or a checkpointed sub-module.
+
+    ``kv_repeat``: the model code copies the KV heads to every query head before the attention call
+    (``TrainingStack.attention_kv_repeat``), so the attention keeps K and V of every query head.
     """
     if seq_len <= 0 or micro_batch <= 0:
         raise UserInputError("seq_len and micro_batch must be positive", field="seq_len" if seq_len <= 0 else "micro_batch")
@@ -179,6 +193,7 @@ def activation_bytes_per_layer(
     h = model.d_model
     sbh = s * b * h
     t_sp = tp if sp else 1
+    mods = selective_modules(model, recompute_modules) if recompute == "selective" else frozenset()
     if recompute == "offload":
         return 0.0  # the layer input full recomputation keeps waits in host memory
     if recompute == "full":
@@ -186,7 +201,7 @@ def activation_bytes_per_layer(
     q_dim = model.n_heads * model.qk_head_dim
     kv_dim = (
         model.n_heads * (model.qk_head_dim + model.v_head_dim)
-        if model.mla is not None
+        if model.mla is not None or kv_repeat
         else model.kv_heads * (model.qk_head_dim + model.v_head_dim)
     )
     o_dim = model.n_heads * model.v_head_dim
@@ -194,17 +209,17 @@ def activation_bytes_per_layer(
     # parts replicated across TP unless SP: norm inputs, attention/MLP inputs, dropout masks
     lin_bytes = act_bytes if linear_input_bytes is None else linear_input_bytes
     norm_inputs = act_bytes * sbh * model.layer_norms
-    block_inputs = lin_bytes * sbh * (1 if model.parallel_attn_mlp else 2)
+    block_inputs = 0.0 if "layernorm" in mods else lin_bytes * sbh * (1 if model.parallel_attn_mlp else 2)
     masks = mask * sbh * (1 if model.parallel_attn_mlp else 2)
     replicated = norm_inputs + block_inputs + masks
     # parts split by TP: q, k, v, attention output; MLP intermediates
-    attn_split = act_bytes * s * b * (q_dim + kv_dim * kv_replication(model, tp) + o_dim)
+    attn_split = act_bytes * s * b * (q_dim + kv_dim * (1.0 if kv_repeat else kv_replication(model, tp)) + o_dim)
     if lin_bytes != act_bytes:
         attn_split += lin_bytes * s * b * o_dim  # the projection's own quantised copy of the attention output
     if model.mla is not None:
         m = model.mla
         attn_split += act_bytes * s * b * (m.kv_lora_rank + (m.q_lora_rank or 0)) * tp  # latents are not TP-split
-        if recompute == "selective":
+        if "mla_up_proj" in mods:
             # MLA under selective recomputation re-runs the up-projections from the kept latents
             # (Megatron-Core --recompute-modules mla_up_proj; DeepSeek-V3 report §3.2.3): the
             # up-projected q, k, v are not kept
@@ -218,9 +233,23 @@ def activation_bytes_per_layer(
         mlp_width = model.ffn_dim
     # gated: gate out, up out (the activation's input), activation out (FC2's input); classic: act input
     # and output
-    mlp_split = s * b * mlp_width * (act_bytes * (2 if model.mlp == "gated" else 1) + lin_bytes)
+    per_width = act_bytes * (2 if model.mlp == "gated" else 1) + lin_bytes
+    mlp_split = s * b * mlp_width * per_width
+    if mods & {"mlp", "moe", "shared_experts", "moe_act"}:
+        frac = model.n_moe_layers / model.n_layers if model.moe is not None else 0.0
+        routed = shared = 0.0
+        if model.moe is not None:
+            routed = frac * model.moe.top_k * model.moe.expert_ffn_dim
+            shared = frac * model.moe.n_shared_experts * model.moe.shared_ffn
+        freed = ((1 - frac) * model.ffn_dim * per_width if "mlp" in mods else 0.0)
+        if "moe" in mods:
+            freed += (routed + shared) * per_width
+        else:
+            freed += (shared * per_width if "shared_experts" in mods else 0.0) + (
+                routed * lin_bytes if "moe_act" in mods else 0.0)
+        mlp_split = max(0.0, mlp_split - s * b * freed)
     s2_terms = 0.0
-    if not flash_attention and recompute == "none":
+    if not flash_attention and (recompute == "none" or (recompute == "selective" and "core_attn" not in mods)):
         # softmax output (act_bytes), dropout mask (1 B) and dropout output (act_bytes) per score
         s2_terms = model.n_heads * s * seq_len * b * (2 * act_bytes + mask if dropout else act_bytes)
     elif flash_attention:
@@ -493,6 +522,8 @@ def training_memory(
     recompute_layers: int | None = None,
     whole_experts: bool = False,
     ep_overlap: bool = False,
+    recompute_modules: Iterable[str] | None = None,
+    kv_repeat: bool = False,
     dualpipe: bool = False,
 ) -> TrainingMemory:
     """Peak memory per device of a training or fine-tuning step (bytes).
@@ -522,11 +553,13 @@ def training_memory(
                             dualpipe=dualpipe)
     per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
                                            flash_attention=flash_attention, dropout=dropout,
-                                           linear_input_bytes=linear_input_bytes)
+                                           linear_input_bytes=linear_input_bytes, recompute_modules=recompute_modules,
+                                           kv_repeat=kv_repeat)
     rebuilt = 0.0
     if recompute in ("full", "offload", "partial"):
         rebuilt = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective",
-                                             flash_attention=flash_attention, linear_input_bytes=linear_input_bytes)
+                                             flash_attention=flash_attention, linear_input_bytes=linear_input_bytes,
+                                             kv_repeat=kv_repeat)
     if recompute == "offload":
         rebuilt += offload_buffer_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
     host_layer = (offload_layer_input_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)

@@ -187,6 +187,9 @@ def render_html(res: TrainSearchResult, lang: str = "en") -> str:
         if b.plan.get("recompute") == "partial" and b.memory.get("recompute_layers"):
             extra.insert(0, (t("train.partial_recompute", lang),
                              t("train.partial_recompute_on", lang, n=f"{int(b.memory['recompute_layers'])}")))
+        if b.plan.get("recompute") == "selective" and b.plan.get("recompute_modules"):
+            extra.insert(0, (t("train.recompute_modules", lang), t("train.recompute_modules_on", lang, modules=", ".join(
+                b.plan["recompute_modules"]))))
         if b.lora:
             extra.insert(0, (t("train.method", lang), t("train.lora_value", lang, method=b.method.upper().replace(
                 "QLORA", "QLoRA").replace("LORA", "LoRA"), rank=b.lora["rank"], targets=", ".join(b.lora["targets"]))))

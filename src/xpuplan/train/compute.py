@@ -13,6 +13,7 @@ attention core's (selective); the last stage adds the output head and the loss.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -31,6 +32,7 @@ from xpuplan.perf.memory import (
 )
 from xpuplan.perf.ops import MOE_COMBINE_OP, head_ops, layer_ops, routed_rows
 from xpuplan.perf.params import param_breakdown
+from xpuplan.perf.recompute import selective_modules
 from xpuplan.perf.roofline import OpCost, attention_head_dim_factor, cost_attention, cost_gemm, op_time
 from xpuplan.train.layout import Layout
 
@@ -216,6 +218,12 @@ class LayerCompute:
     ``moe_quant_fwd`` / ``moe_quant_bwd``: in FP8/FP4 training, the quantisation of the routed experts' GEMM
     inputs (forward, re-run by full recomputation) and of their output gradients (backward),
     :data:`EXPERT_QUANT_BYTES_PER_ELEMENT` each (:func:`expert_quant_ops`).
+    ``rec_*``: the forward of the modules selective recomputation can re-run by name (Megatron-Core
+    ``--recompute-modules``; :mod:`xpuplan.perf.recompute`): ``rec_norm_dense`` / ``rec_norm_moe`` the two pre-norms,
+    ``rec_mlp`` a dense layer's MLP block, ``rec_moe`` a MoE layer's whole MoE block (router, permutation, experts,
+    shared experts, the host sync and the experts' quantisation; its all-to-alls are communication, in
+    :func:`xpuplan.train.phases.ep_comm_per_mb_s`), ``rec_moe_act`` the routed experts' activation,
+    ``rec_shared`` the shared experts.
     """
 
     dense_gemm: float
@@ -234,6 +242,23 @@ class LayerCompute:
     sac_moe: float = 0.0
     moe_quant_fwd: float = 0.0
     moe_quant_bwd: float = 0.0
+    rec_norm_dense: float = 0.0
+    rec_norm_moe: float = 0.0
+    rec_mlp: float = 0.0
+    rec_moe: float = 0.0
+    rec_moe_act: float = 0.0
+    rec_shared: float = 0.0
+
+
+#: Op names (``xpuplan.perf.ops.layer_ops`` and :func:`layer_compute`'s MoE extras) of each module selective
+#: recomputation can re-run by name (:mod:`xpuplan.perf.recompute`).
+NORM_OPS: Final = frozenset({"norm (attention)", "norm (mlp)"})
+MLP_OPS: Final = frozenset({"mlp up/gate", "mlp up", "mlp activation", "mlp down"})
+SHARED_EXPERT_OPS: Final = frozenset({"shared experts up/gate", "shared experts down"})
+MOE_ACT_OPS: Final = frozenset({"experts activation"})
+MOE_BLOCK_OPS: Final = (frozenset({"router", "experts up/gate", "experts down", "token permutation",
+                                   "gate probabilities", "router softmax/top-k/aux-loss"})
+                        | SHARED_EXPERT_OPS | MOE_ACT_OPS)
 
 
 def _op_seconds(op: OpCost, device: Device, precision: str, eff: Efficiency) -> float:
@@ -429,6 +454,15 @@ def layer_compute(
     if lora:
         extra.append(_lora_adapter_op(model, tokens, tp, lora_targets))
     dg, de = classify(dense_ops + extra)
+
+    def part(ops: list[OpCost], names: frozenset[str]) -> float:
+        """Forward seconds of the ops of one module (by op name)."""
+        g, e = classify([op for op in ops if op.name in names])
+        return g + e
+
+    rec_norm_dense = part(dense_ops, NORM_OPS)
+    rec_mlp = part(dense_ops, MLP_OPS)
+    rec_norm_moe = rec_moe = rec_moe_act = rec_shared = 0.0
     qkv_share, up_share = op_sac_linear_shares(model, precision) if op_sac else (0.0, 0.0)
 
     def sac_gemm(ops: list[OpCost]) -> float:
@@ -484,10 +518,16 @@ def layer_compute(
         # pays only a partly filled last tile per expert, which the per-expert shape's efficiency already
         # holds: on an H200, 128 experts of 256 rows run in one grouped kernel at 0.38x the time of a
         # graph-replayed loop of 128 GEMMs, at 16 experts of 2,048 rows 0.95x (benchmarks/expert_gemm_probe.py).
+        launches = 0.0
         if not grouped_expert_gemm:
             touched, _ = routed_rows(max(1, model.moe.n_routed_experts // ep), model.moe.top_k,
                                      tokens * model.moe.top_k, model.moe.n_routed_experts)
-            mg += 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
+            launches = 2.0 * max(0.0, float(touched) - 1.0) * eff.kernel_overhead_s
+            mg += launches
+        rec_norm_moe = part(moe_ops, NORM_OPS)
+        rec_moe_act = part(moe_ops, MOE_ACT_OPS)
+        rec_shared = part(moe_ops, SHARED_EXPERT_OPS)
+        rec_moe = part(moe_ops, MOE_BLOCK_OPS) + launches + quant_fwd
     attn_ops, bwd_factor = attention_core_ops(model, micro_batch=micro_batch, q_len=s_loc, kv_len=seq_len if cp > 1 else s_loc,
                                               tp=tp, cp=cp, flash=flash)
     attn_dtype = attention_precision(precision, fp8_attention)
@@ -519,7 +559,22 @@ def layer_compute(
         up = sum(_op_seconds(op, device, precision, eff) for op in (q_up, kv_up) if op is not None)
     sync = moe_host_sync_s(eff) if model.moe is not None and moe_host_sync else 0.0
     return LayerCompute(dg, de, mg, me, af, af * bwd_factor, hg, he, dq_d, dq_m, up, sync, sac_dense, sac_moe,
-                        quant_fwd, quant_bwd)
+                        quant_fwd, quant_bwd, rec_norm_dense=rec_norm_dense, rec_norm_moe=rec_norm_moe, rec_mlp=rec_mlp,
+                        rec_moe=rec_moe + sync, rec_moe_act=rec_moe_act, rec_shared=rec_shared)
+
+
+def _selective_forward(c: dict[str, np.ndarray], kind: str, mods: frozenset[str]) -> np.ndarray:
+    """Seconds of one layer's forward that selective recomputation of ``mods`` re-runs (``kind``: dense or moe)."""
+    zero = np.zeros_like(c["attn_fwd"])
+    out = (c["attn_fwd"] if "core_attn" in mods else zero) + (c["mla_up_gemm"] if "mla_up_proj" in mods else zero)
+    if "layernorm" in mods:
+        out = out + c[f"rec_norm_{kind}"]
+    if kind == "dense":
+        return out + c["rec_mlp"] if "mlp" in mods else out
+    if "moe" in mods:
+        return out + c["rec_moe"]
+    return (out + (c["rec_moe_act"] if "moe_act" in mods else zero)
+            + (c["rec_shared"] if "shared_experts" in mods else zero))
 
 
 @dataclass(frozen=True)
@@ -540,10 +595,12 @@ class StageCompute:
 
 
 def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, frozen: bool,
-                  selective: str = "attention") -> StageCompute:
+                  selective: str = "attention", modules: Iterable[str] | None = None) -> StageCompute:
     """Compute phase of many plans from their :class:`LayerCompute` table ``c`` (one array per field).
     ``selective``: what selective recomputation re-runs (``TrainingStack.selective_recompute``): ``attention``,
-    the attention core (Megatron); ``op_sac``, PyTorch's op-level checkpointing (``sac_dense``, ``sac_moe``)."""
+    Megatron's modules (``modules``, :func:`xpuplan.perf.recompute.selective_modules`; None: the attention core, and
+    MLA's up-projections); ``op_sac``, PyTorch's op-level checkpointing (``sac_dense``, ``sac_moe``)."""
+    mods = selective_modules(model, modules)
     L = model.n_layers
     n_moe = model.n_moe_layers
     n_dense = L - n_moe
@@ -558,9 +615,9 @@ def stage_compute(c: dict[str, np.ndarray], lay: Layout, model: ModelArch, *, fr
         return b + c["moe_quant_bwd"] if kind == "moe" else b
 
     def recomp(kind: str) -> np.ndarray:
-        # selective: the attention core (and, for MLA, the up-projections from the latents); op-level
-        # checkpointing: its unsaved projections and the elementwise ops
-        sel = c[f"sac_{kind}"] if selective == "op_sac" else c["attn_fwd"] + c["mla_up_gemm"]
+        # selective: the named modules (by default the attention core and, for MLA, the up-projections from the
+        # latents); op-level checkpointing: its unsaved projections and the elementwise ops
+        sel = c[f"sac_{kind}"] if selective == "op_sac" else _selective_forward(c, kind, mods)
         # full_rec: the share of the layers recomputed whole (1 for full recomputation, k/Ls for partial)
         return lay.full_rec * fwd(kind) + np.where(lay.sel_rec, sel, 0.0)
 

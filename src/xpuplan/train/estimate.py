@@ -108,6 +108,8 @@ class TrainEstimate:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: LoRA/QLoRA adapters: {"rank", "targets"}; None for full training
     lora: dict[str, Any] | None = None
+    #: what a selective plan re-runs when the job names it (Megatron-Core ``--recompute-modules``; None: the default)
+    recompute_modules: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -137,7 +139,8 @@ class TrainEstimate:
             "model": self.model_id,
             "hardware": self.device_id,
             "n_devices": self.n_devices,
-            "plan": self.plan.to_dict(),
+            "plan": self.plan.to_dict() | ({"recompute_modules": list(self.recompute_modules)}
+                                           if self.recompute_modules is not None else {}),
             "seq_len": self.seq_len,
             "global_batch_seqs": self.global_batch_seqs,
             "tokens_per_step": self.tokens_per_step,
@@ -295,6 +298,7 @@ def estimate_from_arrays(
         train_tokens=job.train_tokens, time_to_train_s=t_train, device_hours=dev_h, energy_kwh=energy,
         notes=tuple(notes),
         lora=None if job.method == "full" else {"rank": job.lora_rank, "targets": list(job.lora_targets)},
+        recompute_modules=job.recompute_modules if plan.recompute == "selective" else None,
     )
 
 
@@ -320,6 +324,9 @@ def estimate(
                                                                          sm.stack.cp_algorithm),
                                       validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack),
                                       validity.rule_partial_recompute(plan.recompute, sm.stack),
+                                      validity.rule_recompute_modules(job.recompute_modules, model, sm.stack),
+                                      validity.rule_ep_overlap(plan.ep_overlap, plan.ep, plan.pp, plan.vpp,
+                                                               plan.recompute, job.recompute_modules),
                                       validity.rule_dualpipe(plan.pp, plan.vpp, plan.grad_accum, sm.stack)) if i])
     arrays = PlanArrays.from_plans([plan])
     r = sm.evaluate(cluster, arrays)

@@ -21,6 +21,7 @@ from xpuplan.perf.efficiency import Efficiency
 from xpuplan.perf.memory import ep_overlap_extra_layers as mem_ep_overlap_extra_layers
 from xpuplan.perf.memory import expert_dp_size, expert_tensor_parallel, gradients_sharded
 from xpuplan.perf.ops import expected_groups_hit
+from xpuplan.perf.recompute import selective_modules
 from xpuplan.perf.roofline import cost_adam_step, op_time
 from xpuplan.train.arrays import PlanArrays
 from xpuplan.train.cluster import Cluster
@@ -191,7 +192,8 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
     """Exposed context-parallel communication of one micro-batch, by the stack's ``cp_algorithm``.
 
     Each rank holds s/cp tokens (two mirrored chunks: load-balanced causal split) and their K and V
-    (``kv_heads``/tp heads, GQA; MLA's K and V are per query head). Per layer and forward pass:
+    (``kv_heads``/tp heads, GQA; MLA's K and V are per query head, and so are a stack's that repeats the KV
+    heads before the attention call, ``TrainingStack.attention_kv_repeat``). Per layer and forward pass:
 
     * ``ring`` (Megatron-Core/TE p2p, ring attention): cp-1 steps, each sending one KV block to the
       next rank while the current block's attention (1/cp of the layer's attention) runs; a step is
@@ -208,7 +210,8 @@ def cp_comm_per_mb_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArr
 
     Forward passes: the forward, plus the recomputed forward under full or selective recomputation
     (both re-run the attention, and with it its exchange)."""
-    heads = model.n_heads if model.mla is not None else model.kv_heads
+    # a stack that repeats the KV heads before the attention call exchanges K and V of every query head
+    heads = model.n_heads if model.mla is not None or stack.attention_kv_repeat else model.kv_heads
     kv_heads = np.maximum(1.0, heads / lay.tp)
     dqk, dv = model.qk_head_dim, model.v_head_dim
     chunk = lay.mb * (lay.s / lay.cp)  # tokens per rank
@@ -325,7 +328,11 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
     else:
         paired = np.ones_like(lay.m)
     hidden = overlap * paired
-    total = moe_layers_stage * (lay.passes * t_a2a + moe_dispatch_fixed_s(lay, model, cluster, p, stride))
+    # selective recomputation of the whole MoE block (Megatron-Core --recompute-modules moe) dispatches and combines
+    # again in the backward, as full recomputation does
+    moe_rec = lay.sel_rec * float("moe" in selective_modules(model, job.recompute_modules))
+    total = moe_layers_stage * ((lay.passes + moe_rec) * t_a2a
+                                + moe_dispatch_fixed_s(lay, model, cluster, p, stride, moe_rec))
     exposed = total * (1.0 - hidden)
     if comp is not None:
         exposed = np.where(overlap > 0, np.maximum(exposed, total - comp.per_mb), exposed)
@@ -334,16 +341,17 @@ def ep_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
 
 
 def moe_dispatch_fixed_s(lay: Layout, model: ModelArch, cluster: Cluster, p: PlanArrays,
-                         stride: np.ndarray) -> np.ndarray:
+                         stride: np.ndarray, moe_rec: np.ndarray | float = 0.0) -> np.ndarray:
     """Fixed (latency) cost of one MoE layer's dispatch per micro-batch, paid in each forward (the
     backward reuses the split sizes): the exchange of per-expert token counts over the EP group (an
     all-gather of n_experts counts per rank, latency-bound; 0 without EP). A recomputed forward routes
     again and pays it once more. (The device-host sync that follows it is compute time, paid with
-    or without EP: :data:`xpuplan.train.compute.MOE_HOST_SYNC_S`.)"""
+    or without EP: :data:`xpuplan.train.compute.MOE_HOST_SYNC_S`.) ``moe_rec``: 1 where selective recomputation
+    re-runs the MoE block (its forward routes again too)."""
     assert model.moe is not None
     counts = np.full_like(lay.tp, model.moe.n_routed_experts * MOE_COUNT_BYTES_PER_EXPERT, dtype=float)
     t_counts = group_time_s("all_gather", counts * p.ep, cluster, p.ep, stride)
-    return (1.0 + lay.full_rec) * t_counts
+    return (1.0 + lay.full_rec + moe_rec) * t_counts
 
 
 def expert_group_strides(p: PlanArrays, stack: TrainingStack) -> tuple[np.ndarray, np.ndarray]:

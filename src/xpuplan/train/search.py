@@ -136,6 +136,8 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     else:
         epo_all = [0, 1] if ep_overlap_opt_in and job.ep_overlap is None and model.moe is not None else [0]
     rec_full = {RECOMPUTE_MODES.index("full"), RECOMPUTE_MODES.index("offload"), RECOMPUTE_MODES.index("partial")}
+    if job.recompute_modules is not None and "moe" in job.recompute_modules:  # re-running the MoE block: no overlap
+        rec_full.add(RECOMPUTE_MODES.index("selective"))
     parts: list[PlanArrays] = []
     for tp in tps:
         rest_tp = n_devices // tp
@@ -289,7 +291,8 @@ def search_plans(
     if any(issues):
         space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
-    validity.raise_first([i for i in (validity.rule_ep_overlap_on_stack(any(space.ep_overlap or ()), sm.stack),) if i])
+    validity.raise_first([i for i in (validity.rule_ep_overlap_on_stack(any(space.ep_overlap or ()), sm.stack),
+                                      validity.rule_recompute_modules(job.recompute_modules, model, sm.stack)) if i])
     if space.recompute is not None and set(space.recompute) == {"layer_offload"}:
         # only Megatron-Core's activation offloading asked for: say why nothing could be enumerated
         pp = 1 if space.pp is None or 1 in space.pp else min(space.pp)

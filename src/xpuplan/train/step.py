@@ -55,6 +55,7 @@ from xpuplan.perf.memory import (
 )
 from xpuplan.perf.params import param_breakdown
 from xpuplan.perf.power import PowerProfile, compute_clock_fraction_at_cap, power_profile_for, power_work_w
+from xpuplan.perf.recompute import selective_forward_flops_per_token, selective_modules
 from xpuplan.perf.roofline import compute_peak
 from xpuplan.train.arrays import _REC_INDEX, PlanArrays, StepArrays
 from xpuplan.train.cluster import Cluster
@@ -202,17 +203,21 @@ class StepModel:
         shards every activation over the tensor axis (``TrainingStack.tp_sharded_activations``)."""
         return np.ones_like(p.sp) if self.stack.tp_sharded_activations else p.sp
 
-    def activation_table(self, p: PlanArrays, rec: np.ndarray) -> np.ndarray:
-        """Per plan, activation bytes one layer keeps (``perf.memory.activation_bytes_per_layer``)."""
-        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec])
+    def activation_table(self, p: PlanArrays, rec: np.ndarray, *, job_modules: bool = True) -> np.ndarray:
+        """Per plan, activation bytes one layer keeps (``perf.memory.activation_bytes_per_layer``); a selective plan
+        re-runs the job's ``recompute_modules`` (``job_modules``; False: the default set)."""
+        own = int(job_modules and self.job.recompute_modules is not None)
+        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec, np.full_like(rec, own)])
         vals = []
         for k in rows:
             if k not in self._acts:
-                mb, tp, sp, cp, r, pr = k
+                mb, tp, sp, cp, r, pr, mine = k
                 self._acts[k] = activation_bytes_per_layer(
                     self.model, self.job.seq_len, mb, tp=tp, sp=bool(sp), cp=cp, recompute=RECOMPUTE_MODES[r],  # type: ignore[arg-type]
                     flash_attention=self.job.flash_attention,
-                    linear_input_bytes=saved_linear_input_bytes(PRECISIONS[pr], self.stack.fp8_saved_activations))
+                    linear_input_bytes=saved_linear_input_bytes(PRECISIONS[pr], self.stack.fp8_saved_activations),
+                    recompute_modules=self.job.recompute_modules if mine else None,
+                    kv_repeat=self.stack.attention_kv_repeat)
             vals.append(self._acts[k])
         return np.asarray(vals, dtype=float)[inv]
 
@@ -261,7 +266,8 @@ class StepModel:
         mem = self._memory(p, dense_p, expert_p, rb, p.ga.astype(float), p.rec, usable)
         lay = Layout.of(p, model, job.seq_len, recompute_layers=mem["recompute_layers"])
         m = lay.m
-        comp = stage_compute(self.compute_table(p), lay, model, frozen=frozen, selective=self.stack.selective_recompute)
+        comp = stage_compute(self.compute_table(p), lay, model, frozen=frozen, selective=self.stack.selective_recompute,
+                             modules=self.job.recompute_modules)
         st = self.stack
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
@@ -343,7 +349,8 @@ class StepModel:
             shares = np.asarray([op_sac_linear_flops_share(self.model, pr) for pr in PRECISIONS])[prec]
             sel = lin * shares
         else:
-            sel = np.full(rec.shape, attn)
+            mods = selective_modules(self.model, self.job.recompute_modules)
+            sel = np.full(rec.shape, selective_forward_flops_per_token(self.model, mods, attn))
         extra = full * base.forward + np.where(rec == _REC_INDEX["selective"], sel, 0.0)
         return model_f, model_f + extra
 
@@ -362,7 +369,7 @@ class StepModel:
         full_rec = (rec == _REC_INDEX["full"]) | offload | partial  # partial: once a layer is recomputed
         rebuilt = np.zeros(len(p))
         if full_rec.any():
-            sel = self.activation_table(p, np.full_like(rec, _REC_INDEX["selective"]))
+            sel = self.activation_table(p, np.full_like(rec, _REC_INDEX["selective"]), job_modules=False)
             rebuilt = np.where(full_rec, sel, 0.0)
         if offload.any():  # the layer inputs in transit to and from the host
             rebuilt = rebuilt + np.where(offload, OFFLOAD_BUFFER_LAYERS * self.offload_input_table(p), 0.0)

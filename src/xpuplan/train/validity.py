@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
+from xpuplan.perf.recompute import recompute_modules_problem
 from xpuplan.workload.vocabulary import RECOMPUTE_MODES, TRAIN_PRECISIONS
 
 if TYPE_CHECKING:
@@ -103,10 +104,12 @@ def rule_vpp_needs_pp(pp: int, vpp: int) -> PlanIssue | None:
     return None
 
 
-def rule_ep_overlap(ep_overlap: bool, ep: int, pp: int, vpp: int, recompute: str) -> PlanIssue | None:
+def rule_ep_overlap(ep_overlap: bool, ep: int, pp: int, vpp: int, recompute: str,
+                    recompute_modules: Sequence[str] | None = None) -> PlanIssue | None:
     """Megatron-Core's batch-level MoE all-to-all overlap (--overlap-moe-expert-parallel-comm) merges one
     micro-batch's forward with another's backward: it needs expert parallelism, a virtual pipeline when
-    pp > 1, and no full recomputation (megatron/core/transformer/transformer_config.py asserts each)."""
+    pp > 1, no full recomputation and no selective recomputation of the MoE block (``recompute_modules`` with
+    ``moe``; megatron/core/transformer/transformer_config.py asserts each)."""
     if not ep_overlap:
         return None
     if ep <= 1:
@@ -117,7 +120,24 @@ def rule_ep_overlap(ep_overlap: bool, ep: int, pp: int, vpp: int, recompute: str
     if recompute in ("full", "offload", "partial"):
         return PlanIssue("ep_overlap", f"ep_overlap excludes full recomputation (recompute {recompute!r}): "
                                        "Megatron-Core asserts recompute_granularity != 'full'")
+    if recompute == "selective" and recompute_modules is not None and "moe" in recompute_modules:
+        return PlanIssue("ep_overlap", "ep_overlap excludes selective recomputation of the MoE block (recompute_modules "
+                                       "with 'moe'): Megatron-Core asserts 'moe' not in recompute_modules")
     return None
+
+
+def rule_recompute_modules(modules: Sequence[str] | None, model: ModelArch, stack: Any) -> PlanIssue | None:
+    """The job's ``recompute_modules`` must name modules ``model`` has (:func:`xpuplan.perf.recompute.
+    recompute_modules_problem`), on a stack whose selective recomputation is Megatron-style (``TrainingStack.
+    selective_recompute`` attention); op-level checkpointing (torchtitan) chooses its ops itself."""
+    if modules is None:
+        return None
+    if getattr(stack, "selective_recompute", "attention") != "attention":
+        return PlanIssue("recompute_modules", f"the training stack {getattr(stack, 'id', '') or ''!r} checkpoints by "
+                                              "op (selective_recompute op_sac), not by module: leave "
+                                              "recompute_modules blank")
+    problem = recompute_modules_problem(model, modules)
+    return PlanIssue("recompute_modules", problem) if problem else None
 
 
 def rule_ep_overlap_on_stack(ep_overlap: bool, stack: Any) -> PlanIssue | None:

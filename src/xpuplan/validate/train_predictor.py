@@ -63,7 +63,12 @@ from xpuplan.train.search import MAX_MICRO_BATCH, SearchSpace, search_plans, vpp
 from xpuplan.train.step import StepModel
 from xpuplan.validate.core import Prediction
 from xpuplan.validate.rows import ValidationRow, model_from_row
-from xpuplan.workload.training import DEFAULT_GLOBAL_BATCH_TOKENS, TrainingJob, lora_target_list
+from xpuplan.workload.training import (
+    DEFAULT_GLOBAL_BATCH_TOKENS,
+    TrainingJob,
+    lora_target_list,
+    recompute_module_list,
+)
 from xpuplan.workload.vocabulary import LORA_TARGETS, METHODS, Method, Recompute
 
 METRICS: Final = ("tokens_per_s_per_device", "step_time_s", "mfu", "model_tflops_per_device",
@@ -229,6 +234,9 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
     if n_rec is not None and n_rec < 1:
         raise UserInputError(f"recompute_layers must be a positive count of layers per stage recomputed in full, got "
                              f"{n_rec}", field="recompute_layers")
+    mods_text = row.get("recompute_modules")  # Megatron-Core module names, separated by ';' or '+' in a CSV cell
+    modules = (recompute_module_list(str(mods_text).replace("+", ",").replace(";", ","), "recompute_modules")
+               if mods_text else None)
     method, rank, targets = row_method(row)
     if method != "full":
         said = not row.get("method")
@@ -240,7 +248,7 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
     return TrainingJob(seq_len=seq, global_batch_tokens=int(gbt), train_tokens=row.get("train_tokens"),
                        flash_attention=flash, kernels=kernels, power_cap_w=row.get("power_cap_w"),
                        method=method, lora_rank=rank, lora_targets=targets,  # type: ignore[arg-type]
-                       recompute_layers=row.get("recompute_layers"))
+                       recompute_layers=row.get("recompute_layers"), recompute_modules=modules)  # type: ignore[arg-type]
 
 
 #: A fine-tuning method named in a row's text, in any case: LoRA or QLoRA standing alone or ending a benchmark id
@@ -381,6 +389,11 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
             raise UserInputError(f"recompute_layers ({n_rec}) is a positive count of layers per stage recomputed in "
                                  f"full, for recompute partial (the row says {recompute!r})", field="recompute_layers")
         recompute = "partial"
+    if job.recompute_modules is not None:
+        if recompute not in (None, "selective"):
+            raise UserInputError(f"recompute_modules ({'+'.join(job.recompute_modules)}) are what selective "
+                                 f"recomputation re-runs (the row says {recompute!r})", field="recompute_modules")
+        recompute = "selective"
     if (remat := maxtext_remat(row, stack)) is not None:
         recompute = remat
         inferred["recompute"] = (f"{remat} (the notes' MaxText remat policy: custom, tensors offloaded to host)"

@@ -30,7 +30,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from xpuplan.datafile import load_file
 from xpuplan.errors import UserInputError, echo
-from xpuplan.workload.vocabulary import LORA_TARGETS, Kernels, LoraTarget, Method, Recompute, TrainPrecision
+from xpuplan.workload.vocabulary import (
+    LORA_TARGETS,
+    RECOMPUTE_MODULES,
+    Kernels,
+    LoraTarget,
+    Method,
+    Recompute,
+    RecomputeModule,
+    TrainPrecision,
+)
 
 #: Tokens per optimizer step when the user gives none, for pre-training: ~4M tokens (2**22), the
 #: batch LLaMA, Llama 2 and (at 3.2M) GPT-3 175B used.
@@ -71,6 +80,21 @@ def lora_target_list(text: str | None, field: str) -> tuple[str, ...] | None:
         raise UserInputError(f"{what}: give a comma list of {', '.join(LORA_TARGETS)} (or 'all'), e.g. 'q,k,v'",
                              field=field)
     return tuple(names)
+
+def recompute_module_list(text: str | None, field: str) -> tuple[str, ...] | None:
+    """A comma list of Megatron-Core module names ('layernorm,moe_act') as the job's ``recompute_modules``; names
+    outside :data:`~xpuplan.workload.vocabulary.RECOMPUTE_MODULES`, repeats or an empty list -> UserInputError
+    naming ``field``."""
+    if text is None:
+        return None
+    names = [x.strip().casefold() for x in text.replace(" ", ",").split(",") if x.strip()]
+    bad = [x for x in names if x not in RECOMPUTE_MODULES]
+    if not names or bad or len(set(names)) != len(names):
+        what = (f"unknown module {echo(bad[0])}" if bad else "a module named twice" if names else "an empty list")
+        raise UserInputError(f"{what}: give a comma list of {', '.join(RECOMPUTE_MODULES)}, e.g. 'layernorm,moe_act' "
+                             "(Megatron-Core --recompute-modules)", field=field)
+    return tuple(names)
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -128,6 +152,12 @@ class TrainingJob(_Strict):
         description="layers of each pipeline stage a 'partial' plan recomputes in full, as the run sets it (Megatron-Core "
         "--recompute-num-layers times the virtual stages); blank = the fewest that let the plan fit",
     )
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        default=None, min_length=1,
+        description="what a 'selective' plan re-runs, by Megatron-Core's names (--recompute-modules): core_attn, "
+        "mla_up_proj, layernorm, mlp, moe, moe_act, shared_experts; blank = the attention core (and MLA's "
+        "up-projections); stacks with op-level checkpointing (torchtitan) have their own policy",
+    )
     power_cap_w: float | None = Field(
         default=None, gt=0,
         description="board power limit per device, W (nvidia-smi -pl); below the compute-bound draw the clock falls "
@@ -139,6 +169,13 @@ class TrainingJob(_Strict):
     def _distinct_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(v)) != len(v):
             raise ValueError(f"lora_targets names a matrix twice: {', '.join(v)}")
+        return v
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _distinct_modules(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"recompute_modules names a module twice: {', '.join(v)}")
         return v
 
     @model_validator(mode="after")

@@ -19,6 +19,14 @@ from typing import Final, Literal, get_args
 Recompute = Literal["none", "selective", "full", "offload", "layer_offload", "partial"]
 RECOMPUTE_MODES: Final[tuple[str, ...]] = get_args(Recompute)
 
+#: What selective recomputation (``recompute: selective``) re-runs in the backward, by Megatron-Core's module names
+#: (``--recompute-modules``; megatron/core/transformer/transformer_config.py ``recompute_modules``): ``core_attn`` the
+#: attention core; ``mla_up_proj`` MLA's query and key/value up-projections from the kept latents; ``layernorm`` the
+#: two pre-norms; ``mlp`` the dense MLP block; ``moe`` the whole MoE block (router, dispatch and combine, experts);
+#: ``moe_act`` the routed experts' activation function; ``shared_experts`` the shared experts of a MoE layer.
+RecomputeModule = Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]
+RECOMPUTE_MODULES: Final[tuple[str, ...]] = get_args(RecomputeModule)
+
 #: Training GEMM precision: bf16/fp16 mixed precision, fp8 (Transformer Engine style, bf16 elsewhere), or
 #: fp4 (block-scaled NVFP4 GEMMs, NVIDIA's recipe: a share of the layers stays bf16; see train.compute).
 TrainPrecision = Literal["bf16", "fp16", "fp8", "fp4"]
