@@ -217,6 +217,9 @@ def test_cli_runs_and_refuses_naming_the_flag() -> None:
         r = _cli("train", "estimate", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--tp", "1", *extra)
         assert r.exit_code == 2 and "--recompute-modules" in r.output and words in r.output, (extra, r.output)
         assert "Traceback" not in r.output
+    r = _cli("train", "search", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--recompute", "full",
+             "--recompute-modules", "mlp")
+    assert r.exit_code == 2 and "--recompute-modules" in r.output and "does not search it" in r.output, r.output
     mem = _cli("memory", "train", "--model", "qwen3-30b-a3b", "--seq", "4096", "--ep", "8", "--dp", "8",
                "--recompute-modules", "moe", "--json")
     assert mem.exit_code == 0, mem.output

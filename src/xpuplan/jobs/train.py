@@ -194,6 +194,10 @@ class TrainSearchRequest(_TrainCommon):
             vals_s = str_list(getattr(self, name))
             if vals_s is not None and (not vals_s or any(v not in allowed for v in vals_s)):
                 raise flag_error(type(self), name, f"choose from {', '.join(allowed)} (got {getattr(self, name)!r})")
+        searched = str_list(self.recompute)
+        if self.recompute_modules is not None and searched is not None and "selective" not in searched:
+            raise flag_error(type(self), "recompute_modules", "modules are what --recompute selective re-runs; "
+                             f"--recompute {self.recompute} does not search it")
         return self
 
 
