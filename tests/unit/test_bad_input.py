@@ -7,25 +7,11 @@ import json
 import time
 
 import pytest
-from typer.testing import CliRunner
 
-from xpuplan.cli.main import app
+from tests.unit.clicheck import assert_user_error, run
 from xpuplan.errors import UserInputError
 from xpuplan.jobs.requests import MAX_RANGE_POINTS, parse_request
 from xpuplan.jobs.train import TrainSearchRequest
-
-runner = CliRunner()
-
-
-def run(*args: str):
-    return runner.invoke(app, list(args))
-
-
-def assert_user_error(r, flag: str) -> None:
-    assert r.exit_code == 2, r.output
-    assert f"'{flag}'" in r.output, r.output
-    assert "Traceback" not in r.output and "internal error" not in r.output
-
 
 CAPACITY = ("infer", "capacity", "--model", "llama3-70b", "--hw", "H100")
 

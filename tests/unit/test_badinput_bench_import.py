@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.unit.benchfixtures import HCCL, MEGATRON, MLPERF_SERVER, NCCL_LOG, SGLANG, TRTLLM, VLLM_JSON
 from xpuplan.bench.imports import (
     ParsedImport,
     parse_hccl_test,
@@ -24,14 +25,6 @@ from xpuplan.store.engine import open_store
 from xpuplan.store.records import Record, RunInfo, list_runs
 
 runner = CliRunner()
-F = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
-VLLM_JSON = F / "vllm_llama3-8b_h100_c32.json"
-MEGATRON = F / "megatron_llama3-8b_8xh100.log"
-NCCL_LOG = F / "all_reduce_perf_8xh100.log"
-HCCL = F / "all_reduce_test_8p_910b.log"
-SGLANG = F / "sglang_qwen2.5-7b_h100.jsonl"
-TRTLLM = F / "trtllm_llama3.1-8b_h100_report.json"
-MLPERF_SERVER = F / "mlperf" / "llama2-70b" / "Server" / "mlperf_log_summary.txt"
 CSV_HEADER = ("id,kind,source,trust,model,params_b,layers,d_model,heads,kv_heads,head_dim,ffn,vocab,gated_mlp,hardware,"
               "n_devices,precision,metric,value,derived,printed,notes,engine,weight_dtype,kv_dtype,tp,pp,input_len,"
               "output_len,batch,concurrency,scenario")

@@ -10,26 +10,14 @@ import re
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from xpuplan.cli.main import app
+from tests.unit.clicheck import assert_user_error, run
 from xpuplan.cost import expected_wall_time_s, reliability
 from xpuplan.decide.weights import make_weights, parse_weight_flags
 from xpuplan.errors import InfeasibleError, UserInputError
 
-runner = CliRunner()
 TCO = ("cost", "tco", "--hw", "H100", "--devices", "8")
 TRAIN = ("cost", "train", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--tokens", "1e12")
-
-
-def run(*args: str):
-    return runner.invoke(app, list(args))
-
-
-def assert_user_error(r: Any, flag: str) -> None:
-    assert r.exit_code == 2, r.output
-    assert f"'{flag}'" in r.output, r.output
-    assert "Traceback" not in r.output and "internal error" not in r.output
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,29 +13,20 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from xpuplan.cli.main import app
+from tests.unit import clicheck
+from tests.unit.benchfixtures import SGLANG
+from tests.unit.clicheck import run
 from xpuplan.errors import UserInputError
 from xpuplan.store.engine import open_store
 from xpuplan.store.records import list_runs
+
+#: every refusal here is one line
+assert_user_error = partial(clicheck.assert_user_error, one_line=True)
 
 runner = CliRunner()
 TCO = ("cost", "tco", "--hw", "H100", "--devices", "8")
 TRAIN = ("cost", "train", "--model", "llama3-8b", "--hw", "H100", "--devices", "8", "--tokens", "1e12")
 SERVE = ("cost", "serve", "--model", "llama3-8b", "--hw", "H100", "--qps", "5", "--hours", "24")
-SGLANG = Path(__file__).resolve().parents[1] / "fixtures" / "bench" / "sglang_qwen2.5-7b_h100.jsonl"
-
-
-def run(*args: str) -> Any:
-    return runner.invoke(app, list(args))
-
-
-def assert_user_error(r: Any, flag: str, *needles: str) -> None:
-    assert r.exit_code == 2, r.output
-    assert f"'{flag}'" in r.output, r.output
-    assert "Traceback" not in r.output and "internal error" not in r.output
-    assert len([x for x in r.output.splitlines() if x.strip()]) == 1, r.output
-    for needle in needles:
-        assert needle in r.output, (needle, r.output)
 
 
 @pytest.fixture

@@ -12,14 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
+from tests.unit.clicheck import assert_user_error, run
 from xpuplan.catalog import load_catalog
-from xpuplan.cli.main import app
 from xpuplan.serve.constants import engine_profile
 from xpuplan.serve.replica import engine_stack_issue
-
-runner = CliRunner()
 
 ESTIMATE = ("infer", "estimate", "--model", "llama3-8b", "--hw", "H100", "--in", "1024", "--out", "128")
 CAPACITY = ("infer", "capacity", "--model", "llama3-8b", "--hw", "H100", "--qps", "10", "--tpot-ms", "50")
@@ -40,16 +37,6 @@ SIM: dict[str, Any] = {
                  "input_len": {"dist": "lognormal", "mean": 3000, "cv": 0.6, "max": 16000},
                  "output_len": {"dist": "lognormal", "mean": 600, "cv": 0.8, "max": 4096}}],
 }
-
-
-def run(*args: str):
-    return runner.invoke(app, list(args))
-
-
-def assert_user_error(r, field: str) -> None:
-    assert r.exit_code == 2, r.output
-    assert f"'{field}'" in r.output, r.output
-    assert "Traceback" not in r.output and "infeasible" not in r.output
 
 
 def scenario(tmp_path: Path, base: dict[str, Any], change: Any) -> str:

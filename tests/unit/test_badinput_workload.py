@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tests.unit.test_badinput_serve_fleet import FLEET, SIM, assert_user_error, run, scenario
+from tests.unit.clicheck import assert_user_error, run
+from tests.unit.test_badinput_serve_fleet import FLEET, SIM, scenario
 from xpuplan.errors import UserInputError
 from xpuplan.jobs.overview import overview
 from xpuplan.workload.datasets import dataset_lengths
@@ -41,7 +42,6 @@ BAD_CUTS = [
     ({"dist": "fixed", "cv": None, "max": 10}, "is below the mean"),
     ({"dist": "uniform", "cv": None, "mean": None, "min": 0.2, "max": 0.5}, "below one token"),
 ]
-
 
 
 def cut(d: dict[str, Any], change: dict[str, Any]) -> None:

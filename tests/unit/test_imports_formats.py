@@ -10,6 +10,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.unit.benchfixtures import (
+    HCCL,
+    MEGATRON,
+    MEGATRON_YAML,
+    MLPERF_OFFLINE,
+    MLPERF_SERVER,
+    MLPERF_TRAIN,
+    RCCL,
+    SGLANG,
+    TITAN,
+    TITAN_TOML,
+    TRTLLM,
+)
 from xpuplan.bench.imports import (
     parse_hccl_test,
     parse_megatron_log,
@@ -24,18 +37,6 @@ from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
 
 runner = CliRunner()
-F = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
-SGLANG = F / "sglang_qwen2.5-7b_h100.jsonl"
-TRTLLM = F / "trtllm_llama3.1-8b_h100_report.json"
-MLPERF_SERVER = F / "mlperf" / "llama2-70b" / "Server" / "mlperf_log_summary.txt"
-MLPERF_OFFLINE = F / "mlperf" / "llama2-70b" / "Offline" / "mlperf_log_summary.txt"
-MLPERF_TRAIN = F / "mlperf" / "training" / "result_0.txt"
-HCCL = F / "all_reduce_test_8p_910b.log"
-RCCL = F / "rccl_all_gather_perf_8xmi300x.log"
-MEGATRON = F / "megatron_llama3-8b_8xh100.log"
-MEGATRON_YAML = F / "megatron_args_override.yaml"
-TITAN = F / "torchtitan_llama3_8b_8xh100.log"
-TITAN_TOML = F / "torchtitan_llama3_8b.toml"
 
 
 def _rows(parsed) -> dict[str, object]:  # noqa: ANN001

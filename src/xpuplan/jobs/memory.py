@@ -163,7 +163,7 @@ def dualpipe_microbatches(pp: int) -> int:
     return 2 * pp
 
 
-def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> None:
+def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, modules: tuple[str, ...] | None) -> None:
     """The training planner's structural rules for this layout and the training stack (UserInputError naming
     the flag)."""
     from xpuplan.train import validity
@@ -176,10 +176,8 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> Non
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
                            validity.rule_layer_offload(req.recompute, req.pp, stack),
                            validity.rule_partial_recompute(req.recompute, stack),
-                           validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute,
-                                                    recompute_module_list(req.recompute_modules, "recompute_modules")),
-                           validity.rule_recompute_modules(recompute_module_list(req.recompute_modules,
-                                                                                 "recompute_modules"), model, stack),
+                           validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute, modules),
+                           validity.rule_recompute_modules(modules, model, stack),
                            validity.rule_ep_overlap_on_stack(req.ep_overlap, stack),
                            validity.rule_dualpipe(req.pp, req.vpp, dualpipe_microbatches(req.pp), stack))
               if i is not None]
@@ -191,28 +189,19 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any) -> Non
         raise UserInputError(first.message + more, field=field)
 
 
-def _modules_of(model: Any, req: MemoryTrainRequest) -> list[str] | None:
-    """What a selective plan re-runs (Megatron-Core's names, its order), or None for other recomputation."""
-    from xpuplan.perf.recompute import selective_modules
-    from xpuplan.workload.vocabulary import RECOMPUTE_MODULES
-
-    if req.recompute != "selective":
-        return None
-    mods = selective_modules(model, recompute_module_list(req.recompute_modules, req.flag("recompute_modules")))
-    return [x for x in RECOMPUTE_MODULES if x in mods]
-
-
 @names_flags
 def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> MemoryTrainResult:
     """Weights, gradients, optimizer states and activations per device; the fit on ``--hw``."""
     from xpuplan.perf.memory import default_recipe_for, saved_linear_input_bytes, training_memory
+    from xpuplan.perf.recompute import ordered_selective_modules
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
     # the stack asked for, or the default one (for --hw, the one its vendor ships): its conventions and capabilities
     stack = ctx.assumptions().training_stack(req.stack, field="--stack",
                                              device=ctx.device(req.hw) if req.hw else None)
-    _train_layout_issues(req, m, stack)
+    modules = recompute_module_list(req.recompute_modules, req.flag("recompute_modules"))
+    _train_layout_issues(req, m, stack, modules)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
     gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (
         default_recipe_for(p), default_recipe_for(p, fp8_primary_weights=True))), "bf16")
@@ -227,12 +216,13 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                           lora_targets=targets,
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
                           recompute_layers=req.recompute_layers,
-                          recompute_modules=recompute_module_list(req.recompute_modules, req.flag("recompute_modules")),
-                          kv_repeat=stack.attention_kv_repeat,
+                          recompute_modules=modules, kv_repeat=stack.attention_kv_repeat,
                           dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None)
-    plan = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
+    plan: dict[str, Any] = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
-            "ep_overlap": req.ep_overlap, "recompute_modules": _modules_of(m, req), "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
+            "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
+    # what a selective plan re-runs, in Megatron-Core's names and order
+    plan["recompute_modules"] = ordered_selective_modules(m, modules) if req.recompute == "selective" else None
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
     if req.method != "full":

@@ -31,6 +31,13 @@ def selective_modules(model: ModelArch, modules: Iterable[str] | None) -> frozen
     return default_selective_modules(model) if modules is None else frozenset(modules)
 
 
+def ordered_selective_modules(model: ModelArch, modules: Iterable[str] | None) -> list[str]:
+    """:func:`selective_modules` in Megatron-Core's order (``RECOMPUTE_MODULES``), as a launch command or a result
+    lists them."""
+    mods = selective_modules(model, modules)
+    return [m for m in RECOMPUTE_MODULES if m in mods]
+
+
 def recompute_modules_problem(model: ModelArch, modules: Iterable[str] | None) -> str | None:
     """Why ``modules`` cannot be recomputed for ``model`` (a module it does not have), or None. Megatron-Core
     refuses ``mla_up_proj`` without MLA; the others would silently do nothing, which a plan should not claim."""

@@ -22,12 +22,11 @@ from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import expert_tensor_parallel
-from xpuplan.perf.recompute import selective_modules
+from xpuplan.perf.recompute import ordered_selective_modules
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan
 from xpuplan.train.validity import EDGE_PIPELINE_SLOTS
 from xpuplan.workload.training import TrainingJob
-from xpuplan.workload.vocabulary import RECOMPUTE_MODULES
 
 FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
 #: Port the emitted multi-node rendezvous uses (torchrun's default master port).
@@ -84,13 +83,6 @@ def _uneven(model: ModelArch, plan: ParallelPlan) -> tuple[int, int] | None:
 def stage_layers(model: ModelArch, plan: ParallelPlan) -> int:
     """Layers of the busiest pipeline stage, ceil(L/pp) (all of them without a pipeline)."""
     return -(-model.n_layers // plan.pp)
-
-
-def _recompute_modules(model: ModelArch, job: TrainingJob) -> list[str]:
-    """Megatron-Core's ``recompute_modules`` for a selective plan: the job's, else the planner's default set, in
-    Megatron-Core's order (``perf.recompute.selective_modules``)."""
-    mods = selective_modules(model, job.recompute_modules)
-    return [m for m in RECOMPUTE_MODULES if m in mods]
 
 
 def partial_layers_per_chunk(recompute_layers: int, vpp: int) -> int:
@@ -228,7 +220,8 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
     if plan.recompute == "selective":
         # the modules the estimate re-runs, named: Megatron-Core's default is core_attn alone, while the planner's
         # selective also re-runs MLA's up-projections (perf.recompute.default_selective_modules)
-        a += ["--recompute-granularity", "selective", "--recompute-modules", *_recompute_modules(model, job)]
+        a += ["--recompute-granularity", "selective",
+              "--recompute-modules", *ordered_selective_modules(model, job.recompute_modules)]
     elif plan.recompute in ("full", "offload"):
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
         if plan.recompute == "offload":
@@ -335,7 +328,8 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
     else:
         over += [f"model.recompute_granularity={'full' if plan.recompute == 'offload' else plan.recompute}"]
         if plan.recompute == "selective":
-            over += [f"model.recompute_modules=[{','.join(_recompute_modules(model, job))}]"]
+            mods = ",".join(ordered_selective_modules(model, job.recompute_modules))
+            over += [f"model.recompute_modules=[{mods}]"]
         if plan.recompute in ("full", "offload"):
             over += ["model.recompute_method=uniform", "model.recompute_num_layers=1"]
         if plan.recompute == "offload":

@@ -22,6 +22,7 @@ from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.links import PCIE_HOST_COPY_SHARE, host_copy_bytes_per_s, host_link_bytes_per_s
 from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
+from xpuplan.perf.recompute import ordered_selective_modules
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan, check_plan
@@ -298,7 +299,8 @@ def estimate_from_arrays(
         train_tokens=job.train_tokens, time_to_train_s=t_train, device_hours=dev_h, energy_kwh=energy,
         notes=tuple(notes),
         lora=None if job.method == "full" else {"rank": job.lora_rank, "targets": list(job.lora_targets)},
-        recompute_modules=job.recompute_modules if plan.recompute == "selective" else None,
+        recompute_modules=(tuple(ordered_selective_modules(model, job.recompute_modules))
+                           if plan.recompute == "selective" and job.recompute_modules is not None else None),
     )
 
 
