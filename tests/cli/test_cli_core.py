@@ -129,14 +129,16 @@ def test_memory_train_fp8_recipe_keeps_fp8_linear_inputs():
 
 def test_memory_train_under_dualpipe_agrees_with_the_estimate():
     """`memory train --stack deepseek-dualpipe` counts DualPipe's two stages per rank as `train estimate` does:
-    DeepSeek-V3 as DeepSeek trained it (PP16 EP64, uneven: 61 layers)."""
+    DeepSeek-V3 as DeepSeek trained it (PP16 EP64, uneven: 61 layers; RMSNorm, MLA up-projections and the experts'
+    SwiGLU output recomputed, arXiv 2412.19437 sec. 3.2.3 and 3.3.3)."""
     from xpuplan.catalog.stacks import training_stack
     from xpuplan.models import get_model
     from xpuplan.train import Cluster, estimate, make_plan
     from xpuplan.workload.training import TrainingJob
 
+    modules = ("layernorm", "mla_up_proj", "moe_act")
     args = ("memory", "train", "--model", "deepseek-v3", "--hw", "H800", "--pp", "16", "--dp", "128", "--ep", "64",
-            "--recipe", "fp8-adam", "--uneven-pipeline", "--json")
+            "--recipe", "fp8-adam", "--uneven-pipeline", "--recompute-modules", ",".join(modules), "--json")
     r = run(*args, "--stack", "deepseek-dualpipe")
     assert r.exit_code == 0, r.output
     dual = json.loads(r.stdout)
@@ -149,7 +151,8 @@ def test_memory_train_under_dualpipe_agrees_with_the_estimate():
     plan = make_plan(n_devices=2048, global_batch_seqs=15360, pp=16, ep=64, zero_stage=1, precision="fp8",
                      recompute="selective", model=m, uneven_pipeline=True, micro_batch=1)
     e = estimate(m, Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048), plan,
-                 TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096), stack=training_stack("deepseek-dualpipe"),
+                 TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096, recompute_modules=modules),
+                 stack=training_stack("deepseek-dualpipe"),
                  uneven_pipeline=True)
     assert dual["bytes_per_device"]["total"] == pytest.approx(e.memory.total_bytes, rel=1e-6)
 

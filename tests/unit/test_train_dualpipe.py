@@ -92,10 +92,12 @@ def test_dualpipe_holds_pp_plus_one_micro_batches_and_shards_states_over_both_co
 
 def test_deepseeks_published_layout_still_fits_with_dualpipes_memory():
     """DeepSeek: two copies 'does not significantly increase the memory consumption since we use a large EP
-    size' (sec. 3.2.1): PP16 EP64 on 2,048 H800 fits with the two stages' parameters and PP + 1 micro-batches."""
+    size' (sec. 3.2.1): PP16 EP64 on 2,048 H800 fits with the two stages' parameters and PP + 1 micro-batches,
+    recomputing what the report recomputes (RMSNorm, MLA up-projections, the experts' SwiGLU output)."""
     m = get_model("deepseek-v3")
     c = Cluster.from_catalog("nvidia-h800-sxm-80gb", 2048)
-    job = TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=15360 * 4096,
+                      recompute_modules=("layernorm", "mla_up_proj", "moe_act"))
     plan = make_plan(n_devices=2048, global_batch_seqs=15360, pp=16, ep=64, zero_stage=1, precision="fp8",
                      recompute="selective", model=m, uneven_pipeline=True, micro_batch=1)
     dual = training_stack("deepseek-dualpipe")

@@ -31,6 +31,7 @@ class Published:
     stack: str
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    job: dict[str, Any] = field(default_factory=dict)
 
 
 LAYOUTS = (
@@ -59,8 +60,10 @@ LAYOUTS = (
         "sections 3.2-3.3 and 4.2", "deepseek-v3", "nvidia-h800-sxm-80gb", 2048, 4096, 15360,
         dict(tp=1, pp=16, ep=64, zero_stage=1, recompute="selective", precision="fp8", micro_batch=1),
         "deepseek-dualpipe",
-        "16-way PP, 64-way EP over 8 nodes, ZeRO-1 DP, no TP; RMSNorm and MLA up-projections recomputed (selective); "
-        "FP8 GEMMs; 4K sequences, final batch 15,360 sequences"),
+        "16-way PP, 64-way EP over 8 nodes, ZeRO-1 DP, no TP; RMSNorm and MLA up-projections recomputed (section "
+        "3.2.3), and the SwiGLU output of the experts from its FP8-cached input (section 3.3.3): Megatron-Core's "
+        "layernorm, mla_up_proj and moe_act modules; FP8 GEMMs; 4K sequences, final batch 15,360 sequences",
+        job=dict(recompute_modules=("layernorm", "mla_up_proj", "moe_act"))),
     Published(
         "Llama 3.1 405B FP8 on 256 GB200 (Megatron-Bridge)", "NVIDIA-NeMo/Megatron-Bridge "
         "src/megatron/bridge/perf_recipes/llama/gb200/llama31.py (2026-08), llama31_405b_pretrain_256gpu_gb200_fp8cs_"
@@ -88,7 +91,7 @@ LAYOUTS = (
 def test_published_layout_fits(run: Published) -> None:
     model = get_model(run.model)
     cluster = Cluster.from_catalog(run.hardware, run.n_devices)
-    job = TrainingJob(seq_len=run.seq_len, global_batch_tokens=run.global_batch_seqs * run.seq_len)
+    job = TrainingJob(seq_len=run.seq_len, global_batch_tokens=run.global_batch_seqs * run.seq_len, **run.job)
     plan = make_plan(n_devices=run.n_devices, global_batch_seqs=run.global_batch_seqs, model=model,
                      uneven_pipeline=True, **run.plan)
     e = estimate(model, cluster, plan, job, stack=training_stack(run.stack), uneven_pipeline=True)

@@ -151,6 +151,10 @@ class TrainingStack(_Strict):
                                                                    "copy of each linear layer's input for its weight "
                                                                    "gradient (Transformer Engine, DeepSeek-V3); "
                                                                    "false: the 16-bit input (torchao Float8Linear)")
+    fp8_moe_act_inputs: bool = Field(default=False, description="FP8/FP4 training stores the routed experts' "
+                                                                "activation input (the SwiGLU input, FC1's output) in "
+                                                                "FP8 for the backward (DeepSeek-V3); false: 16 bits "
+                                                                "(Transformer Engine keeps FC1's output as computed)")
     layer_offload: bool = Field(default=False, description="the stack can move every activation of whole layers to host "
                                                            "memory between their forward and backward, without "
                                                            "recomputation (Megatron-Core --cpu-offloading-num-layers; "

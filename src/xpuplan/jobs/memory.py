@@ -192,7 +192,12 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, module
 @names_flags
 def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> MemoryTrainResult:
     """Weights, gradients, optimizer states and activations per device; the fit on ``--hw``."""
-    from xpuplan.perf.memory import default_recipe_for, saved_linear_input_bytes, training_memory
+    from xpuplan.perf.memory import (
+        default_recipe_for,
+        saved_linear_input_bytes,
+        saved_moe_act_input_bytes,
+        training_memory,
+    )
     from xpuplan.perf.recompute import ordered_selective_modules
 
     ctx = ctx or default_context()
@@ -217,7 +222,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
                           recompute_layers=req.recompute_layers,
                           recompute_modules=modules, kv_repeat=stack.attention_kv_repeat,
-                          dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None)
+                          dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None,
+                          moe_act_input_bytes=saved_moe_act_input_bytes(gemm_precision, stack.fp8_moe_act_inputs))
     plan: dict[str, Any] = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
             "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}

@@ -148,6 +148,8 @@ def activation_bytes_per_layer(
     linear_input_bytes: float | None = None,
     recompute_modules: Iterable[str] | None = None,
     kv_repeat: bool = False,
+    expert_tp: int | None = None,
+    moe_act_input_bytes: float | None = None,
 ) -> float:
     """Activation bytes one Transformer layer keeps for backward (Korthikanti et al. 2022).
 
@@ -159,7 +161,16 @@ def activation_bytes_per_layer(
     ``offload`` moves that input to host memory, so the layer keeps nothing on the device (the
     copies in flight are :func:`offload_buffer_bytes`). ``layer_offload`` keeps what ``none`` keeps: how many
     layers' worth waits on the host is decided per plan (:func:`layer_offload_count`).
-    MoE layers keep the expert MLP activations for top_k (+ shared) experts per token.
+    MoE layers keep the expert MLP activations for top_k (+ shared) experts per token, and the routed experts'
+    FC1 input: the top_k dispatched copies of every token (d_model wide, ``linear_input_bytes`` each), which the
+    grouped GEMM keeps for its weight gradient (Transformer Engine ``GroupedLinear`` saves its input; Megatron-Core
+    applies the gate probabilities inside the experts' activation, so the unpermutation keeps only its index map:
+    ``megatron/core/transformer/moe/experts.py``, TE ``pytorch/permutation.py``). ``expert_tp`` (None: ``tp``) is the
+    expert tensor-parallel size (:func:`expert_tensor_parallel`): experts split etp ways see the copies of every
+    token of their group, gathered at full width; folded (etp < tp), a rank's experts see its own sequence shard's.
+    ``moe_act_input_bytes`` (None: ``act_bytes``): bytes per element of the routed experts' activation input (FC1's
+    output) kept for the activation's backward; 1 where FP8 training stores it in FP8
+    (:func:`saved_moe_act_input_bytes`).
     ``cp`` splits the sequence across context-parallel ranks.
 
     ``linear_input_bytes``: bytes per element of the GEMM inputs the linear layers keep for their weight
@@ -175,7 +186,8 @@ def activation_bytes_per_layer(
     attention core, and MLA's up-projections). A re-run module keeps only its input: ``core_attn`` drops the s²
     terms of unfused attention (fused attention keeps its softmax statistics either way); ``mla_up_proj`` the
     up-projected q, k, v; ``layernorm`` the norm outputs feeding QKV and FC1 (the linear layers' saved inputs);
-    ``mlp`` the dense MLP's intermediates and ``moe`` the MoE block's (routed and shared experts); ``shared_experts``
+    ``mlp`` the dense MLP's intermediates and ``moe`` the MoE block's (routed and shared experts, the dispatched
+    copies included); ``shared_experts``
     the shared experts'; ``moe_act`` the routed experts' activation output (FC2's saved input). Megatron-Core
     frees these through ``CheckpointWithoutOutput`` (layernorm, moe_act) or a checkpointed sub-module.
 
@@ -224,17 +236,24 @@ def activation_bytes_per_layer(
             # (Megatron-Core --recompute-modules mla_up_proj; DeepSeek-V3 report §3.2.3): the
             # up-projected q, k, v are not kept
             attn_split -= act_bytes * s * b * (q_dim + kv_dim)
+    # gated: gate out, up out (the activation's input), activation out (FC2's input); classic: act input
+    # and output. The routed experts' activation input in ``moe_act_input_bytes`` where the stack stores it so.
+    n_in = 2 if model.mlp == "gated" else 1
+    per_width = act_bytes * n_in + lin_bytes
+    per_width_routed = (act_bytes if moe_act_input_bytes is None else moe_act_input_bytes) * n_in + lin_bytes
+    dispatched = 0.0  # the routed experts' FC1 input per token, averaged over the layers (already x etp/tp x tp)
     if model.moe is not None and model.n_moe_layers:
         frac_moe = model.n_moe_layers / model.n_layers
         moe = model.moe
-        per_tok_moe = moe.top_k * moe.expert_ffn_dim + moe.n_shared_experts * moe.shared_ffn
-        mlp_width = (1 - frac_moe) * model.ffn_dim + frac_moe * per_tok_moe
+        mlp_bytes = ((1 - frac_moe) * model.ffn_dim * per_width
+                     + frac_moe * (moe.top_k * moe.expert_ffn_dim * per_width_routed
+                                   + moe.n_shared_experts * moe.shared_ffn * per_width))
+        if "moe" not in mods:
+            etp = tp if expert_tp is None else expert_tp
+            dispatched = frac_moe * moe.top_k * h * lin_bytes * etp
     else:
-        mlp_width = model.ffn_dim
-    # gated: gate out, up out (the activation's input), activation out (FC2's input); classic: act input
-    # and output
-    per_width = act_bytes * (2 if model.mlp == "gated" else 1) + lin_bytes
-    mlp_split = s * b * mlp_width * per_width
+        mlp_bytes = model.ffn_dim * per_width
+    mlp_split = s * b * mlp_bytes
     if mods & {"mlp", "moe", "shared_experts", "moe_act"}:
         frac = model.n_moe_layers / model.n_layers if model.moe is not None else 0.0
         routed = shared = 0.0
@@ -243,7 +262,7 @@ def activation_bytes_per_layer(
             shared = frac * model.moe.n_shared_experts * model.moe.shared_ffn
         freed = ((1 - frac) * model.ffn_dim * per_width if "mlp" in mods else 0.0)
         if "moe" in mods:
-            freed += (routed + shared) * per_width
+            freed += routed * per_width_routed + shared * per_width
         else:
             freed += (shared * per_width if "shared_experts" in mods else 0.0) + (
                 routed * lin_bytes if "moe_act" in mods else 0.0)
@@ -254,7 +273,7 @@ def activation_bytes_per_layer(
         s2_terms = model.n_heads * s * seq_len * b * (2 * act_bytes + mask if dropout else act_bytes)
     elif flash_attention:
         s2_terms = 4.0 * model.n_heads * s * b  # fp32 log-sum-exp per head and query
-    return replicated / t_sp + (attn_split + mlp_split + s2_terms) / tp
+    return replicated / t_sp + (attn_split + mlp_split + s * b * dispatched + s2_terms) / tp
 
 
 #: Layer inputs of an offloaded (``recompute="offload"``) plan that are on the device at once: the one
@@ -284,6 +303,13 @@ def saved_linear_input_bytes(precision: str, fp8_saved_activations: bool) -> flo
     (``TrainingStack.fp8_saved_activations``), else None (the 16-bit activation). FP4 recipes keep at
     least their FP8-or-wider wgrad inputs, so 1 byte is the conservative figure for both."""
     return 1.0 if precision in ("fp8", "fp4") and fp8_saved_activations else None
+
+
+def saved_moe_act_input_bytes(precision: str, fp8_moe_act_inputs: bool) -> float | None:
+    """Bytes per element of the routed experts' activation input kept for backward (``moe_act_input_bytes`` of
+    :func:`activation_bytes_per_layer`): 1 for FP8/FP4 training on a stack that stores it in FP8
+    (``TrainingStack.fp8_moe_act_inputs``: DeepSeek-V3's framework), else None (the 16-bit activation)."""
+    return 1.0 if precision in ("fp8", "fp4") and fp8_moe_act_inputs else None
 
 
 def activation_bytes_output(model: ModelArch, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1) -> float:
@@ -525,6 +551,7 @@ def training_memory(
     recompute_modules: Iterable[str] | None = None,
     kv_repeat: bool = False,
     dualpipe: bool = False,
+    moe_act_input_bytes: float | None = None,
 ) -> TrainingMemory:
     """Peak memory per device of a training or fine-tuning step (bytes).
 
@@ -549,17 +576,17 @@ def training_memory(
         raise UserInputError(f"ep ({ep}) must divide tp·cp·dp ({tp * dp * cp})", field="ep")
     sp = tp > 1 if sp is None else sp
     r = state_recipe(recipe)
-    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=expert_tensor_parallel(tp, dp * cp, ep, whole_experts),
-                            dualpipe=dualpipe)
+    etp = expert_tensor_parallel(tp, dp * cp, ep, whole_experts)
+    dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=etp, dualpipe=dualpipe)
     per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
                                            flash_attention=flash_attention, dropout=dropout,
                                            linear_input_bytes=linear_input_bytes, recompute_modules=recompute_modules,
-                                           kv_repeat=kv_repeat)
+                                           kv_repeat=kv_repeat, expert_tp=etp, moe_act_input_bytes=moe_act_input_bytes)
     rebuilt = 0.0
     if recompute in ("full", "offload", "partial"):
         rebuilt = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective",
                                              flash_attention=flash_attention, linear_input_bytes=linear_input_bytes,
-                                             kv_repeat=kv_repeat)
+                                             kv_repeat=kv_repeat, expert_tp=etp, moe_act_input_bytes=moe_act_input_bytes)
     if recompute == "offload":
         rebuilt += offload_buffer_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
     host_layer = (offload_layer_input_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)

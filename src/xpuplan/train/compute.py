@@ -490,9 +490,13 @@ def layer_compute(
         experts = [replace(op, flops=op.flops * MOE_IMBALANCE_FACTOR, bytes=op.bytes * MOE_IMBALANCE_FACTOR)
                    for op in ep_ops if op.name.startswith("experts")]
         routed = tokens * model.moe.top_k * model.d_model
+        # the permutation moves the copies this rank's experts run (as ep_ops above): all the TP group's tokens
+        # when the experts are split etp = tp ways (the copies are gathered over the expert-TP group), the rank's
+        # own sequence shard when folded (etp < tp: Megatron-Core's dispatcher gathers over expert-TP, size etp)
+        permuted = routed * etp / tp
         # with SP the router and the probability scaling see the rank's sequence shard only
         shard = tp if sp and tp > 1 else 1
-        moe_extra = [OpCost("token permutation", "elementwise", 0.0, routed * MOE_PERMUTE_BYTES_PER_ELEMENT),
+        moe_extra = [OpCost("token permutation", "elementwise", 0.0, permuted * MOE_PERMUTE_BYTES_PER_ELEMENT),
                      OpCost("gate probabilities", "elementwise", routed / shard,
                             routed / shard * MOE_PROBS_BYTES_PER_ELEMENT),
                      OpCost("router softmax/top-k/aux-loss", "elementwise", 0.0,

@@ -50,6 +50,7 @@ from xpuplan.perf.memory import (
     lora_params,
     params_per_device,
     saved_linear_input_bytes,
+    saved_moe_act_input_bytes,
     state_recipe,
     training_memory_arrays,
 )
@@ -207,17 +208,20 @@ class StepModel:
         """Per plan, activation bytes one layer keeps (``perf.memory.activation_bytes_per_layer``); a selective plan
         re-runs the job's ``recompute_modules`` (``job_modules``; False: the default set)."""
         own = int(job_modules and self.job.recompute_modules is not None)
-        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec, np.full_like(rec, own)])
+        etp = (expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one) if self.model.moe is not None
+               else np.ones_like(p.tp))
+        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec, np.full_like(rec, own), etp])
         vals = []
         for k in rows:
             if k not in self._acts:
-                mb, tp, sp, cp, r, pr, mine = k
+                mb, tp, sp, cp, r, pr, mine, et = k
                 self._acts[k] = activation_bytes_per_layer(
                     self.model, self.job.seq_len, mb, tp=tp, sp=bool(sp), cp=cp, recompute=RECOMPUTE_MODES[r],  # type: ignore[arg-type]
                     flash_attention=self.job.flash_attention,
                     linear_input_bytes=saved_linear_input_bytes(PRECISIONS[pr], self.stack.fp8_saved_activations),
                     recompute_modules=self.job.recompute_modules if mine else None,
-                    kv_repeat=self.stack.attention_kv_repeat)
+                    kv_repeat=self.stack.attention_kv_repeat, expert_tp=et,
+                    moe_act_input_bytes=saved_moe_act_input_bytes(PRECISIONS[pr], self.stack.fp8_moe_act_inputs))
             vals.append(self._acts[k])
         return np.asarray(vals, dtype=float)[inv]
 
