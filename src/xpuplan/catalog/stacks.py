@@ -155,6 +155,9 @@ class TrainingStack(_Strict):
                                                                 "activation input (the SwiGLU input, FC1's output) in "
                                                                 "FP8 for the backward (DeepSeek-V3); false: 16 bits "
                                                                 "(Transformer Engine keeps FC1's output as computed)")
+    module_offload: bool = Field(default=False, description="the stack can keep chosen modules' inputs in host memory "
+                                                            "between the forward and the backward (Megatron-Core "
+                                                            "--fine-grained-activation-offloading --offload-modules)")
     layer_offload: bool = Field(default=False, description="the stack can move every activation of whole layers to host "
                                                            "memory between their forward and backward, without "
                                                            "recomputation (Megatron-Core --cpu-offloading-num-layers; "

@@ -8,6 +8,7 @@ import typer
 
 from xpuplan import units
 from xpuplan.cli.common import cli_command, console, print_json, render_infeasible, request, table
+from xpuplan.cli.train import OFFLOAD_MODULES_HELP
 from xpuplan.errors import InfeasibleError
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def memory_train(
                                                                 "layernorm, mlp, moe, moe_act, shared_experts "
                                                                 "(default core_attn; MLA models also mla_up_proj)")]
     = None,
+    offload_modules: Annotated[str | None, typer.Option(help=OFFLOAD_MODULES_HELP)] = None,
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
     ep_overlap: Annotated[bool, typer.Option(help="Megatron-Core's MoE all-to-all overlap is on (a plan key's -epo)")] = False,
     uneven_pipeline: Annotated[bool, typer.Option(help="allow pp not dividing the layers (first and last stages "

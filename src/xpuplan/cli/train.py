@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 #: ``--emit`` choices (checked by the request model; ``xpuplan.jobs.train.FRAMEWORKS``).
 FRAMEWORKS_HELP = "megatron | bridge | torchtitan | deepspeed"
 
+#: Help of --offload-modules (train estimate, train search, memory train).
+OFFLOAD_MODULES_HELP = ("whose inputs fine-grained activation offloading keeps in host memory between the forward and "
+                        "the backward: comma list of Megatron-Core modules attn_norm, qkv_linear, core_attn, "
+                        "attn_proj, mlp_norm, expert_fc1, moe_act (default none; Megatron-Core stacks)")
+
 app = typer.Typer(help="Training planner: estimate a parallel plan or search for the best one.", no_args_is_help=True)
 
 
@@ -78,6 +83,9 @@ def _render_estimate(e: TrainEstimateResult) -> None:
     ]
     if p.get("recompute_modules"):
         rows.insert(0, ["selective recompute", f"re-runs {', '.join(p['recompute_modules'])} (--recompute-modules)"])
+    if p.get("offload_modules"):
+        rows.insert(0, ["activation offload", f"inputs of {', '.join(p['offload_modules'])} in host memory "
+                                              f"({_gb(mem['host_offload_bytes'])}; --offload-modules)"])
     if e.lora is not None:
         rows.insert(0, ["method", f"{e.method}: rank-{e.lora['rank']} adapters on {', '.join(e.lora['targets'])}, "
                                   "frozen base"])
@@ -141,6 +149,7 @@ def estimate_cmd(
                                                                 "layernorm, mlp, moe, moe_act, shared_experts "
                                                                 "(default core_attn; MLA models also mla_up_proj)")]
     = None,
+    offload_modules: Annotated[str | None, typer.Option(help=OFFLOAD_MODULES_HELP)] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,
@@ -205,6 +214,7 @@ def search_cmd(
                                                                 "layernorm, mlp, moe, moe_act, shared_experts "
                                                                 "(default core_attn; MLA models also mla_up_proj)")]
     = None,
+    offload_modules: Annotated[str | None, typer.Option(help=OFFLOAD_MODULES_HELP)] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
     reserve: Annotated[float | None, typer.Option(help="fraction of device memory kept free")] = None,

@@ -28,7 +28,7 @@ from xpuplan.jobs.requests import (
     names_flags,
 )
 from xpuplan.jobs.results import MEMORY_FIGURES, Result, clean, used
-from xpuplan.workload.training import lora_target_list, recompute_module_list
+from xpuplan.workload.training import lora_target_list, offload_module_list, recompute_module_list
 from xpuplan.workload.vocabulary import LORA_TARGETS, Method, Recompute
 
 #: Largest tensor-parallel size tried when looking for the smallest that fits.
@@ -70,6 +70,11 @@ class MemoryTrainRequest(Request):
                                                       "Megatron-Core modules: core_attn, mla_up_proj, layernorm, mlp, "
                                                       "moe, moe_act, shared_experts (default core_attn, and "
                                                       "mla_up_proj for MLA)")
+    offload_modules: str | None = Field(default=None, max_length=200,
+                                        description="whose inputs fine-grained activation offloading keeps in host "
+                                                    "memory, a comma list of Megatron-Core modules: attn_norm, "
+                                                    "qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act "
+                                                    "(default none)")
     lora_targets: str = Field(default="all", max_length=100,
                               description="matrices LoRA/QLoRA adapts, a comma list of q, k, v, o, gate, up, down or "
                                           "'all'")
@@ -92,6 +97,7 @@ class MemoryTrainRequest(Request):
         if self.recompute_modules is not None and self.recompute != "selective":
             raise flag_error(type(self), "recompute_modules", "modules are what --recompute selective re-runs (got "
                              f"--recompute {self.recompute})")
+        offload_module_list(self.offload_modules, self.flag("offload_modules"))
         return self
 
 
@@ -163,7 +169,8 @@ def dualpipe_microbatches(pp: int) -> int:
     return 2 * pp
 
 
-def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, modules: tuple[str, ...] | None) -> None:
+def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, modules: tuple[str, ...] | None,
+                         offloaded: tuple[str, ...] | None = None) -> None:
     """The training planner's structural rules for this layout and the training stack (UserInputError naming
     the flag)."""
     from xpuplan.train import validity
@@ -178,6 +185,8 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, module
                            validity.rule_partial_recompute(req.recompute, stack),
                            validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute, modules),
                            validity.rule_recompute_modules(modules, model, stack),
+                           validity.rule_offload_modules(offloaded, model, stack, modules),
+                           validity.rule_offload_modules_recompute(offloaded, req.recompute),
                            validity.rule_ep_overlap_on_stack(req.ep_overlap, stack),
                            validity.rule_dualpipe(req.pp, req.vpp, dualpipe_microbatches(req.pp), stack))
               if i is not None]
@@ -198,7 +207,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
         saved_moe_act_input_bytes,
         training_memory,
     )
-    from xpuplan.perf.recompute import ordered_selective_modules
+    from xpuplan.perf.recompute import ordered_offload_modules, ordered_selective_modules
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
@@ -206,7 +215,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     stack = ctx.assumptions().training_stack(req.stack, field="--stack",
                                              device=ctx.device(req.hw) if req.hw else None)
     modules = recompute_module_list(req.recompute_modules, req.flag("recompute_modules"))
-    _train_layout_issues(req, m, stack, modules)
+    offloaded = offload_module_list(req.offload_modules, req.flag("offload_modules"))
+    _train_layout_issues(req, m, stack, modules, offloaded)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
     gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (
         default_recipe_for(p), default_recipe_for(p, fp8_primary_weights=True))), "bf16")
@@ -223,12 +233,14 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                           recompute_layers=req.recompute_layers,
                           recompute_modules=modules, kv_repeat=stack.attention_kv_repeat,
                           dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None,
-                          moe_act_input_bytes=saved_moe_act_input_bytes(gemm_precision, stack.fp8_moe_act_inputs))
+                          moe_act_input_bytes=saved_moe_act_input_bytes(gemm_precision, stack.fp8_moe_act_inputs),
+                          offload_modules=offloaded)
     plan: dict[str, Any] = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
             "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
     # what a selective plan re-runs, in Megatron-Core's names and order
     plan["recompute_modules"] = ordered_selective_modules(m, modules) if req.recompute == "selective" else None
+    plan["offload_modules"] = ordered_offload_modules(offloaded) if offloaded is not None else None
     out: dict[str, Any] = {"model": m.id, "method": req.method, "recipe": req.recipe, "plan": plan,
                            "bytes_per_device": clean(mem.to_dict())}
     if req.method != "full":

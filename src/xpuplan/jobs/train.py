@@ -37,7 +37,7 @@ from xpuplan.jobs.requests import (
     str_list,
 )
 from xpuplan.jobs.results import TRAIN_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
-from xpuplan.workload.training import lora_target_list, recompute_module_list
+from xpuplan.workload.training import lora_target_list, offload_module_list, recompute_module_list
 from xpuplan.workload.vocabulary import RECOMPUTE_MODES, TRAIN_PRECISIONS, Kernels, Method, Recompute
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ MAX_GLOBAL_BATCH_TOKENS: Final = 1 << 36
 _JOB_FLAGS: Final = {"seq_len": "--seq-len", "global_batch_tokens": "--global-batch", "train_tokens": "--tokens",
                      "memory_reserve": "--reserve", "lora_rank": "--lora-rank",
                      "lora_targets": "--lora-targets", "recompute_layers": "--recompute-layers",
-                     "recompute_modules": "--recompute-modules", "tp_overlap": "--tp-overlap",
+                     "recompute_modules": "--recompute-modules", "offload_modules": "--offload-modules",
+                     "tp_overlap": "--tp-overlap",
                      "ep_overlap": "--ep-overlap", "dp_compression": "--dp-compression", "method": "--method",
                      "kernels": "--kernels", "power_cap_w": "--power-cap-w"}
 _CLUSTER_FLAGS: Final = {"scale_out_gbit_per_s": "--scale-out-gbit", "domain_size": "--domain-size"}
@@ -90,6 +91,11 @@ class _TrainCommon(Request):
                                           description="what a selective plan re-runs, a comma list of Megatron-Core "
                                                       "modules: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act, "
                                                       "shared_experts (default core_attn, and mla_up_proj for MLA)")
+    offload_modules: str | None = Field(default=None, max_length=200,
+                                        description="whose inputs fine-grained activation offloading keeps in host "
+                                                    "memory, a comma list of Megatron-Core modules: attn_norm, "
+                                                    "qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act "
+                                                    "(default none)")
     power_cap_w: PositiveFloat | None = Field(default=None, description="board power limit per device, W")
     reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free")
     uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers "
@@ -110,6 +116,7 @@ class _TrainCommon(Request):
             _check_batch(type(self), self.global_batch, self.seq_len)
         lora_target_list(self.lora_targets, self.flag("lora_targets"))
         recompute_module_list(self.recompute_modules, self.flag("recompute_modules"))
+        offload_module_list(self.offload_modules, self.flag("offload_modules"))
         return self
 
 
@@ -151,6 +158,9 @@ class TrainEstimateRequest(_TrainCommon):
         if self.recompute_modules is not None and self.recompute not in (None, "selective"):
             raise flag_error(type(self), "recompute_modules", "modules are what --recompute selective re-runs (got "
                              f"--recompute {self.recompute})")
+        if self.offload_modules is not None and self.recompute in ("full", "offload", "layer_offload"):
+            raise flag_error(type(self), "offload_modules", "modules offload inputs a layer keeps; --recompute "
+                             f"{self.recompute} keeps none of them (use none, selective or partial)")
         return self
 
 
@@ -299,7 +309,8 @@ def _job(req: _TrainCommon, sc: TrainingScenario | None, **extra: Any) -> Traini
                  method=req.method, lora_rank=req.lora_rank, kernels=req.kernels, memory_reserve=req.reserve,
                  lora_targets=lora_target_list(req.lora_targets, req.flag("lora_targets")),
                  power_cap_w=req.power_cap_w, recompute_layers=req.recompute_layers,
-                 recompute_modules=recompute_module_list(req.recompute_modules, req.flag("recompute_modules")), **extra)
+                 recompute_modules=recompute_module_list(req.recompute_modules, req.flag("recompute_modules")),
+                 offload_modules=offload_module_list(req.offload_modules, req.flag("offload_modules")), **extra)
     base.update({k: v for k, v in flags.items() if v is not None})
     if base.get("global_batch_tokens") is not None:
         _check_batch(type(req), int(base["global_batch_tokens"]), int(base.get("seq_len") or 4096))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -150,6 +150,8 @@ def activation_bytes_per_layer(
     kv_repeat: bool = False,
     expert_tp: int | None = None,
     moe_act_input_bytes: float | None = None,
+    offload_modules: Iterable[str] | None = None,
+    where: Literal["device", "host"] = "device",
 ) -> float:
     """Activation bytes one Transformer layer keeps for backward (Korthikanti et al. 2022).
 
@@ -193,6 +195,15 @@ def activation_bytes_per_layer(
 
     ``kv_repeat``: the model code copies the KV heads to every query head before the attention call
     (``TrainingStack.attention_kv_repeat``), so the attention keeps K and V of every query head.
+
+    ``offload_modules``: fine-grained activation offloading (Megatron-Core ``--offload-modules``,
+    :data:`~xpuplan.workload.vocabulary.OFFLOAD_MODULES`) keeps the named modules' inputs in host memory between the
+    forward and the backward: ``attn_norm`` / ``mlp_norm`` the norms' inputs, ``qkv_linear`` the QKV projection's
+    (nothing when ``layernorm`` is recomputed: the norm output is not kept), ``core_attn`` q, k and v (nothing for MLA
+    with ``mla_up_proj`` recomputed), ``attn_proj`` the attention output (and its FP8 copy), ``expert_fc1`` the
+    dispatched copies, ``moe_act`` the routed experts' activation input (nothing when ``moe`` is recomputed).
+    ``where``: ``device`` (the default) returns what stays on the device, ``host`` what those modules move to the
+    host. Full recomputation and offloaded layers keep no module inputs, so nothing moves.
     """
     if seq_len <= 0 or micro_batch <= 0:
         raise UserInputError("seq_len and micro_batch must be positive", field="seq_len" if seq_len <= 0 else "micro_batch")
@@ -206,10 +217,11 @@ def activation_bytes_per_layer(
     sbh = s * b * h
     t_sp = tp if sp else 1
     mods = selective_modules(model, recompute_modules) if recompute == "selective" else frozenset()
+    offl = frozenset(offload_modules or ())
     if recompute == "offload":
         return 0.0  # the layer input full recomputation keeps waits in host memory
     if recompute == "full":
-        return act_bytes * sbh / t_sp
+        return act_bytes * sbh / t_sp if where == "device" else 0.0
     q_dim = model.n_heads * model.qk_head_dim
     kv_dim = (
         model.n_heads * (model.qk_head_dim + model.v_head_dim)
@@ -273,7 +285,30 @@ def activation_bytes_per_layer(
         s2_terms = model.n_heads * s * seq_len * b * (2 * act_bytes + mask if dropout else act_bytes)
     elif flash_attention:
         s2_terms = 4.0 * model.n_heads * s * b  # fp32 log-sum-exp per head and query
-    return replicated / t_sp + (attn_split + mlp_split + s * b * dispatched + s2_terms) / tp
+    kept = replicated / t_sp + (attn_split + mlp_split + s * b * dispatched + s2_terms) / tp
+    if not offl:
+        return kept if where == "device" else 0.0
+    # the modules' inputs that fine-grained activation offloading moves to the host (each a part of ``kept``)
+    one_norm = act_bytes * sbh / t_sp
+    host = 0.0
+    if "attn_norm" in offl:
+        host += one_norm
+    if "mlp_norm" in offl and model.layer_norms >= 2:
+        host += one_norm
+    if "qkv_linear" in offl and "layernorm" not in mods:
+        host += lin_bytes * sbh / t_sp
+    if "core_attn" in offl and not (model.mla is not None and "mla_up_proj" in mods):
+        host += act_bytes * s * b * (q_dim + kv_dim * (1.0 if kv_repeat else kv_replication(model, tp))) / tp
+    if "attn_proj" in offl:
+        host += (act_bytes + (lin_bytes if lin_bytes != act_bytes else 0.0)) * s * b * o_dim / tp
+    if "expert_fc1" in offl:
+        host += s * b * dispatched / tp
+    if "moe_act" in offl and model.moe is not None and model.n_moe_layers and "moe" not in mods:
+        frac = model.n_moe_layers / model.n_layers
+        act_in = act_bytes if moe_act_input_bytes is None else moe_act_input_bytes
+        host += s * b * frac * model.moe.top_k * model.moe.expert_ffn_dim * n_in * act_in / tp
+    host = min(host, kept)
+    return kept - host if where == "device" else host
 
 
 #: Layer inputs of an offloaded (``recompute="offload"``) plan that are on the device at once: the one
@@ -454,7 +489,7 @@ class TrainingMemory:
     params_on_device: float
     trainable_params_on_device: float
     #: host memory the offloaded activations take per device (``recompute="offload"``: the layer inputs;
-    #: ``"layer_offload"``: whole layers; 0 otherwise): not in ``total``
+    #: ``"layer_offload"``: whole layers; ``offload_modules``: those modules' inputs; 0 otherwise): not in ``total``
     host_activations: float = 0.0
     #: layers whose activations a ``layer_offload`` plan keeps in host memory (0 otherwise)
     offload_layers: int = 0
@@ -552,12 +587,15 @@ def training_memory(
     kv_repeat: bool = False,
     dualpipe: bool = False,
     moe_act_input_bytes: float | None = None,
+    offload_modules: Iterable[str] | None = None,
 ) -> TrainingMemory:
     """Peak memory per device of a training or fine-tuning step (bytes).
 
     ``whole_experts``: the training stack runs its expert layers at expert-TP 1 (``TrainingStack.expert_tp_one``).
     ``ep_overlap``: Megatron-Core's batch-level MoE all-to-all overlap is on (:func:`ep_overlap_extra_layers`).
     ``dualpipe``: DeepSeek-V3's DualPipe schedule (two stages per rank; see :func:`training_memory_arrays`).
+    ``offload_modules``: fine-grained activation offloading (:func:`activation_bytes_per_layer`): the modules' inputs
+    of every layer in flight are host memory (``host_offload_bytes``), two layers' worth in transit on the device.
 
     ``recompute="layer_offload"`` moves the activations of as many layers to host memory as the step needs to
     fit in ``usable_bytes`` (:func:`layer_offload_count`); without ``usable_bytes``, all layers but one.
@@ -578,19 +616,31 @@ def training_memory(
     r = state_recipe(recipe)
     etp = expert_tensor_parallel(tp, dp * cp, ep, whole_experts)
     dev = params_per_device(model, tp=tp, pp=pp, ep=ep, etp=etp, dualpipe=dualpipe)
-    per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
-                                           flash_attention=flash_attention, dropout=dropout,
-                                           linear_input_bytes=linear_input_bytes, recompute_modules=recompute_modules,
-                                           kv_repeat=kv_repeat, expert_tp=etp, moe_act_input_bytes=moe_act_input_bytes)
+    layer: dict[str, Any] = dict(tp=tp, sp=sp, cp=cp, recompute=recompute, flash_attention=flash_attention,
+                                 dropout=dropout, linear_input_bytes=linear_input_bytes,
+                                 recompute_modules=recompute_modules, kv_repeat=kv_repeat, expert_tp=etp,
+                                 moe_act_input_bytes=moe_act_input_bytes, offload_modules=offload_modules)
+    per_layer = activation_bytes_per_layer(model, seq_len, micro_batch, **layer)
+    # fine-grained activation offloading: the modules' inputs wait in host memory, two layers' worth in transit
+    module_host = activation_bytes_per_layer(model, seq_len, micro_batch, **layer, where="host")
     rebuilt = 0.0
     if recompute in ("full", "offload", "partial"):
         rebuilt = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute="selective",
                                              flash_attention=flash_attention, linear_input_bytes=linear_input_bytes,
-                                             kv_repeat=kv_repeat, expert_tp=etp, moe_act_input_bytes=moe_act_input_bytes)
+                                             kv_repeat=kv_repeat, expert_tp=etp, moe_act_input_bytes=moe_act_input_bytes,
+                                           offload_modules=offload_modules)
+    # fine-grained activation offloading: the modules' inputs wait in host memory, two layers' worth in transit
+    module_host = activation_bytes_per_layer(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp, recompute=recompute,
+                                             flash_attention=flash_attention, dropout=dropout,
+                                             linear_input_bytes=linear_input_bytes, recompute_modules=recompute_modules,
+                                             kv_repeat=kv_repeat, expert_tp=etp,
+                                             moe_act_input_bytes=moe_act_input_bytes, offload_modules=offload_modules,
+                                             where="host") if offload_modules else 0.0
     if recompute == "offload":
         rebuilt += offload_buffer_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
+    rebuilt += OFFLOAD_BUFFER_LAYERS * module_host
     host_layer = (offload_layer_input_bytes(model, seq_len, micro_batch, tp=tp, sp=sp, cp=cp)
-                  if recompute == "offload" else 0.0)
+                  if recompute == "offload" else module_host)
     frozen_bpp = frozen_base_bytes_per_param(model, method) if method != "full" else 0.0
     adapters = lora_params(model, lora_rank, lora_targets) if method != "full" else 0
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import params_mlp_dense, params_moe_layer
-from xpuplan.workload.vocabulary import RECOMPUTE_MODULES
+from xpuplan.workload.vocabulary import OFFLOAD_MODULES, RECOMPUTE_MODULES
 
 
 def default_selective_modules(model: ModelArch) -> frozenset[str]:
@@ -36,6 +36,13 @@ def ordered_selective_modules(model: ModelArch, modules: Iterable[str] | None) -
     lists them."""
     mods = selective_modules(model, modules)
     return [m for m in RECOMPUTE_MODULES if m in mods]
+
+
+def ordered_offload_modules(modules: Iterable[str]) -> list[str]:
+    """Fine-grained activation offloading's modules (the job's ``offload_modules``) in Megatron-Core's order
+    (``OFFLOAD_MODULES``), as a launch command or a result lists them."""
+    mods = frozenset(modules)
+    return [m for m in OFFLOAD_MODULES if m in mods]
 
 
 def recompute_modules_problem(model: ModelArch, modules: Iterable[str] | None) -> str | None:

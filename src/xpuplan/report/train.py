@@ -190,6 +190,9 @@ def render_html(res: TrainSearchResult, lang: str = "en") -> str:
         if b.plan.get("recompute") == "selective" and b.plan.get("recompute_modules"):
             extra.insert(0, (t("train.recompute_modules", lang), t("train.recompute_modules_on", lang, modules=", ".join(
                 b.plan["recompute_modules"]))))
+        if b.plan.get("offload_modules"):
+            extra.insert(0, (t("train.offload_modules", lang), t("train.offload_modules_on", lang, modules=", ".join(
+                b.plan["offload_modules"]), host=units.format_bytes(float(b.memory.get("host_offload_bytes") or 0.0)))))
         if b.lora:
             extra.insert(0, (t("train.method", lang), t("train.lora_value", lang, method=b.method.upper().replace(
                 "QLORA", "QLoRA").replace("LORA", "LoRA"), rank=b.lora["rank"], targets=", ".join(b.lora["targets"]))))

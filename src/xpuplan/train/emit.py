@@ -22,7 +22,7 @@ from xpuplan.catalog.stacks import TrainingStack, default_training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import expert_tensor_parallel
-from xpuplan.perf.recompute import ordered_selective_modules
+from xpuplan.perf.recompute import ordered_offload_modules, ordered_selective_modules
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan
 from xpuplan.train.validity import EDGE_PIPELINE_SLOTS
@@ -226,6 +226,8 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
         if plan.recompute == "offload":
             notes.append(OFFLOAD_NOTE_MEGATRON)
+    if job.offload_modules is not None:  # fine-grained activation offloading of the modules' inputs
+        a += ["--fine-grained-activation-offloading", "--offload-modules", *ordered_offload_modules(job.offload_modules)]
     elif plan.recompute == "layer_offload" and offload_layers > 0:
         # Megatron-Core's activation offloading: whole layers' activations to the host, no recomputation
         a += ["--cpu-offloading-num-layers", str(offload_layers)]
@@ -334,6 +336,9 @@ def _bridge(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trainin
             over += ["model.recompute_method=uniform", "model.recompute_num_layers=1"]
         if plan.recompute == "offload":
             notes.append(OFFLOAD_NOTE_MEGATRON)
+    if job.offload_modules is not None:  # fine-grained activation offloading of the modules' inputs
+        over += ["model.fine_grained_activation_offloading=true",
+                 f"model.offload_modules=[{','.join(ordered_offload_modules(job.offload_modules))}]"]
     mp = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed",
           "fp4": "bf16_with_nvfp4_mixed"}[plan.precision]
     over += [f"mixed_precision={mp}"]

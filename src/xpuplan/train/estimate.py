@@ -22,7 +22,7 @@ from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.links import PCIE_HOST_COPY_SHARE, host_copy_bytes_per_s, host_link_bytes_per_s
 from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
-from xpuplan.perf.recompute import ordered_selective_modules
+from xpuplan.perf.recompute import ordered_offload_modules, ordered_selective_modules
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan, check_plan
@@ -111,6 +111,8 @@ class TrainEstimate:
     lora: dict[str, Any] | None = None
     #: what a selective plan re-runs when the job names it (Megatron-Core ``--recompute-modules``; None: the default)
     recompute_modules: tuple[str, ...] | None = None
+    #: whose inputs fine-grained activation offloading keeps in host memory (``--offload-modules``; None: none)
+    offload_modules: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -141,7 +143,8 @@ class TrainEstimate:
             "hardware": self.device_id,
             "n_devices": self.n_devices,
             "plan": self.plan.to_dict() | ({"recompute_modules": list(self.recompute_modules)}
-                                           if self.recompute_modules is not None else {}),
+                                           if self.recompute_modules is not None else {})
+            | ({"offload_modules": list(self.offload_modules)} if self.offload_modules is not None else {}),
             "seq_len": self.seq_len,
             "global_batch_seqs": self.global_batch_seqs,
             "tokens_per_step": self.tokens_per_step,
@@ -210,9 +213,11 @@ def partial_recompute_note(recompute_layers: int, n_layers: int, pp: int, vpp: i
             f"{chunk if vpp > 1 else recompute_layers}")
 
 
-def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_layers: int | None = None) -> str:
+def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_layers: int | None = None,
+                 modules: list[str] | None = None) -> str:
     """Which host link an offloaded plan's copies were timed on, what of them is not hidden, and the host memory
-    the offloaded activations take (``offload_layers``: a ``layer_offload`` plan's count; None: ``offload``)."""
+    the offloaded activations take (``offload_layers``: a ``layer_offload`` plan's count; ``modules``: the modules
+    fine-grained activation offloading moves; neither: ``offload``)."""
     link_bw, from_catalog = host_link_bytes_per_s(device)
     bw = host_copy_bytes_per_s(device)
     share = (f", {PCIE_HOST_COPY_SHARE:g} of it per device while two share a PCIe uplink" if bw < link_bw else "")
@@ -221,6 +226,11 @@ def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_la
             f"the PCIe Gen4 x16 assumption{share})")
     hidden = ("all hidden under the layers' compute" if exposed_s <= 0.0 else
               f"{exposed_s:.3g} s per step not hidden under the layers' compute")
+    if modules is not None:
+        return (f"offload modules: the inputs of {', '.join(modules)} go to host memory after each layer's forward "
+                f"and come back before its backward (Megatron-Core --fine-grained-activation-offloading "
+                f"--offload-modules {' '.join(modules)}); host link {link}; {hidden}; host memory for them: "
+                f"{units.format_bytes(host_bytes)} per device")
     if offload_layers is not None:
         what = (f"layer_offload: the activations of {offload_layers} layer(s), the fewest that let the plan fit, go "
                 f"to host memory after each one's forward and come back before its backward (no recomputation; "
@@ -277,7 +287,10 @@ def estimate_from_arrays(
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes))
     elif plan.recompute == "layer_offload":
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes, mem.offload_layers))
-    elif plan.recompute == "partial":
+    if job.offload_modules is not None:
+        notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes,
+                                  modules=ordered_offload_modules(job.offload_modules)))
+    if plan.recompute == "partial":
         notes.append(partial_recompute_note(mem.recompute_layers, model.n_layers, plan.pp, plan.vpp,
                                             given=job.recompute_layers is not None))
     if plan.ep_overlap:
@@ -301,6 +314,8 @@ def estimate_from_arrays(
         lora=None if job.method == "full" else {"rank": job.lora_rank, "targets": list(job.lora_targets)},
         recompute_modules=(tuple(ordered_selective_modules(model, job.recompute_modules))
                            if plan.recompute == "selective" and job.recompute_modules is not None else None),
+        offload_modules=(tuple(ordered_offload_modules(job.offload_modules))
+                         if job.offload_modules is not None else None),
     )
 
 
@@ -327,6 +342,9 @@ def estimate(
                                       validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack),
                                       validity.rule_partial_recompute(plan.recompute, sm.stack),
                                       validity.rule_recompute_modules(job.recompute_modules, model, sm.stack),
+                                      validity.rule_offload_modules(job.offload_modules, model, sm.stack,
+                                                                    job.recompute_modules),
+                                      validity.rule_offload_modules_recompute(job.offload_modules, plan.recompute),
                                       validity.rule_ep_overlap(plan.ep_overlap, plan.ep, plan.pp, plan.vpp,
                                                                plan.recompute, job.recompute_modules),
                                       validity.rule_dualpipe(plan.pp, plan.vpp, plan.grad_accum, sm.stack)) if i])

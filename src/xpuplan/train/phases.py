@@ -164,12 +164,14 @@ def tp_comm_per_mb_s(lay: Layout, model: ModelArch, job: TrainingJob, cluster: C
 
 
 def offload_per_mb_s(lay: Layout, comp: StageCompute, input_bytes: np.ndarray, host_bw: float,
-                     layer_bytes: np.ndarray | None = None, offload_layers: np.ndarray | None = None) -> np.ndarray:
+                     layer_bytes: np.ndarray | None = None, offload_layers: np.ndarray | None = None,
+                     module_bytes: np.ndarray | None = None) -> np.ndarray:
     """Exposed host-copy time of one micro-batch of an offloaded plan (0 for others).
 
     ``recompute="offload"``: each layer's input (``input_bytes``) goes to the host after the layer's forward
     and comes back before its backward. ``"layer_offload"``: every activation of ``offload_layers`` layers
-    (``layer_bytes`` each) does. The copies use the device's host link (``host_bw`` bytes/s per direction)
+    (``layer_bytes`` each) does. Fine-grained activation offloading: every layer's offloaded module inputs
+    (``module_bytes`` per layer, any recompute mode) do. The copies use the device's host link (``host_bw`` bytes/s per direction)
     and run under the compute of the layer they belong to: the device-to-host copy under the forward, the
     prefetch under the (recomputed forward and) backward (MaxText's host offload and Megatron's activation
     offloading overlap both); what a copy takes beyond its window is exposed."""
@@ -184,6 +186,8 @@ def offload_per_mb_s(lay: Layout, comp: StageCompute, input_bytes: np.ndarray, h
     out = np.where(lay.offload, lay.layers_stage * exposed(input_bytes), 0.0)
     if layer_bytes is not None and offload_layers is not None:
         out = out + np.where(lay.layer_off, offload_layers * exposed(layer_bytes), 0.0)
+    if module_bytes is not None:
+        out = out + lay.layers_stage * exposed(module_bytes)
     return out
 
 

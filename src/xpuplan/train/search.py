@@ -127,8 +127,12 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     tps = _allowed(tps, space.tp)
     sp_opts = [0, 1] if space.sp is None else sorted({int(bool(x)) for x in space.sp})
     zero_all = list(ZERO_STAGES) if space.zero_stage is None else list(space.zero_stage)
+    # fine-grained activation offloading moves the inputs of modules a layer keeps: not with whole-layer CPU
+    # offloading (Megatron-Core refuses it), and moot under full recomputation (validity.rule_offload_modules_recompute)
+    no_module_offload = ("layer_offload", "full", "offload") if job.offload_modules is not None else ()
     rec_all = [RECOMPUTE_MODES.index(r) for r in (space.recompute or RECOMPUTE_MODES)
-               if (r != "layer_offload" or layer_offload) and (r != "partial" or partial_recompute)]
+               if (r != "layer_offload" or layer_offload) and (r != "partial" or partial_recompute)
+               and r not in no_module_offload]
     rec_layer_offload = RECOMPUTE_MODES.index("layer_offload")
     prec_all = [PRECISIONS.index(p) for p in space.precision]
     if space.ep_overlap is not None:
@@ -292,13 +296,19 @@ def search_plans(
         space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     validity.raise_first([i for i in (validity.rule_ep_overlap_on_stack(any(space.ep_overlap or ()), sm.stack),
-                                      validity.rule_recompute_modules(job.recompute_modules, model, sm.stack)) if i])
+                                      validity.rule_recompute_modules(job.recompute_modules, model, sm.stack),
+                                      validity.rule_offload_modules(job.offload_modules, model, sm.stack,
+                                                                    job.recompute_modules)) if i])
     if space.recompute is not None and set(space.recompute) == {"layer_offload"}:
         # only Megatron-Core's activation offloading asked for: say why nothing could be enumerated
         pp = 1 if space.pp is None or 1 in space.pp else min(space.pp)
         validity.raise_first([i for i in (validity.rule_layer_offload("layer_offload", pp, sm.stack),) if i])
     if space.recompute is not None and set(space.recompute) == {"partial"}:
         validity.raise_first([i for i in (validity.rule_partial_recompute("partial", sm.stack),) if i])
+    if job.offload_modules is not None and space.recompute is not None and set(space.recompute) <= {
+            "layer_offload", "full", "offload"}:  # every recompute mode asked for excludes the offloaded modules
+        validity.raise_first([i for i in (validity.rule_offload_modules_recompute(
+            job.offload_modules, sorted(space.recompute)[0]),) if i])
     searched = set(space.recompute or RECOMPUTE_MODES)
     t0 = time.perf_counter()
     evaluated = feasible = 0

@@ -204,24 +204,30 @@ class StepModel:
         shards every activation over the tensor axis (``TrainingStack.tp_sharded_activations``)."""
         return np.ones_like(p.sp) if self.stack.tp_sharded_activations else p.sp
 
-    def activation_table(self, p: PlanArrays, rec: np.ndarray, *, job_modules: bool = True) -> np.ndarray:
-        """Per plan, activation bytes one layer keeps (``perf.memory.activation_bytes_per_layer``); a selective plan
-        re-runs the job's ``recompute_modules`` (``job_modules``; False: the default set)."""
+    def activation_table(self, p: PlanArrays, rec: np.ndarray, *, job_modules: bool = True,
+                         host: bool = False) -> np.ndarray:
+        """Per plan, activation bytes one layer keeps on the device (``perf.memory.activation_bytes_per_layer``); a
+        selective plan re-runs the job's ``recompute_modules`` and every plan offloads its ``offload_modules``
+        (``job_modules``; False: the default selective set, nothing offloaded). ``host``: the bytes the offloaded
+        modules keep in host memory instead."""
         own = int(job_modules and self.job.recompute_modules is not None)
         etp = (expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one) if self.model.moe is not None
                else np.ones_like(p.tp))
-        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec, np.full_like(rec, own), etp])
+        off = int(job_modules and self.job.offload_modules is not None) * (2 if host else 1)
+        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec, np.full_like(rec, own), etp,
+                                    np.full_like(rec, off)])
         vals = []
         for k in rows:
             if k not in self._acts:
-                mb, tp, sp, cp, r, pr, mine, et = k
+                mb, tp, sp, cp, r, pr, mine, et, o = k
                 self._acts[k] = activation_bytes_per_layer(
                     self.model, self.job.seq_len, mb, tp=tp, sp=bool(sp), cp=cp, recompute=RECOMPUTE_MODES[r],  # type: ignore[arg-type]
                     flash_attention=self.job.flash_attention,
                     linear_input_bytes=saved_linear_input_bytes(PRECISIONS[pr], self.stack.fp8_saved_activations),
                     recompute_modules=self.job.recompute_modules if mine else None,
                     kv_repeat=self.stack.attention_kv_repeat, expert_tp=et,
-                    moe_act_input_bytes=saved_moe_act_input_bytes(PRECISIONS[pr], self.stack.fp8_moe_act_inputs))
+                    moe_act_input_bytes=saved_moe_act_input_bytes(PRECISIONS[pr], self.stack.fp8_moe_act_inputs),
+                    offload_modules=self.job.offload_modules if o else None, where="host" if o == 2 else "device")
             vals.append(self._acts[k])
         return np.asarray(vals, dtype=float)[inv]
 
@@ -276,9 +282,11 @@ class StepModel:
         tp_mb = tp_comm_per_mb_s(lay, model, job, cluster, p, comp, st)
         cp_mb = cp_comm_per_mb_s(lay, model, cluster, p, comp, st)
         ep_mb = ep_comm_per_mb_s(lay, model, job, cluster, p, st, comp)
-        if lay.offload.any() or lay.layer_off.any():
+        module_bytes = self.activation_table(p, p.rec, host=True) if job.offload_modules is not None else None
+        if lay.offload.any() or lay.layer_off.any() or module_bytes is not None:
             off_mb = offload_per_mb_s(lay, comp, self.offload_input_table(p), self.host_copy_bytes_per_s,
-                                      layer_bytes=self.activation_table(p, p.rec), offload_layers=mem["offload_layers"])
+                                      layer_bytes=self.activation_table(p, p.rec), offload_layers=mem["offload_layers"],
+                                      module_bytes=module_bytes)
         else:
             off_mb = np.zeros_like(lay.tp)
         bubble, pp_comm = pipeline_s(lay, cluster, p, comp.per_mb + comp.recompute + tp_mb + cp_mb + ep_mb + off_mb, st,
@@ -377,6 +385,11 @@ class StepModel:
             rebuilt = np.where(full_rec, sel, 0.0)
         if offload.any():  # the layer inputs in transit to and from the host
             rebuilt = rebuilt + np.where(offload, OFFLOAD_BUFFER_LAYERS * self.offload_input_table(p), 0.0)
+        host_layer = np.where(offload, self.offload_input_table(p), 0.0) if offload.any() else None
+        if self.job.offload_modules is not None:  # fine-grained offloading: the modules' inputs, two layers in transit
+            module_host = self.activation_table(p, rec, host=True)
+            rebuilt = rebuilt + OFFLOAD_BUFFER_LAYERS * module_host
+            host_layer = module_host if host_layer is None else host_layer + module_host
         return training_memory_arrays(
             self.model.n_layers, method=self.job.method, dense=dense, expert=expert, recipe=rb,
             tp=p.tp.astype(float), pp=p.pp.astype(float), dp=p.dp.astype(float), cp=p.cp.astype(float),
@@ -384,7 +397,7 @@ class StepModel:
             act_per_layer=self.activation_table(p, rec), act_rebuilt_layer=rebuilt, act_output=self.output_table(p),
             frozen_base_bytes_per_param=self._frozen_base_bytes_per_param(),
             lora_params_total=float(self.lora_params_total),
-            act_host_layer=np.where(offload, self.offload_input_table(p), 0.0) if offload.any() else None,
+            act_host_layer=host_layer,
             extra_inflight_layers=extra if (extra := ep_overlap_extra_layers(
                 p, self.stack, self.job, self.model.n_layers)).any() else None,
             layer_offload=layer_off if layer_off.any() else None, usable=np.full(len(p), usable),

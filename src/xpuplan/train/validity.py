@@ -140,6 +140,44 @@ def rule_recompute_modules(modules: Sequence[str] | None, model: ModelArch, stac
     return PlanIssue("recompute_modules", problem) if problem else None
 
 
+def rule_offload_modules(modules: Sequence[str] | None, model: ModelArch, stack: Any,
+                         recompute_modules: Sequence[str] | None = None) -> PlanIssue | None:
+    """The job's ``offload_modules`` (fine-grained activation offloading) need a stack that has it
+    (``TrainingStack.module_offload``: Megatron-Core, Megatron-Bridge) and modules ``model`` has; Megatron-Core
+    asserts that ``attn_proj`` comes with ``core_attn`` (the projection's input is the attention output, which the
+    attention's backward needs) and that nothing inside the MoE block is offloaded when selective recomputation
+    re-runs the whole block (``moe`` in ``recompute_modules``; megatron/core/transformer/transformer_config.py)."""
+    if modules is None:
+        return None
+    if not getattr(stack, "module_offload", False):
+        return PlanIssue("offload_modules", f"the training stack {getattr(stack, 'id', '') or ''!r} has no fine-grained "
+                                            "activation offloading (Megatron-Core --offload-modules): leave "
+                                            "offload_modules blank or use --stack megatron-core")
+    if "attn_proj" in modules and "core_attn" not in modules:
+        return PlanIssue("offload_modules", "'attn_proj' needs 'core_attn' too: the projection's input is the "
+                                            "attention output, which the attention's backward needs (Megatron-Core)")
+    inside = [x for x in ("expert_fc1", "moe_act") if x in modules]
+    if inside and (model.moe is None or not model.n_moe_layers):
+        return PlanIssue("offload_modules", f"{', '.join(map(repr, inside))} offload(s) part of a MoE layer; "
+                                            f"{model.name or 'the model'} has none")
+    if inside and recompute_modules is not None and "moe" in recompute_modules:
+        return PlanIssue("offload_modules", f"cannot offload {', '.join(map(repr, inside))} while selective "
+                                            "recomputation re-runs the whole MoE block ('moe' in recompute_modules), "
+                                            "as Megatron-Core asserts")
+    return None
+
+
+def rule_offload_modules_recompute(modules: Sequence[str] | None, recompute: str) -> PlanIssue | None:
+    """Fine-grained activation offloading moves the inputs of modules a layer keeps: Megatron-Core refuses it with
+    whole-layer CPU offloading (``layer_offload``), and a fully recomputed layer keeps no module inputs
+    (``full``, ``offload``)."""
+    if modules is None or recompute not in ("layer_offload", "full", "offload"):
+        return None
+    why = ("Megatron-Core refuses fine-grained activation offloading with CPU offloading of whole layers"
+           if recompute == "layer_offload" else "a fully recomputed layer keeps only its input, no module's")
+    return PlanIssue("offload_modules", f"offload_modules with recompute {recompute!r}: {why}")
+
+
 def rule_ep_overlap_on_stack(ep_overlap: bool, stack: Any) -> PlanIssue | None:
     """A plan turns on its training stack's opt-in MoE all-to-all overlap (``TrainingStack.ep_overlap_opt_in``):
     a stack without one (torchtitan, DeepSpeed, MaxText, ...) cannot."""

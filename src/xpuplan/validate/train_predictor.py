@@ -67,6 +67,7 @@ from xpuplan.workload.training import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
     TrainingJob,
     lora_target_list,
+    offload_module_list,
     recompute_module_list,
 )
 from xpuplan.workload.vocabulary import LORA_TARGETS, METHODS, Method, Recompute
@@ -237,6 +238,9 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
     mods_text = row.get("recompute_modules")  # Megatron-Core module names, separated by ';' or '+' in a CSV cell
     modules = (recompute_module_list(str(mods_text).replace("+", ",").replace(";", ","), "recompute_modules")
                if mods_text else None)
+    off_text = row.get("offload_modules")  # fine-grained activation offloading, the same separators
+    offloaded = (offload_module_list(str(off_text).replace("+", ",").replace(";", ","), "offload_modules")
+                 if off_text else None)
     method, rank, targets = row_method(row)
     if method != "full":
         said = not row.get("method")
@@ -248,7 +252,8 @@ def _job(row: ValidationRow, inferred: dict[str, Any]) -> TrainingJob:
     return TrainingJob(seq_len=seq, global_batch_tokens=int(gbt), train_tokens=row.get("train_tokens"),
                        flash_attention=flash, kernels=kernels, power_cap_w=row.get("power_cap_w"),
                        method=method, lora_rank=rank, lora_targets=targets,  # type: ignore[arg-type]
-                       recompute_layers=row.get("recompute_layers"), recompute_modules=modules)  # type: ignore[arg-type]
+                       recompute_layers=row.get("recompute_layers"), recompute_modules=modules,  # type: ignore[arg-type]
+                       offload_modules=offloaded)  # type: ignore[arg-type]
 
 
 #: A fine-tuning method named in a row's text, in any case: LoRA or QLoRA standing alone or ending a benchmark id

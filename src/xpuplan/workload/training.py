@@ -26,16 +26,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from xpuplan.datafile import load_file
 from xpuplan.errors import UserInputError, echo
 from xpuplan.workload.vocabulary import (
     LORA_TARGETS,
+    OFFLOAD_MODULES,
     RECOMPUTE_MODULES,
     Kernels,
     LoraTarget,
     Method,
+    OffloadModule,
     Recompute,
     RecomputeModule,
     TrainPrecision,
@@ -81,19 +83,32 @@ def lora_target_list(text: str | None, field: str) -> tuple[str, ...] | None:
                              field=field)
     return tuple(names)
 
+def _module_list(text: str | None, field: str, allowed: tuple[str, ...], example: str, flag: str) -> tuple[str, ...] | None:
+    """A comma list of module names from ``allowed``; unknown names, repeats or an empty list -> UserInputError
+    naming ``field`` (``flag``: the Megatron-Core option the names come from)."""
+    if text is None:
+        return None
+    names = [x.strip().casefold() for x in text.replace(" ", ",").split(",") if x.strip()]
+    bad = [x for x in names if x not in allowed]
+    if not names or bad or len(set(names)) != len(names):
+        what = (f"unknown module {echo(bad[0])}" if bad else "a module named twice" if names else "an empty list")
+        raise UserInputError(f"{what}: give a comma list of {', '.join(allowed)}, e.g. '{example}' "
+                             f"(Megatron-Core {flag})", field=field)
+    return tuple(names)
+
+
 def recompute_module_list(text: str | None, field: str) -> tuple[str, ...] | None:
     """A comma list of Megatron-Core module names ('layernorm,moe_act') as the job's ``recompute_modules``; names
     outside :data:`~xpuplan.workload.vocabulary.RECOMPUTE_MODULES`, repeats or an empty list -> UserInputError
     naming ``field``."""
-    if text is None:
-        return None
-    names = [x.strip().casefold() for x in text.replace(" ", ",").split(",") if x.strip()]
-    bad = [x for x in names if x not in RECOMPUTE_MODULES]
-    if not names or bad or len(set(names)) != len(names):
-        what = (f"unknown module {echo(bad[0])}" if bad else "a module named twice" if names else "an empty list")
-        raise UserInputError(f"{what}: give a comma list of {', '.join(RECOMPUTE_MODULES)}, e.g. 'layernorm,moe_act' "
-                             "(Megatron-Core --recompute-modules)", field=field)
-    return tuple(names)
+    return _module_list(text, field, RECOMPUTE_MODULES, "layernorm,moe_act", "--recompute-modules")
+
+
+def offload_module_list(text: str | None, field: str) -> tuple[str, ...] | None:
+    """A comma list of Megatron-Core module names ('expert_fc1,moe_act') as the job's ``offload_modules``; names
+    outside :data:`~xpuplan.workload.vocabulary.OFFLOAD_MODULES`, repeats or an empty list -> UserInputError
+    naming ``field``."""
+    return _module_list(text, field, OFFLOAD_MODULES, "expert_fc1,moe_act", "--offload-modules")
 
 
 class _Strict(BaseModel):
@@ -158,6 +173,12 @@ class TrainingJob(_Strict):
         "mla_up_proj, layernorm, mlp, moe, moe_act, shared_experts; blank = the attention core (and MLA's "
         "up-projections); stacks with op-level checkpointing (torchtitan) have their own policy",
     )
+    offload_modules: tuple[OffloadModule, ...] | None = Field(
+        default=None, min_length=1,
+        description="whose inputs fine-grained activation offloading keeps in host memory between the forward and "
+        "the backward, by Megatron-Core's names (--offload-modules): attn_norm, qkv_linear, core_attn, attn_proj, "
+        "mlp_norm, expert_fc1, moe_act; blank = none",
+    )
     power_cap_w: float | None = Field(
         default=None, gt=0,
         description="board power limit per device, W (nvidia-smi -pl); below the compute-bound draw the clock falls "
@@ -171,11 +192,11 @@ class TrainingJob(_Strict):
             raise ValueError(f"lora_targets names a matrix twice: {', '.join(v)}")
         return v
 
-    @field_validator("recompute_modules")
+    @field_validator("recompute_modules", "offload_modules")
     @classmethod
-    def _distinct_modules(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    def _distinct_modules(cls, v: tuple[str, ...] | None, info: ValidationInfo) -> tuple[str, ...] | None:
         if v is not None and len(set(v)) != len(v):
-            raise ValueError(f"recompute_modules names a module twice: {', '.join(v)}")
+            raise ValueError(f"{info.field_name} names a module twice: {', '.join(v)}")
         return v
 
     @model_validator(mode="after")

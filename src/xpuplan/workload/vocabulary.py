@@ -27,6 +27,16 @@ RECOMPUTE_MODES: Final[tuple[str, ...]] = get_args(Recompute)
 RecomputeModule = Literal["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]
 RECOMPUTE_MODULES: Final[tuple[str, ...]] = get_args(RecomputeModule)
 
+#: Whose inputs fine-grained activation offloading moves to host memory between a layer's forward and its backward,
+#: by Megatron-Core's names (``--fine-grained-activation-offloading --offload-modules``;
+#: megatron/core/transformer/transformer_config.py ``offload_modules``): ``attn_norm`` / ``mlp_norm`` the two
+#: pre-norms' inputs; ``qkv_linear`` the QKV projection's input; ``core_attn`` the attention core's (q, k, v);
+#: ``attn_proj`` the output projection's (the attention output; only with ``core_attn``, whose backward needs it);
+#: ``expert_fc1`` the routed experts' FC1 input (the dispatched copies); ``moe_act`` the experts' activation input
+#: (FC1's output).
+OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]
+OFFLOAD_MODULES: Final[tuple[str, ...]] = get_args(OffloadModule)
+
 #: Training GEMM precision: bf16/fp16 mixed precision, fp8 (Transformer Engine style, bf16 elsewhere), or
 #: fp4 (block-scaled NVFP4 GEMMs, NVIDIA's recipe: a share of the layers stays bf16; see train.compute).
 TrainPrecision = Literal["bf16", "fp16", "fp8", "fp4"]
