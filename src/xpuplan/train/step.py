@@ -146,6 +146,7 @@ class StepModel:
         self._params: dict[tuple[int, ...], tuple[float, float]] = {}
         self._acts: dict[tuple[int, ...], float] = {}
         self._out: dict[tuple[int, ...], float] = {}
+        self._etp_of: tuple[PlanArrays, np.ndarray] | None = None
         self.breakdown = param_breakdown(model)
         seq = job.seq_len
         self._flops = {r: flops_training_per_token(model, seq, r, causal=False) for r in RECOMPUTE_MODES}  # type: ignore[arg-type]
@@ -164,9 +165,15 @@ class StepModel:
         rows = [tuple(int(col[i]) for col in columns) for i in first]
         return rows, inverse.reshape(-1)
 
+    def _expert_tp(self, p: PlanArrays) -> np.ndarray:
+        """Per plan, the expert tensor-parallel size (``perf.memory.expert_tensor_parallel``), computed once per batch."""
+        if self._etp_of is None or self._etp_of[0] is not p:
+            self._etp_of = (p, expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one))
+        return self._etp_of[1]
+
     def compute_table(self, p: PlanArrays) -> dict[str, np.ndarray]:
         """Per plan, the :class:`LayerCompute` fields (seconds) for its (mb, tp, cp, ep, sp, precision) and expert-TP."""
-        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one)
+        etp = self._expert_tp(p)
         rows, inv = self._distinct([p.mb, p.tp, p.cp, p.ep, p.sp, p.prec, etp])
         vals = []
         for k in rows:
@@ -187,8 +194,7 @@ class StepModel:
 
     def params_table(self, p: PlanArrays) -> tuple[np.ndarray, np.ndarray]:
         """Per plan, (dense, expert) parameters on its busiest device (``perf.memory.params_per_device``)."""
-        etp = expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one)
-        rows, inv = self._distinct([p.tp, p.pp, p.ep, etp])
+        rows, inv = self._distinct([p.tp, p.pp, p.ep, self._expert_tp(p)])
         vals = []
         for k in rows:
             if k not in self._params:
@@ -211,13 +217,15 @@ class StepModel:
         (``job_modules``; False: the default selective set, nothing offloaded). ``host``: the bytes the offloaded
         modules keep in host memory instead."""
         own = int(job_modules and self.job.recompute_modules is not None)
-        etp = (expert_tensor_parallel(p.tp, p.dp * p.cp, p.ep, self.stack.expert_tp_one) if self.model.moe is not None
-               else np.ones_like(p.tp))
         off = int(job_modules and self.job.offload_modules is not None) * (2 if host else 1)
-        rows, inv = self._distinct([p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec, np.full_like(rec, own), etp,
-                                    np.full_like(rec, off)])
+        cols = [p.mb, p.tp, self._sharded_sp(p), p.cp, rec, p.prec]
+        if self.model.moe is not None:  # the expert-TP size decides which dispatched copies a rank keeps
+            cols.append(self._expert_tp(p))
+        rows, inv = self._distinct(cols)
         vals = []
-        for k in rows:
+        for row in rows:
+            # the job-wide switches complete the key (constant over the plans: not worth a column each)
+            k = (*row[:6], own, row[6] if len(row) > 6 else 1, off)
             if k not in self._acts:
                 mb, tp, sp, cp, r, pr, mine, et, o = k
                 self._acts[k] = activation_bytes_per_layer(
