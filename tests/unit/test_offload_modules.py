@@ -171,6 +171,17 @@ def test_cli_refuses_bad_modules_naming_the_flag() -> None:
     assert ok.exit_code == 0, ok.output
 
 
+def test_memory_train_suggests_offloading_the_experts_inputs_when_a_moe_layout_does_not_fit() -> None:
+    moe = run("memory", "train", "--model", "qwen3-235b-a22b", "--hw", "H100", "--seq", "4096", "--tp", "2", "--pp", "4",
+              "--ep", "8", "--dp", "4", "--recompute", "none", "--uneven-pipeline")
+    assert moe.exit_code == 3 and "--offload-modules expert_fc1,moe_act" in moe.output, moe.output
+    dense = run("memory", "train", "--model", "llama3-70b", "--hw", "H100", "--seq", "8192", "--recompute", "none")
+    assert dense.exit_code == 3 and "--offload-modules" not in dense.output, dense.output
+    titan = run("memory", "train", "--model", "qwen3-235b-a22b", "--hw", "H100", "--seq", "4096", "--tp", "2", "--pp",
+                "4", "--ep", "8", "--dp", "4", "--recompute", "none", "--uneven-pipeline", "--stack", "torchtitan")
+    assert titan.exit_code == 3 and "--offload-modules" not in titan.output, titan.output
+
+
 def test_api_names_the_field(api_client) -> None:  # noqa: ANN001
     body = {"model": "llama3-8b", "hw": "H100", "devices": 8, "tp": 1}
     ok = api_client.post("/api/v1/train/estimate", json=body | {"offload_modules": "attn_norm"})

@@ -256,7 +256,11 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
             reasons=[f"{mem.total / 1e9:,.1f} GB per device > {res.usable_bytes / 1e9:,.1f} GB usable "  # type: ignore[operator]
                      f"({1 - req.reserve:.0%} of {dev.memory_bytes / 1e9:,.1f} GB)"],
             hint="`xpuplan train search` finds a layout that fits; more tp/pp/dp, ZeRO 3, full recompute or "
-                 "activation offload (--recompute offload or layer_offload) help",
+                 "activation offload (--recompute offload or layer_offload) help"
+                 + (", and so does keeping the experts' inputs in host memory (--offload-modules expert_fc1,moe_act)"
+                    if m.moe is not None and m.n_moe_layers and stack.module_offload and offloaded is None
+                    and not (modules is not None and "moe" in modules) and req.recompute not in (
+                        "full", "offload", "layer_offload") else ""),
             result=res)
     return res
 
