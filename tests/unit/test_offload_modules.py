@@ -169,6 +169,8 @@ def test_cli_refuses_bad_modules_naming_the_flag() -> None:
                           "attn_proj"), "--offload-modules", "core_attn")
     ok = run(*base, "--offload-modules", "attn_norm,mlp_norm", "--json")
     assert ok.exit_code == 0, ok.output
+    mem = run("memory", "train", "--model", "llama3-8b", "--seq", "4096", "--offload-modules", "mlp_norm,attn_norm")
+    assert mem.exit_code == 0 and "attn_norm, mlp_norm" in mem.output and "host activations" in mem.output, mem.output
 
 
 def test_memory_train_suggests_offloading_the_experts_inputs_when_a_moe_layout_does_not_fit() -> None:

@@ -82,6 +82,8 @@ def _render_train(res: MemoryTrainResult) -> None:
             and not (k == "host_activations" and not v)]
     if mem.get("offload_layers"):
         rows.append(["layers offloaded to host", f"{int(mem['offload_layers'])}"])
+    if p.get("offload_modules"):
+        rows.append(["modules whose inputs are on the host", ", ".join(p["offload_modules"])])
     if p.get("recompute") == "partial":
         rows.append(["layers recomputed in full (busiest stage)", f"{int(mem.get('recompute_layers', 0))}"
                      + ("" if res.hardware else " (no --hw: every layer)")])
