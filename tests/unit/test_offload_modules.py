@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.clicheck import assert_user_error, run
+from tests.unit.trainrows import train_rows
 from xpuplan.catalog.stacks import training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models import get_model
@@ -194,16 +195,11 @@ def test_api_names_the_field(api_client) -> None:  # noqa: ANN001
 
 
 def test_validation_rows_carry_their_offloaded_modules(tmp_path) -> None:  # noqa: ANN001
-    from xpuplan.validate.rows import read_rows
     from xpuplan.validate.train_predictor import predict_estimate
 
-    head = ("id,kind,source,trust,model,hardware,n_devices,precision,metric,value,seq_len,global_batch_tokens,"
-            "micro_batch,tp,pp,dp,cp,ep,zero_stage,recompute,offload_modules,framework\n")
     common = "train,test,B,llama3-8b,nvidia-h100-sxm-80gb,8,bf16,tokens_per_s_per_device,5000,4096,262144,1,1,1,8,1,,1"
-    path = tmp_path / "rows.csv"
-    path.write_text(head + "\n".join([f"R1,{common},none,attn_norm;mlp_norm,Megatron-Core",
-                                      f"R2,{common},none,moe_act,Megatron-Core"]) + "\n", encoding="utf-8")
-    rows = {r.id: r for r in read_rows(str(path))}
+    rows = {r.id: r for r in train_rows(tmp_path, "offload_modules", common,
+                                        [("none", "attn_norm;mlp_norm"), ("none", "moe_act")])}
     est, _ = predict_estimate(rows["R1"])
     assert est.offload_modules == ("attn_norm", "mlp_norm") and est.memory.host_offload_bytes > 0
     with pytest.raises(UserInputError) as exc:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.clicheck import assert_user_error, run
+from tests.unit.trainrows import train_rows
 from xpuplan.catalog.stacks import training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models import get_model
@@ -228,20 +229,11 @@ def test_api_names_the_field(api_client) -> None:  # noqa: ANN001
 
 
 def test_validation_rows_carry_their_modules(tmp_path) -> None:  # noqa: ANN001
-    from xpuplan.validate.rows import read_rows
     from xpuplan.validate.train_predictor import predict_estimate
 
-    head = ("id,kind,source,trust,model,hardware,n_devices,precision,metric,value,seq_len,global_batch_tokens,"
-            "micro_batch,tp,pp,dp,cp,ep,zero_stage,recompute,recompute_modules,framework\n")
     common = "train,test,B,qwen3-30b-a3b,nvidia-h100-sxm-80gb,16,bf16,tokens_per_s_per_device,5000,4096,4194304,1,1,1,16,1,16,1"
-    path = tmp_path / "rows.csv"
-    path.write_text(head + "\n".join([
-        f"R1,{common},,layernorm;moe_act,Megatron-Core",
-        f"R2,{common},selective,,Megatron-Core",
-        f"R3,{common},full,moe,Megatron-Core",
-        f"R4,{common},,attention,Megatron-Core",
-    ]) + "\n", encoding="utf-8")
-    rows = read_rows(str(path))
+    rows = train_rows(tmp_path, "recompute_modules", common,
+                      [("", "layernorm;moe_act"), ("selective", ""), ("full", "moe"), ("", "attention")])
     named, _ = predict_estimate(rows[0])
     default, _ = predict_estimate(rows[1])
     assert named.plan.recompute == "selective" and default.plan.recompute == "selective"

@@ -8,8 +8,8 @@ import typer
 
 from xpuplan import units
 from xpuplan.cli.common import cli_command, console, print_json, render_infeasible, request, table
-from xpuplan.cli.train import OFFLOAD_MODULES_HELP
 from xpuplan.errors import InfeasibleError
+from xpuplan.workload.training import OFFLOAD_MODULES_HELP, RECOMPUTE_MODULES_HELP
 
 if TYPE_CHECKING:
     from xpuplan.jobs.memory import MemoryInferResult, MemoryTrainResult
@@ -39,11 +39,7 @@ def memory_train(
                                                    "down, or 'all'")] = "all",
     recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
                                                            "recomputes in full (default: the fewest that fit --hw)")] = None,
-    recompute_modules: Annotated[str | None, typer.Option(help="what --recompute selective re-runs: comma list of "
-                                                                "Megatron-Core modules core_attn, mla_up_proj, "
-                                                                "layernorm, mlp, moe, moe_act, shared_experts "
-                                                                "(default core_attn; MLA models also mla_up_proj)")]
-    = None,
+    recompute_modules: Annotated[str | None, typer.Option(help=RECOMPUTE_MODULES_HELP)] = None,
     offload_modules: Annotated[str | None, typer.Option(help=OFFLOAD_MODULES_HELP)] = None,
     reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.05,
     ep_overlap: Annotated[bool, typer.Option(help="Megatron-Core's MoE all-to-all overlap is on (a plan key's -epo)")] = False,

@@ -25,6 +25,7 @@ from xpuplan.cli.common import (
     table,
 )
 from xpuplan.errors import InfeasibleError
+from xpuplan.workload.training import OFFLOAD_MODULES_HELP, RECOMPUTE_MODULES_HELP
 
 if TYPE_CHECKING:
     from xpuplan.jobs.results import Uncertainty
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
 
 #: ``--emit`` choices (checked by the request model; ``xpuplan.jobs.train.FRAMEWORKS``).
 FRAMEWORKS_HELP = "megatron | bridge | torchtitan | deepspeed"
-
-#: Help of --offload-modules (train estimate, train search, memory train).
-OFFLOAD_MODULES_HELP = ("whose inputs fine-grained activation offloading keeps in host memory between the forward and "
-                        "the backward: comma list of Megatron-Core modules attn_norm, qkv_linear, core_attn, "
-                        "attn_proj, mlp_norm, expert_fc1, moe_act (default none; Megatron-Core stacks)")
 
 app = typer.Typer(help="Training planner: estimate a parallel plan or search for the best one.", no_args_is_help=True)
 
@@ -144,11 +140,7 @@ def estimate_cmd(
     recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
                                                                "recomputes in full, as your run sets it (default: the "
                                                                "fewest that fit)")] = None,
-    recompute_modules: Annotated[str | None, typer.Option(help="what --recompute selective re-runs: comma list of "
-                                                                "Megatron-Core modules core_attn, mla_up_proj, "
-                                                                "layernorm, mlp, moe, moe_act, shared_experts "
-                                                                "(default core_attn; MLA models also mla_up_proj)")]
-    = None,
+    recompute_modules: Annotated[str | None, typer.Option(help=RECOMPUTE_MODULES_HELP)] = None,
     offload_modules: Annotated[str | None, typer.Option(help=OFFLOAD_MODULES_HELP)] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,
@@ -209,11 +201,7 @@ def search_cmd(
     recompute_layers: Annotated[int | None, typer.Option(help="layers per pipeline stage --recompute partial "
                                                                "recomputes in full, as your run sets it (default: the "
                                                                "fewest that fit)")] = None,
-    recompute_modules: Annotated[str | None, typer.Option(help="what --recompute selective re-runs: comma list of "
-                                                                "Megatron-Core modules core_attn, mla_up_proj, "
-                                                                "layernorm, mlp, moe, moe_act, shared_experts "
-                                                                "(default core_attn; MLA models also mla_up_proj)")]
-    = None,
+    recompute_modules: Annotated[str | None, typer.Option(help=RECOMPUTE_MODULES_HELP)] = None,
     offload_modules: Annotated[str | None, typer.Option(help=OFFLOAD_MODULES_HELP)] = None,
     power_cap_w: Annotated[float | None, typer.Option(help="board power limit per device, W (DVFS: compute "
                                                           "slows with the clock below the TDP)")] = None,

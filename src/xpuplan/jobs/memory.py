@@ -28,7 +28,13 @@ from xpuplan.jobs.requests import (
     names_flags,
 )
 from xpuplan.jobs.results import MEMORY_FIGURES, Result, clean, used
-from xpuplan.workload.training import lora_target_list, offload_module_list, recompute_module_list
+from xpuplan.workload.training import (
+    OFFLOAD_MODULES_HELP,
+    RECOMPUTE_MODULES_HELP,
+    lora_target_list,
+    offload_module_list,
+    recompute_module_list,
+)
 from xpuplan.workload.vocabulary import LORA_TARGETS, Method, Recompute
 
 #: Largest tensor-parallel size tried when looking for the smallest that fits.
@@ -65,16 +71,8 @@ class MemoryTrainRequest(Request):
     recompute_layers: int | None = Field(default=None, ge=1, le=100000,
                                          description="layers per pipeline stage --recompute partial recomputes in "
                                                      "full (default: the fewest that fit --hw)")
-    recompute_modules: str | None = Field(default=None, max_length=200,
-                                          description="what --recompute selective re-runs, a comma list of "
-                                                      "Megatron-Core modules: core_attn, mla_up_proj, layernorm, mlp, "
-                                                      "moe, moe_act, shared_experts (default core_attn, and "
-                                                      "mla_up_proj for MLA)")
-    offload_modules: str | None = Field(default=None, max_length=200,
-                                        description="whose inputs fine-grained activation offloading keeps in host "
-                                                    "memory, a comma list of Megatron-Core modules: attn_norm, "
-                                                    "qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act "
-                                                    "(default none)")
+    recompute_modules: str | None = Field(default=None, max_length=200, description=RECOMPUTE_MODULES_HELP)
+    offload_modules: str | None = Field(default=None, max_length=200, description=OFFLOAD_MODULES_HELP)
     lora_targets: str = Field(default="all", max_length=100,
                               description="matrices LoRA/QLoRA adapts, a comma list of q, k, v, o, gate, up, down or "
                                           "'all'")

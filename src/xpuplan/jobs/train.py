@@ -37,7 +37,13 @@ from xpuplan.jobs.requests import (
     str_list,
 )
 from xpuplan.jobs.results import TRAIN_FIGURES, Detail, Result, Uncertainty, clean, uncertainty, used
-from xpuplan.workload.training import lora_target_list, offload_module_list, recompute_module_list
+from xpuplan.workload.training import (
+    OFFLOAD_MODULES_HELP,
+    RECOMPUTE_MODULES_HELP,
+    lora_target_list,
+    offload_module_list,
+    recompute_module_list,
+)
 from xpuplan.workload.vocabulary import RECOMPUTE_MODES, TRAIN_PRECISIONS, Kernels, Method, Recompute
 
 if TYPE_CHECKING:
@@ -87,15 +93,8 @@ class _TrainCommon(Request):
     recompute_layers: int | None = Field(default=None, ge=1, le=100000,
                                          description="layers per pipeline stage a partial plan recomputes in full "
                                                      "(default: the fewest that fit)")
-    recompute_modules: str | None = Field(default=None, max_length=200,
-                                          description="what a selective plan re-runs, a comma list of Megatron-Core "
-                                                      "modules: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act, "
-                                                      "shared_experts (default core_attn, and mla_up_proj for MLA)")
-    offload_modules: str | None = Field(default=None, max_length=200,
-                                        description="whose inputs fine-grained activation offloading keeps in host "
-                                                    "memory, a comma list of Megatron-Core modules: attn_norm, "
-                                                    "qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act "
-                                                    "(default none)")
+    recompute_modules: str | None = Field(default=None, max_length=200, description=RECOMPUTE_MODULES_HELP)
+    offload_modules: str | None = Field(default=None, max_length=200, description=OFFLOAD_MODULES_HELP)
     power_cap_w: PositiveFloat | None = Field(default=None, description="board power limit per device, W")
     reserve: Reserve | None = Field(default=None, description="fraction of device memory kept free")
     uneven_pipeline: bool = Field(default=False, description="allow pp not dividing the layers "

@@ -97,6 +97,15 @@ def _module_list(text: str | None, field: str, allowed: tuple[str, ...], example
     return tuple(names)
 
 
+#: What the front ends say of --recompute-modules / recompute_modules and --offload-modules / offload_modules
+#: (CLI help, request field descriptions), with the module names from the vocabulary.
+RECOMPUTE_MODULES_HELP: Final = ("what --recompute selective re-runs: comma list of Megatron-Core modules "
+                                 f"{', '.join(RECOMPUTE_MODULES)} (default core_attn; MLA models also mla_up_proj)")
+OFFLOAD_MODULES_HELP: Final = ("whose inputs fine-grained activation offloading keeps in host memory between the "
+                               f"forward and the backward: comma list of Megatron-Core modules {', '.join(OFFLOAD_MODULES)}"
+                               " (default none; Megatron-Core stacks)")
+
+
 def recompute_module_list(text: str | None, field: str) -> tuple[str, ...] | None:
     """A comma list of Megatron-Core module names ('layernorm,moe_act') as the job's ``recompute_modules``; names
     outside :data:`~xpuplan.workload.vocabulary.RECOMPUTE_MODULES`, repeats or an empty list -> UserInputError
