@@ -211,3 +211,14 @@ def test_the_page_parses_every_training_plan_key_the_planner_writes() -> None:
     m = rx.match(epo)
     assert m and m.group(12) == "fp8" and m.group(13) == "-epo", epo
     assert "ep_overlap: k.ep_overlap" in js
+    # a plan the search gave fine-grained offloading ends in -off:... (0.4.30); its layout still parses, and the page
+    # asks the memory API with the plan's modules
+    from xpuplan.train.estimate import OFFLOAD_KEY_NAMES, offload_key_suffix
+    from xpuplan.workload.vocabulary import OFFLOAD_MODULES
+
+    for mods in [(m,) for m in OFFLOAD_MODULES] + [tuple(OFFLOAD_MODULES)]:
+        key = epo + offload_key_suffix(mods)
+        m = rx.match(key)
+        assert m and m.group(13) == "-epo" and m.group(14) == offload_key_suffix(mods), key
+    assert set(OFFLOAD_KEY_NAMES) == set(OFFLOAD_MODULES)
+    assert "offload_modules: p.plan.offload_modules" in js

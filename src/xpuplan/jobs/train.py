@@ -41,6 +41,7 @@ from xpuplan.workload.training import (
     OFFLOAD_MODULES_HELP,
     RECOMPUTE_MODULES_HELP,
     lora_target_list,
+    no_offload,
     offload_module_list,
     recompute_module_list,
 )
@@ -157,7 +158,8 @@ class TrainEstimateRequest(_TrainCommon):
         if self.recompute_modules is not None and self.recompute not in (None, "selective"):
             raise flag_error(type(self), "recompute_modules", "modules are what --recompute selective re-runs (got "
                              f"--recompute {self.recompute})")
-        if self.offload_modules is not None and self.recompute in ("full", "offload", "layer_offload"):
+        if (self.offload_modules is not None and not no_offload(self.offload_modules)
+                and self.recompute in ("full", "offload", "layer_offload")):
             raise flag_error(type(self), "offload_modules", "modules offload inputs a layer keeps; --recompute "
                              f"{self.recompute} keeps none of them (use none, selective or partial)")
         return self
@@ -367,6 +369,8 @@ def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: 
         return None
     from xpuplan.train import emit_launch
 
+    if e.offload_modules is not None and job.offload_modules is None:  # the search chose offloading for this plan
+        job = job.model_copy(update={"offload_modules": e.offload_modules})
     return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework, stack,
                        offload_layers=e.memory.offload_layers, recompute_layers=e.memory.recompute_layers)
 
@@ -506,6 +510,7 @@ def _space(req: TrainSearchRequest, sc: TrainingScenario | None) -> SearchSpace:
         micro_batch=_int_list(req.micro_batch, "--micro-batch") or ([pin.micro_batch] if pin.micro_batch else None),
         precision=str_list(req.precision) or [pin.precision or "bf16"],  # type: ignore[arg-type]
         uneven_pipeline=req.uneven_pipeline,
+        offload_sets=() if no_offload(req.offload_modules) else None,
     )
 
 

@@ -824,6 +824,8 @@ def training_memory_arrays(
         mixed = _largest([k + share * (r - k) for k, r in zip(kept, recomputed, strict=True)])
         acts = np.where(partial & (n_rec > 0), mixed, acts)
         total = states + acts
+        # a fully recomputed layer keeps only its input: no module input of it waits on the host
+        host = np.where(partial, host * (1.0 - share), host)
     n_off = np.zeros_like(total)
     if layer_offload is not None and layer_offload.any():
         n_off = np.where(layer_offload, layer_offload_count(total, act_per_layer, usable if usable is not None

@@ -10,8 +10,9 @@ exception; front ends decide whether that is an error (the CLI exits 3).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -79,6 +80,18 @@ class MemoryBreakdown:
         return asdict(self)
 
 
+#: Short names of the offloaded modules in a plan's key (``-off:fc1+act``), in Megatron-Core's order.
+OFFLOAD_KEY_NAMES: Final = {"attn_norm": "an", "qkv_linear": "qkv", "core_attn": "ca", "attn_proj": "ap",
+                            "mlp_norm": "mn", "expert_fc1": "fc1", "moe_act": "act"}
+
+
+def offload_key_suffix(modules: Sequence[str] | None) -> str:
+    """What a plan's key adds for fine-grained activation offloading of ``modules`` ('' for none)."""
+    if not modules:
+        return ""
+    return "-off:" + "+".join(OFFLOAD_KEY_NAMES[m] for m in ordered_offload_modules(modules))
+
+
 @dataclass(frozen=True)
 class TrainEstimate:
     """Everything the planner predicts for one plan on one cluster."""
@@ -116,7 +129,8 @@ class TrainEstimate:
 
     @property
     def key(self) -> str:
-        return self.plan.key
+        """The plan's key, with the modules fine-grained activation offloading moves (``-off:fc1+act``) when it does."""
+        return self.plan.key + offload_key_suffix(self.offload_modules)
 
     @property
     def step_time_s(self) -> float:

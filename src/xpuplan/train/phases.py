@@ -171,7 +171,7 @@ def offload_per_mb_s(lay: Layout, comp: StageCompute, input_bytes: np.ndarray, h
     ``recompute="offload"``: each layer's input (``input_bytes``) goes to the host after the layer's forward
     and comes back before its backward. ``"layer_offload"``: every activation of ``offload_layers`` layers
     (``layer_bytes`` each) does. Fine-grained activation offloading: every layer's offloaded module inputs
-    (``module_bytes`` per layer, any recompute mode) do. The copies use the device's host link (``host_bw`` bytes/s per direction)
+    (``module_bytes`` per layer, except in the layers a partial plan recomputes in full) do. The copies use the device's host link (``host_bw`` bytes/s per direction)
     and run under the compute of the layer they belong to: the device-to-host copy under the forward, the
     prefetch under the (recomputed forward and) backward (MaxText's host offload and Megatron's activation
     offloading overlap both); what a copy takes beyond its window is exposed."""
@@ -186,8 +186,8 @@ def offload_per_mb_s(lay: Layout, comp: StageCompute, input_bytes: np.ndarray, h
     out = np.where(lay.offload, lay.layers_stage * exposed(input_bytes), 0.0)
     if layer_bytes is not None and offload_layers is not None:
         out = out + np.where(lay.layer_off, offload_layers * exposed(layer_bytes), 0.0)
-    if module_bytes is not None:
-        out = out + lay.layers_stage * exposed(module_bytes)
+    if module_bytes is not None:  # not in the layers a partial plan recomputes in full (they keep only their input)
+        out = out + lay.layers_stage * (1.0 - lay.full_rec) * exposed(module_bytes)
     return out
 
 

@@ -50,6 +50,22 @@ MAX_TP_ACROSS_DOMAINS: Final = 1
 #: Device count up to which :func:`devices_to_fit` looks for a feasible plan.
 MAX_DEVICES_TO_FIT: Final = 1 << 17
 
+#: Fine-grained activation offloading sets (Megatron-Core ``--offload-modules``) the search tries, besides none, on a
+#: stack that has the feature (``TrainingStack.module_offload``) when the job names no modules: the sets NVIDIA's
+#: published recipes run. ``expert_fc1``: the dispatched copies (Megatron-Bridge ``perf_recipes/deepseek/gb200/
+#: deepseek_v3.py``, 256 GB200; ``perf_recipes/nemotronh/h100/nemotronh.py``; the MoE team's Kimi-K2 GB200 script,
+#: yanring/Megatron-MoE-ModelZoo ``best_practice/kimi-k2``); ``expert_fc1`` + ``moe_act``: also the experts' FC1
+#: output (the ModelZoo's Qwen3-235B on 256 GB200, ``best_practice/qwen3/run_gb200_235b.sh``); ``core_attn`` +
+#: ``attn_proj``: the attention core's inputs and output (Megatron-Bridge ``perf_recipes/deepseek/common.py``,
+#: DeepSeek-V3 under Megatron-FSDP). A set the model or the job's ``recompute_modules`` excludes is skipped
+#: (:func:`~xpuplan.train.validity.rule_offload_modules`).
+SEARCHED_OFFLOAD_SETS: Final[tuple[tuple[str, ...], ...]] = (
+    ("expert_fc1",), ("expert_fc1", "moe_act"), ("core_attn", "attn_proj"))
+
+#: The recompute modes the offloading sets are tried with: they move what a layer keeps, so they compete with
+#: recomputing it; under full (or partial) recomputation a layer keeps no module's inputs.
+OFFLOAD_SEARCH_RECOMPUTE: Final = ("none", "selective")
+
 
 @dataclass(frozen=True)
 class SearchSpace:
@@ -71,6 +87,9 @@ class SearchSpace:
     ep_overlap: Sequence[bool] | None = None
     """the stack's opt-in MoE all-to-all overlap (``ParallelPlan.ep_overlap``): None = with and without it where
     the stack has one (``TrainingStack.ep_overlap_opt_in`` > 0) and the job does not set ``ep_overlap``"""
+    offload_sets: Sequence[tuple[str, ...]] | None = None
+    """fine-grained activation offloading sets tried besides none when the job names no ``offload_modules``: None =
+    :data:`SEARCHED_OFFLOAD_SETS` where the stack has the feature; empty: never offload modules"""
 
     def __post_init__(self) -> None:
         for p in self.precision:
@@ -202,6 +221,21 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
     return PlanArrays.concat(parts)
 
 
+def offload_variants(model: ModelArch, job: TrainingJob, stack: TrainingStack,
+                     space: SearchSpace) -> list[TrainingJob]:
+    """The job once per fine-grained offloading set the search tries (``space.offload_sets``, by default
+    :data:`SEARCHED_OFFLOAD_SETS`): none when the job names its own ``offload_modules``, the stack has no
+    fine-grained offloading, or the space allows no recompute mode the sets combine with; sets the model or the
+    job's ``recompute_modules`` exclude are skipped."""
+    if job.offload_modules is not None or not stack.module_offload:
+        return []
+    if space.recompute is not None and not set(space.recompute) & set(OFFLOAD_SEARCH_RECOMPUTE):
+        return []
+    sets = SEARCHED_OFFLOAD_SETS if space.offload_sets is None else space.offload_sets
+    return [job.model_copy(update={"offload_modules": tuple(s)}) for s in sets
+            if validity.rule_offload_modules(s, model, stack, job.recompute_modules) is None]
+
+
 def rank_order(r: StepArrays, p: PlanArrays, idx: np.ndarray) -> np.ndarray:
     """``idx`` sorted by tokens/s (descending), ties broken by the plan fields in key order."""
     keys = (p.epo[idx], p.prec[idx], p.ga[idx], p.mb[idx], p.rec[idx], p.zero[idx], p.sp[idx], p.ep[idx], p.cp[idx],
@@ -310,6 +344,8 @@ def search_plans(
         validity.raise_first([i for i in (validity.rule_offload_modules_recompute(
             job.offload_modules, sorted(space.recompute)[0]),) if i])
     searched = set(space.recompute or RECOMPUTE_MODES)
+    variants = [sm.with_job(j) for j in offload_variants(model, job, sm.stack, space)]
+    rec_offloadable = [RECOMPUTE_MODES.index(x) for x in OFFLOAD_SEARCH_RECOMPUTE]
     t0 = time.perf_counter()
     evaluated = feasible = 0
     candidates: list[tuple[float, str, TrainEstimate]] = []
@@ -335,22 +371,45 @@ def search_plans(
             stage = np.where(plans.pp > 1, np.ceil(model.n_layers / plans.pp), float(model.n_layers))
             redundant |= part & (((r.mem_recompute_layers == 0) & ("none" in searched))
                                  | ((r.mem_recompute_layers >= stage) & ("full" in searched)))
-        ok = (r.fits if require_feasible else np.ones(len(plans), dtype=bool)) & ~redundant
-        feasible += int((r.fits & ~redundant).sum())
-        idx = np.flatnonzero(ok)
-        if not len(idx):
+        rounds = [(sm.job, plans, r, redundant)]
+        # fine-grained offloading only helps a plan that does not fit without it (else it only adds copies): those
+        # plans again, with each offloading set, where moving that share of every kept activation could fit them
+        retry = np.flatnonzero(~r.fits & np.isin(plans.rec, rec_offloadable)) if variants else np.zeros(0, np.int64)
+        if len(retry):
+            sub = plans.take(retry)
+            kept = np.maximum(sm.activation_table(sub, sub.rec), 1.0)
+            over = r.mem_total[retry] - r.mem_usable
+            could = [over <= r.mem_activations[retry] * smv.activation_table(sub, sub.rec, host=True) / kept
+                     for smv in variants]
+            retry, sub = retry[np.any(could, axis=0)], sub.take(np.flatnonzero(np.any(could, axis=0)))
+        if len(retry):
+            rvs = [smv.evaluate(cl, sub) for smv in variants]
+            evaluated += len(sub) * len(rvs)
+            # one offloading set per plan: the fastest that fits, of equal speed the one moving the fewest bytes
+            speed = np.stack([np.where(rv.fits, np.round(rv.tokens_per_s, 6), -1.0) for rv in rvs])
+            moved = np.stack([rv.mem_host for rv in rvs])
+            chosen = np.lexsort((moved.T, -speed.T))[:, 0]
+            rounds.extend((smv.job, sub, rv, chosen != v) for v, (smv, rv) in enumerate(zip(variants, rvs, strict=True)))
+        ests: list[TrainEstimate] = []
+        for jb, pl, rr, red in rounds:
+            ok = (rr.fits if require_feasible else np.ones(len(pl), dtype=bool)) & ~red
+            feasible += int((rr.fits & ~red).sum())
+            idx = np.flatnonzero(ok)
+            if not len(idx):
+                continue
+            k = min(top, len(idx))
+            part = idx[np.argpartition(-rr.tokens_per_s[idx], k - 1)[:k]] if len(idx) > k else idx
+            ests.extend(estimate_from_arrays(rr, int(j), pl, model, cl, jb) for j in rank_order(rr, pl, part))
+        if not ests:
             j = int(np.argmin(r.mem_total / r.mem_usable))
             est = estimate_from_arrays(r, j, plans, model, cl, job)
             ratio = float(r.mem_total[j] / r.mem_usable)
             if closest is None or ratio < closest[0]:
                 closest = (ratio, est)
             continue
-        k = min(top, len(idx))
-        part = idx[np.argpartition(-r.tokens_per_s[idx], k - 1)[:k]] if len(idx) > k else idx
-        ranked = rank_order(r, plans, part)
-        ests = [estimate_from_arrays(r, int(j), plans, model, cl, job) for j in ranked]
+        ests.sort(key=lambda e: (round(-e.tokens_per_s, 6), e.key))  # the same tie-break as across counts
         best_per_count.append(ests[0])
-        candidates.extend((-e.tokens_per_s, e.key + f"@{n}", e) for e in ests)
+        candidates.extend((-e.tokens_per_s, e.key + f"@{n}", e) for e in ests[:top])
     if progress:
         progress(len(counts), len(counts))
     candidates.sort(key=lambda c: (round(c[0], 6), c[1]))

@@ -32,6 +32,8 @@ overlap assumption and factor is a named constant in those modules, explained wh
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from xpuplan.catalog.device import Device
@@ -151,6 +153,14 @@ class StepModel:
         seq = job.seq_len
         self._flops = {r: flops_training_per_token(model, seq, r, causal=False) for r in RECOMPUTE_MODES}  # type: ignore[arg-type]
         self.lora_params_total = lora_params(model, job.lora_rank, job.lora_targets) if job.method != "full" else 0
+
+    def with_job(self, job: TrainingJob) -> StepModel:
+        """This evaluator for ``job``, a variant of its job that differs only in the modules it offloads (a search
+        trying fine-grained offloading sets): the activation table is rebuilt, the other tables are shared."""
+        twin = copy.copy(self)
+        twin.job = job
+        twin._acts = {}
+        return twin
 
     # -- tables ---------------------------------------------------------------------------------
     @staticmethod

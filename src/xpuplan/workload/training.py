@@ -103,7 +103,8 @@ RECOMPUTE_MODULES_HELP: Final = ("what --recompute selective re-runs: comma list
                                  f"{', '.join(RECOMPUTE_MODULES)} (default core_attn; MLA models also mla_up_proj)")
 OFFLOAD_MODULES_HELP: Final = ("whose inputs fine-grained activation offloading keeps in host memory between the "
                                f"forward and the backward: comma list of Megatron-Core modules {', '.join(OFFLOAD_MODULES)}"
-                               " (default none; Megatron-Core stacks)")
+                               ", or none (Megatron-Core stacks; unset: none, and a search also tries the sets NVIDIA's "
+                               "recipes use)")
 
 
 def recompute_module_list(text: str | None, field: str) -> tuple[str, ...] | None:
@@ -116,8 +117,15 @@ def recompute_module_list(text: str | None, field: str) -> tuple[str, ...] | Non
 def offload_module_list(text: str | None, field: str) -> tuple[str, ...] | None:
     """A comma list of Megatron-Core module names ('expert_fc1,moe_act') as the job's ``offload_modules``; names
     outside :data:`~xpuplan.workload.vocabulary.OFFLOAD_MODULES`, repeats or an empty list -> UserInputError
-    naming ``field``."""
+    naming ``field``. ``none`` (:func:`no_offload`): no offloading, None."""
+    if no_offload(text):
+        return None
     return _module_list(text, field, OFFLOAD_MODULES, "expert_fc1,moe_act", "--offload-modules")
+
+
+def no_offload(text: str | None) -> bool:
+    """Whether ``--offload-modules`` says ``none``: no fine-grained offloading, not even the sets a search tries."""
+    return text is not None and text.strip().casefold() == "none"
 
 
 class _Strict(BaseModel):
