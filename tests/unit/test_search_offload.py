@@ -54,8 +54,11 @@ def test_only_plans_that_do_not_fit_without_it_are_offered_offloading() -> None:
     offloaded = [e for e in _search(top=30).top if e.offload_modules is not None]
     assert offloaded
     for e in offloaded:
-        assert not estimate(QWEN, cl, e.plan, JOB).feasible, e.key
+        plain = estimate(QWEN, cl, e.plan, JOB)
+        assert not plain.feasible, e.key
         assert e.plan.recompute in ("none", "selective")
+        # offloading never makes a plan faster (what lets the search retry only plans that could rank)
+        assert e.tokens_per_s <= plain.tokens_per_s
 
 
 def test_one_set_per_plan_the_fastest_then_the_fewest_bytes_moved() -> None:

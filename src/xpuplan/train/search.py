@@ -4,7 +4,8 @@ For each device count: enumerate the (tp, pp, cp) layouts whose sizes divide the
 model's rules, then every combination of the remaining choices (virtual stages, expert
 parallelism, sequence parallelism, ZeRO stage, recomputation, micro-batch, precision) as arrays;
 prune the combinations that break a rule; evaluate the survivors with the vectorised step model
-(:class:`xpuplan.train.step.StepModel`); keep the top-N feasible plans by throughput and the Pareto
+(:class:`xpuplan.train.step.StepModel`), the ones that do not fit again with fine-grained activation offloading
+where the stack has it; keep the top-N feasible plans by throughput and the Pareto
 front of time-to-train vs device count. Every plan has a stable key (``ParallelPlan.key``); ties are
 broken by the key so the ranking never depends on enumeration order.
 
@@ -316,6 +317,10 @@ def search_plans(
     memory our model overestimates); the result still flags them. ``stack``: the training stack's
     profile (the default stack when None), unless ``step_model`` carries one. Precisions the device
     has no tensor cores for (FP8 on A100) are not searched; asking for nothing else is an error.
+
+    Fine-grained activation offloading (:func:`offload_variants`) is a plan attribute too: plans that do not fit
+    without it and would rank are evaluated again with each set, and keep the fastest set that fits (of equally fast
+    ones, the one moving the fewest bytes); the estimate names it (``offload_modules``, key suffix ``-off:``).
     """
     job = job or TrainingJob()
     validity.check_top(top)
@@ -372,9 +377,13 @@ def search_plans(
             redundant |= part & (((r.mem_recompute_layers == 0) & ("none" in searched))
                                  | ((r.mem_recompute_layers >= stage) & ("full" in searched)))
         rounds = [(sm.job, plans, r, redundant)]
-        # fine-grained offloading only helps a plan that does not fit without it (else it only adds copies): those
-        # plans again, with each offloading set, where moving that share of every kept activation could fit them
-        retry = np.flatnonzero(~r.fits & np.isin(plans.rec, rec_offloadable)) if variants else np.zeros(0, np.int64)
+        # fine-grained offloading only helps a plan that does not fit without it (else it only adds copies), and it
+        # never makes a plan faster: those plans again, with each offloading set, where they would rank among the
+        # top ones and moving that share of every kept activation could fit them
+        ok_base = (r.fits if require_feasible else np.ones(len(plans), dtype=bool)) & ~redundant
+        bar = (np.partition(r.tokens_per_s[ok_base], -top)[-top] if int(ok_base.sum()) >= top else -np.inf)
+        retry = (np.flatnonzero(~r.fits & np.isin(plans.rec, rec_offloadable) & (r.tokens_per_s >= bar))
+                 if variants else np.zeros(0, np.int64))
         if len(retry):
             sub = plans.take(retry)
             kept = np.maximum(sm.activation_table(sub, sub.rec), 1.0)
