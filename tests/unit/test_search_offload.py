@@ -151,3 +151,15 @@ def test_a_partial_plan_offloads_only_the_layers_it_does_not_recompute() -> None
     assert half.memory.host_offload_bytes == pytest.approx(kept.memory.host_offload_bytes / 2)
     # H100's shared PCIe link: the copies are exposed, in half the layers, under a longer backward (the recomputation)
     assert 0.0 < half.step.offload_s <= kept.step.offload_s / 2
+
+
+def test_a_launch_command_for_a_framework_without_it_gets_a_plan_it_can_run() -> None:
+    # searching for a DeepSpeed command: the search does not choose offloading, which it does otherwise
+    gpt3 = ("train", "search", "--model", "gpt3-175b", "--hw", "A100", "--devices", "1024", "--top", "1")
+    assert "-off:" in _ok(*gpt3)
+    out = _ok(*gpt3, "--emit", "deepspeed")
+    assert "-off:" not in out and "--deepspeed_config" in out
+    # modules named by the user and a framework that cannot say them: refused, naming --emit
+    assert_user_error(run("train", "estimate", "--model", "qwen3-235b-a22b", "--hw", "GB200", "--devices", "64",
+                          "--tp", "1", "--ep", "64", "--offload-modules", "expert_fc1", "--emit", "torchtitan"),
+                      "--emit", "fine-grained activation offloading")

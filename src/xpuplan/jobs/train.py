@@ -496,6 +496,7 @@ def _int_list(text: str | None, field: str) -> list[int] | None:
 
 def _space(req: TrainSearchRequest, sc: TrainingScenario | None) -> SearchSpace:
     from xpuplan.train import SearchSpace
+    from xpuplan.train.emit import MODULE_OFFLOAD_FRAMEWORKS
     from xpuplan.workload.training import PlanIn
 
     pin = sc.plan if sc and sc.plan else PlanIn()
@@ -510,7 +511,8 @@ def _space(req: TrainSearchRequest, sc: TrainingScenario | None) -> SearchSpace:
         micro_batch=_int_list(req.micro_batch, "--micro-batch") or ([pin.micro_batch] if pin.micro_batch else None),
         precision=str_list(req.precision) or [pin.precision or "bf16"],  # type: ignore[arg-type]
         uneven_pipeline=req.uneven_pipeline,
-        offload_sets=() if no_offload(req.offload_modules) else None,
+        # a launch command for a framework without fine-grained offloading: plans it can run
+        offload_sets=() if no_offload(req.offload_modules) or req.emit not in (None, *MODULE_OFFLOAD_FRAMEWORKS) else None,
     )
 
 

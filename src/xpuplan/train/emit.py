@@ -29,6 +29,10 @@ from xpuplan.train.validity import EDGE_PIPELINE_SLOTS
 from xpuplan.workload.training import TrainingJob
 
 FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
+
+#: The frameworks whose launch command can say fine-grained activation offloading (Megatron-Core
+#: ``--offload-modules``): a search for another framework's command does not choose it.
+MODULE_OFFLOAD_FRAMEWORKS: Final = ("megatron", "bridge")
 #: Port the emitted multi-node rendezvous uses (torchrun's default master port).
 RDZV_PORT: Final = 29500
 #: Devices per node the launcher assumes when the scale-up domain is larger than a node (NVL72 racks).
@@ -545,6 +549,10 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
         raise UserInputError(f"--emit {framework}: recompute layer_offload is Megatron-Core's activation offloading "
                              f"({framework} has none); use --emit megatron or bridge, or another --recompute",
                              field="emit")
+    if job.offload_modules is not None and framework not in MODULE_OFFLOAD_FRAMEWORKS and framework in FRAMEWORKS:
+        raise UserInputError(f"--emit {framework}: offloading the inputs of {', '.join(job.offload_modules)} is "
+                             f"Megatron-Core's fine-grained activation offloading ({framework} has none); use --emit "
+                             f"{' or '.join(MODULE_OFFLOAD_FRAMEWORKS)}, or no --offload-modules", field="emit")
     try:
         emitter = _EMITTERS[framework]
     except KeyError:
