@@ -130,7 +130,7 @@ def test_cli_offload_modules_none_turns_it_off() -> None:
     assert "offload modules" not in _ok("train", "estimate", "--model", "llama3-8b", "--hw", "H100", "--devices", "8",
                                         "--offload-modules", "NONE")
     assert_user_error(run("train", "search", "--model", "llama3-8b", "--hw", "H100", "--devices", "8",
-                          "--offload-modules", "none,core_attn"), "--offload-modules")
+                          "--offload-modules", "none,core_attn"), "--offload-modules", "stands alone")
 
 
 def test_a_partial_plan_offloads_only_the_layers_it_does_not_recompute() -> None:

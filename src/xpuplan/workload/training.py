@@ -120,6 +120,8 @@ def offload_module_list(text: str | None, field: str) -> tuple[str, ...] | None:
     naming ``field``. ``none`` (:func:`no_offload`): no offloading, None."""
     if no_offload(text):
         return None
+    if text is not None and "none" in [x.strip().casefold() for x in text.replace(" ", ",").split(",")]:
+        raise UserInputError("'none' (no offloading) stands alone: give none, or a comma list of modules", field=field)
     return _module_list(text, field, OFFLOAD_MODULES, "expert_fc1,moe_act", "--offload-modules")
 
 
