@@ -99,6 +99,15 @@ def test_the_sets_tried_follow_the_model_and_the_recomputed_modules() -> None:
     assert offload_variants(QWEN, JOB, mc, SearchSpace(recompute=["full", "partial"])) == []
 
 
+def test_a_space_with_a_malformed_set_is_refused_naming_the_field() -> None:
+    from xpuplan.errors import UserInputError
+
+    for bad in ([("bogus",)], [()], [("core_attn", "core_attn")]):
+        with pytest.raises(UserInputError) as exc:
+            SearchSpace(offload_sets=bad)
+        assert exc.value.field == "offload_sets"
+
+
 def test_key_suffix() -> None:
     assert offload_key_suffix(None) == ""
     assert offload_key_suffix(("moe_act", "expert_fc1")) == "-off:fc1+act"

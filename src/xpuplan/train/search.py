@@ -24,6 +24,7 @@ from typing import Any, Final
 import numpy as np
 
 from xpuplan.catalog.stacks import TrainingStack
+from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
@@ -33,6 +34,7 @@ from xpuplan.train.estimate import TrainEstimate, estimate_from_arrays
 from xpuplan.train.plan import PRECISIONS, RECOMPUTE_MODES, ZERO_STAGES
 from xpuplan.train.step import PlanArrays, StepArrays, StepModel
 from xpuplan.workload.training import TrainingJob
+from xpuplan.workload.vocabulary import OFFLOAD_MODULES
 
 #: Largest micro-batch (sequences) the search tries; beyond it activations dominate with no speed gain.
 MAX_MICRO_BATCH: Final = 32
@@ -99,6 +101,11 @@ class SearchSpace:
             validity.check_recompute(r)
         for z in self.zero_stage or ():
             validity.check_zero_stage(z)
+        for mods in self.offload_sets or ():
+            bad = [m for m in mods if m not in OFFLOAD_MODULES]
+            if not mods or bad or len(set(mods)) != len(mods):
+                raise UserInputError(f"offloading set {list(mods)}: give distinct modules of {', '.join(OFFLOAD_MODULES)}",
+                                     field="offload_sets")
 
 
 def _divisors(n: int) -> list[int]:
