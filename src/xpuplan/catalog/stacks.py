@@ -126,6 +126,11 @@ class TrainingStack(_Strict):
                                          "op-level selective activation checkpointing as torchtitan applies it: "
                                          "the projections whose outputs it does not save, every elementwise op and "
                                          "the sequence-parallel all-gathers feeding them)")
+    selective_modules: list[str] | None = Field(
+        default=None, description="what recompute 'selective' re-runs when the job names no modules (Megatron-Core's "
+                                  "module names; those the model lacks are dropped): DeepSeek-V3's framework "
+                                  "recomputes the RMSNorms, MLA's up-projections and the experts' SwiGLU; none: "
+                                  "the planner's default (the attention core, and MLA's up-projections)")
     pipeline_microbatches_default_pp: bool = Field(
         default=False, description="with pp > 1 and no micro-batch count set, the stack splits each data-parallel "
                                    "rank's batch into pp micro-batches (torchtitan: pipeline_parallel_microbatches "

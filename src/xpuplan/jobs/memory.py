@@ -205,7 +205,11 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
         saved_moe_act_input_bytes,
         training_memory,
     )
-    from xpuplan.perf.recompute import ordered_offload_modules, ordered_selective_modules
+    from xpuplan.perf.recompute import (
+        ordered_offload_modules,
+        ordered_selective_modules,
+        stack_selective_modules,
+    )
 
     ctx = ctx or default_context()
     m = ctx.model(req.model)
@@ -213,6 +217,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     stack = ctx.assumptions().training_stack(req.stack, field="--stack",
                                              device=ctx.device(req.hw) if req.hw else None)
     modules = recompute_module_list(req.recompute_modules, req.flag("recompute_modules"))
+    if modules is None and req.recompute == "selective":  # the stack's own selective set, where it has one
+        modules = stack_selective_modules(m, stack.selective_modules)
     offloaded = offload_module_list(req.offload_modules, req.flag("offload_modules"))
     _train_layout_issues(req, m, stack, modules, offloaded)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack

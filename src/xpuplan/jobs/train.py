@@ -371,6 +371,8 @@ def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: 
 
     if e.offload_modules is not None and job.offload_modules is None:  # the search chose offloading for this plan
         job = job.model_copy(update={"offload_modules": e.offload_modules})
+    if e.recompute_modules is not None and job.recompute_modules is None:  # the stack's own selective set
+        job = job.model_copy(update={"recompute_modules": e.recompute_modules})
     return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework, stack,
                        offload_layers=e.memory.offload_layers, recompute_layers=e.memory.recompute_layers)
 

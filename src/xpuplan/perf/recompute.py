@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.params import params_mlp_dense, params_moe_layer
 from xpuplan.workload.vocabulary import OFFLOAD_MODULES, RECOMPUTE_MODULES
@@ -24,6 +25,21 @@ def default_selective_modules(model: ModelArch) -> frozenset[str]:
     """The planner's selective set when the job names none: the attention core; MLA models also their
     up-projections from the kept latents."""
     return frozenset({"core_attn", "mla_up_proj"} if model.mla is not None else {"core_attn"})
+
+
+def stack_selective_modules(model: ModelArch, names: Iterable[str] | None) -> tuple[str, ...] | None:
+    """A training stack's own selective set (``TrainingStack.selective_modules``) for ``model``: the modules of it
+    the model has, in Megatron-Core's order (None: the stack has none, or none applies, so the planner's
+    :func:`default_selective_modules`). A name outside ``RECOMPUTE_MODULES`` -> UserInputError naming the field."""
+    if names is None:
+        return None
+    wanted = list(names)
+    unknown = [n for n in wanted if n not in RECOMPUTE_MODULES]
+    if unknown:
+        raise UserInputError(f"unknown module(s) {', '.join(map(repr, unknown))}; expected "
+                             f"{', '.join(RECOMPUTE_MODULES)}", field="selective_modules")
+    kept = tuple(m for m in RECOMPUTE_MODULES if m in wanted and recompute_modules_problem(model, (m,)) is None)
+    return kept or None
 
 
 def selective_modules(model: ModelArch, modules: Iterable[str] | None) -> frozenset[str]:

@@ -23,7 +23,7 @@ from xpuplan.catalog.stacks import TrainingStack
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.links import PCIE_HOST_COPY_SHARE, host_copy_bytes_per_s, host_link_bytes_per_s
 from xpuplan.perf.power import compute_clock_fraction_at_cap, power_profile_for
-from xpuplan.perf.recompute import ordered_offload_modules, ordered_selective_modules
+from xpuplan.perf.recompute import ordered_offload_modules, ordered_selective_modules, stack_selective_modules
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan, check_plan
@@ -256,6 +256,15 @@ def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_la
             f"the host link at {link}; {hidden}; host memory for them: {units.format_bytes(host_bytes)} per device")
 
 
+def with_stack_modules(job: TrainingJob, model: ModelArch, stack: TrainingStack) -> TrainingJob:
+    """``job`` with its stack's own selective set (``TrainingStack.selective_modules``, those ``model`` has) when it
+    names no ``recompute_modules``: what the stack's selective recomputation re-runs then."""
+    if job.recompute_modules is not None:
+        return job
+    mods = stack_selective_modules(model, stack.selective_modules)
+    return job if mods is None else job.model_copy(update={"recompute_modules": mods})
+
+
 def estimate_from_arrays(
     r: StepArrays, i: int, plans: PlanArrays, model: ModelArch, cluster: Cluster, job: TrainingJob
 ) -> TrainEstimate:
@@ -351,6 +360,8 @@ def estimate(
     check_plan(plan, model, seq_len=job.seq_len, global_batch_seqs=job.global_batch_seqs, n_devices=cluster.n_devices,
                uneven_pipeline=uneven_pipeline)
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
+    if (own := with_stack_modules(job, model, sm.stack)) is not job:  # the stack's own selective set
+        job, sm = own, sm.with_job(own)
     validity.raise_first([i for i in (validity.rule_cp_all_to_all_heads(plan.cp, plan.tp, model,
                                                                          sm.stack.cp_algorithm),
                                       validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack),

@@ -30,7 +30,7 @@ from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
-from xpuplan.train.estimate import TrainEstimate, estimate_from_arrays
+from xpuplan.train.estimate import TrainEstimate, estimate_from_arrays, with_stack_modules
 from xpuplan.train.plan import PRECISIONS, RECOMPUTE_MODES, ZERO_STAGES
 from xpuplan.train.step import PlanArrays, StepArrays, StepModel
 from xpuplan.workload.training import TrainingJob
@@ -341,6 +341,8 @@ def search_plans(
     if any(issues):
         space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
+    if (own := with_stack_modules(job, model, sm.stack)) is not job:  # the stack's own selective set
+        job, sm = own, sm.with_job(own)
     validity.raise_first([i for i in (validity.rule_ep_overlap_on_stack(any(space.ep_overlap or ()), sm.stack),
                                       validity.rule_recompute_modules(job.recompute_modules, model, sm.stack),
                                       validity.rule_offload_modules(job.offload_modules, model, sm.stack,
