@@ -155,8 +155,9 @@ class StepModel:
         self.lora_params_total = lora_params(model, job.lora_rank, job.lora_targets) if job.method != "full" else 0
 
     def with_job(self, job: TrainingJob) -> StepModel:
-        """This evaluator for ``job``, a variant of its job that differs only in the modules it offloads (a search
-        trying fine-grained offloading sets): the activation table is rebuilt, the other tables are shared."""
+        """This evaluator for ``job``, a variant of its job that differs only in the modules it recomputes or offloads
+        (a stack's own selective set; a search trying fine-grained offloading sets): the activation table is
+        rebuilt, the other tables are shared (the recomputed FLOPs follow the job at evaluation)."""
         twin = copy.copy(self)
         twin.job = job
         twin._acts = {}
