@@ -75,3 +75,12 @@ def test_search_launch_command_and_memory_train_use_the_stacks_set() -> None:
     assert out["plan"]["recompute_modules"] == list(DEEPSEEK_SET) and out["fits"] is True
     e = estimate(DSV3, CLUSTER, PLAN, JOB, stack=DUAL, uneven_pipeline=True)
     assert out["bytes_per_device"]["total"] == pytest.approx(e.memory.total_bytes, rel=1e-6)
+
+
+def test_an_overridden_stack_with_an_unknown_module_names_its_field() -> None:
+    from xpuplan.train.estimate import with_stack_modules
+
+    bad = DUAL.model_copy(update={"selective_modules": ["layernorm", "bogus"]})
+    with pytest.raises(UserInputError) as exc:
+        with_stack_modules(JOB, DSV3, bad)
+    assert exc.value.field == f"training_stacks.{DUAL.id}.selective_modules" and "bogus" in str(exc.value)

@@ -218,7 +218,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                                              device=ctx.device(req.hw) if req.hw else None)
     modules = recompute_module_list(req.recompute_modules, req.flag("recompute_modules"))
     if modules is None and req.recompute == "selective":  # the stack's own selective set, where it has one
-        modules = stack_selective_modules(m, stack.selective_modules)
+        modules = stack_selective_modules(m, stack.selective_modules, f"training_stacks.{stack.id}.selective_modules")
     offloaded = offload_module_list(req.offload_modules, req.flag("offload_modules"))
     _train_layout_issues(req, m, stack, modules, offloaded)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack

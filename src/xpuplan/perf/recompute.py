@@ -27,17 +27,18 @@ def default_selective_modules(model: ModelArch) -> frozenset[str]:
     return frozenset({"core_attn", "mla_up_proj"} if model.mla is not None else {"core_attn"})
 
 
-def stack_selective_modules(model: ModelArch, names: Iterable[str] | None) -> tuple[str, ...] | None:
+def stack_selective_modules(model: ModelArch, names: Iterable[str] | None,
+                            field: str = "selective_modules") -> tuple[str, ...] | None:
     """A training stack's own selective set (``TrainingStack.selective_modules``) for ``model``: the modules of it
     the model has, in Megatron-Core's order (None: the stack has none, or none applies, so the planner's
-    :func:`default_selective_modules`). A name outside ``RECOMPUTE_MODULES`` -> UserInputError naming the field."""
+    :func:`default_selective_modules`). A name outside ``RECOMPUTE_MODULES`` -> UserInputError naming ``field``."""
     if names is None:
         return None
     wanted = list(names)
     unknown = [n for n in wanted if n not in RECOMPUTE_MODULES]
     if unknown:
         raise UserInputError(f"unknown module(s) {', '.join(map(repr, unknown))}; expected "
-                             f"{', '.join(RECOMPUTE_MODULES)}", field="selective_modules")
+                             f"{', '.join(RECOMPUTE_MODULES)}", field=field)
     kept = tuple(m for m in RECOMPUTE_MODULES if m in wanted and recompute_modules_problem(model, (m,)) is None)
     return kept or None
 

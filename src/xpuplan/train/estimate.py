@@ -261,7 +261,7 @@ def with_stack_modules(job: TrainingJob, model: ModelArch, stack: TrainingStack)
     names no ``recompute_modules``: what the stack's selective recomputation re-runs then."""
     if job.recompute_modules is not None:
         return job
-    mods = stack_selective_modules(model, stack.selective_modules)
+    mods = stack_selective_modules(model, stack.selective_modules, f"training_stacks.{stack.id}.selective_modules")
     return job if mods is None else job.model_copy(update={"recompute_modules": mods})
 
 
