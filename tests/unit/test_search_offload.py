@@ -172,3 +172,13 @@ def test_a_launch_command_for_a_framework_without_it_gets_a_plan_it_can_run() ->
     assert_user_error(run("train", "estimate", "--model", "qwen3-235b-a22b", "--hw", "GB200", "--devices", "64",
                           "--tp", "1", "--ep", "64", "--offload-modules", "expert_fc1", "--emit", "torchtitan"),
                       "--emit", "fine-grained activation offloading")
+
+
+def test_a_partial_plan_with_offloaded_modules_launches_with_both() -> None:
+    """The Megatron command keeps the partial plan's block recomputation beside the offloaded modules."""
+    r = run("train", "estimate", "--model", "qwen3-235b-a22b", "--hw", "GB200", "--devices", "64", "--tp", "1",
+            "--ep", "64", "--recompute", "partial", "--recompute-layers", "40", "--offload-modules", "expert_fc1",
+            "--emit", "megatron")
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    assert "--recompute-method block" in out and "--offload-modules expert_fc1" in out

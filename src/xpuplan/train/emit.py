@@ -230,8 +230,6 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
         if plan.recompute == "offload":
             notes.append(OFFLOAD_NOTE_MEGATRON)
-    if job.offload_modules is not None:  # fine-grained activation offloading of the modules' inputs
-        a += ["--fine-grained-activation-offloading", "--offload-modules", *ordered_offload_modules(job.offload_modules)]
     elif plan.recompute == "layer_offload" and offload_layers > 0:
         # Megatron-Core's activation offloading: whole layers' activations to the host, no recomputation
         a += ["--cpu-offloading-num-layers", str(offload_layers)]
@@ -239,6 +237,8 @@ def _megatron_parallel(plan: ParallelPlan, model: ModelArch, job: TrainingJob,
         # the block method: the first N layers of each model chunk recomputed in full, the others keep everything
         a += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
               str(partial_layers_per_chunk(recompute_layers, plan.vpp))]
+    if job.offload_modules is not None:  # fine-grained activation offloading of the modules' inputs
+        a += ["--fine-grained-activation-offloading", "--offload-modules", *ordered_offload_modules(job.offload_modules)]
     if plan.precision == "fp8":
         a += ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
     elif plan.precision == "fp4":
