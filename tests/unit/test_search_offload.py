@@ -5,6 +5,7 @@ feature; a job that names its modules, or says none, pins the choice."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -178,7 +179,7 @@ def test_a_partial_plan_with_offloaded_modules_launches_with_both() -> None:
     """The Megatron command keeps the partial plan's block recomputation beside the offloaded modules."""
     r = run("train", "estimate", "--model", "qwen3-235b-a22b", "--hw", "GB200", "--devices", "64", "--tp", "1",
             "--ep", "64", "--recompute", "partial", "--recompute-layers", "40", "--offload-modules", "expert_fc1",
-            "--emit", "megatron")
+            "--emit", "megatron", "--json")
     assert r.exit_code == 0, r.output
-    out = " ".join(r.output.split())
-    assert "--recompute-method block" in out and "--offload-modules expert_fc1" in out
+    cmd = " ".join(" ".join(c["argv"]) for c in json.loads(r.stdout)["launch"]["commands"])
+    assert "--recompute-method block" in cmd and "--offload-modules expert_fc1" in cmd
