@@ -346,7 +346,8 @@ def test_train_report_labels_the_planners_english_notes_in_chinese(overlapped_tr
 def test_train_report_says_what_partial_recomputation_and_lora_are_in_either_language(tmp_path):
     """A partial-recomputation best plan (key part rpart) and a LoRA job get rows in the reader's language."""
     cases = {
-        "partial": (["--model", "mixtral-8x22b", "--devices", "32", "--offload-modules", "none"], {"en": "Partial recomputation", "zh": "部分重计算"}),
+        "partial": (["--model", "mixtral-8x22b", "--devices", "32", "--offload-modules", "none",
+                     "--recompute-modules", "core_attn"], {"en": "Partial recomputation", "zh": "部分重计算"}),
         "lora": (["--model", "llama3-70b", "--devices", "8", "--method", "lora", "--lora-targets", "q,k,v"],
                  {"en": "LoRA: rank-16 adapters on q, k, v", "zh": "LoRA：秩 16 的适配器，作用于 q, k, v"}),
     }

@@ -219,6 +219,17 @@ def test_the_page_parses_every_training_plan_key_the_planner_writes() -> None:
     for mods in [(m,) for m in OFFLOAD_MODULES] + [tuple(OFFLOAD_MODULES)]:
         key = epo + offload_key_suffix(mods)
         m = rx.match(key)
-        assert m and m.group(13) == "-epo" and m.group(14) == offload_key_suffix(mods), key
+        assert m and m.group(13) == "-epo" and m.group(15) == offload_key_suffix(mods), key
     assert set(OFFLOAD_KEY_NAMES) == set(OFFLOAD_MODULES)
     assert "offload_modules: p.plan.offload_modules" in js
+    # a selective plan whose modules the search chose ends in -rm:... (0.4.31), before any -off:...; it parses too,
+    # and the page asks the memory API with those modules
+    from xpuplan.train.estimate import RECOMPUTE_KEY_NAMES, recompute_key_suffix
+    from xpuplan.workload.vocabulary import RECOMPUTE_MODULES
+
+    for mods in [(m,) for m in RECOMPUTE_MODULES] + [tuple(RECOMPUTE_MODULES)]:
+        key = epo + recompute_key_suffix(mods) + offload_key_suffix(("expert_fc1",))
+        m = rx.match(key)
+        assert m and m.group(14) == recompute_key_suffix(mods) and m.group(15) == "-off:fc1", key
+    assert set(RECOMPUTE_KEY_NAMES) == set(RECOMPUTE_MODULES)
+    assert "recompute_modules: k.recompute === \"selective\" && p.plan.recompute_modules" in js

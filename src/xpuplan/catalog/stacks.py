@@ -163,6 +163,10 @@ class TrainingStack(_Strict):
     module_offload: bool = Field(default=False, description="the stack can keep chosen modules' inputs in host memory "
                                                             "between the forward and the backward (Megatron-Core "
                                                             "--fine-grained-activation-offloading --offload-modules)")
+    module_recompute: bool = Field(default=False, description="the stack lets a run choose what selective recomputation "
+                                                              "re-runs, module by module (Megatron-Core "
+                                                              "--recompute-modules): the search tries the sets "
+                                                              "published recipes use")
     layer_offload: bool = Field(default=False, description="the stack can move every activation of whole layers to host "
                                                            "memory between their forward and backward, without "
                                                            "recomputation (Megatron-Core --cpu-offloading-num-layers; "

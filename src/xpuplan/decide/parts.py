@@ -215,6 +215,8 @@ def plan_training(model: ModelArch, dev: Any, s: Scenario) -> Part:
     part.plan = {"kind": "training", "key": e.key, "devices": e.n_devices, "tp": e.plan.tp, "pp": e.plan.pp,
                  "dp": e.plan.dp, "mfu": e.mfu, "tokens_per_s": e.tokens_per_s,
                  "memory_bytes_per_device": e.memory.total_bytes}
+    if e.recompute_modules is not None:  # what the plan's selective recomputation re-runs (the search's set)
+        part.plan["recompute_modules"] = list(e.recompute_modules)
     if e.offload_modules is not None:  # the search chose fine-grained activation offloading for this plan
         part.plan["offload_modules"] = list(e.offload_modules)
     part.time_s = e.time_to_train_s

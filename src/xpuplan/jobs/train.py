@@ -371,7 +371,7 @@ def _launch(framework: str | None, e: TrainEstimate, model: ModelArch, cluster: 
 
     if e.offload_modules is not None and job.offload_modules is None:  # the search chose offloading for this plan
         job = job.model_copy(update={"offload_modules": e.offload_modules})
-    if e.recompute_modules is not None and job.recompute_modules is None:  # the stack's own selective set
+    if e.recompute_modules is not None and job.recompute_modules is None:  # the stack's own set, or the search's
         job = job.model_copy(update={"recompute_modules": e.recompute_modules})
     return emit_launch(e.plan, model, cluster.with_devices(e.n_devices), job, framework, stack,
                        offload_layers=e.memory.offload_layers, recompute_layers=e.memory.recompute_layers)
@@ -498,7 +498,7 @@ def _int_list(text: str | None, field: str) -> list[int] | None:
 
 def _space(req: TrainSearchRequest, sc: TrainingScenario | None) -> SearchSpace:
     from xpuplan.train import SearchSpace
-    from xpuplan.train.emit import MODULE_OFFLOAD_FRAMEWORKS
+    from xpuplan.train.emit import MODULE_OFFLOAD_FRAMEWORKS, MODULE_RECOMPUTE_FRAMEWORKS
     from xpuplan.workload.training import PlanIn
 
     pin = sc.plan if sc and sc.plan else PlanIn()
@@ -515,6 +515,7 @@ def _space(req: TrainSearchRequest, sc: TrainingScenario | None) -> SearchSpace:
         uneven_pipeline=req.uneven_pipeline,
         # a launch command for a framework without fine-grained offloading: plans it can run
         offload_sets=() if no_offload(req.offload_modules) or req.emit not in (None, *MODULE_OFFLOAD_FRAMEWORKS) else None,
+        recompute_sets=() if req.emit not in (None, *MODULE_RECOMPUTE_FRAMEWORKS) else None,
     )
 
 

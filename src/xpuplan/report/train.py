@@ -182,7 +182,7 @@ def render_html(res: TrainSearchResult, lang: str = "en") -> str:
         if b.device_time_s is not None:
             extra.append((t("train.device_hours", lang), f"{b.device_time_s / units.HOUR:,.0f}"))
         batch = t("train.batch_value", lang, seqs=f"{b.global_batch_seqs:,}", seq_len=f"{b.seq_len:,}")
-        if b.key.endswith("-epo"):  # what the key's suffix means, in the reader's language
+        if b.plan.get("ep_overlap"):  # what the key's -epo means, in the reader's language (-rm:/-off: may follow it)
             extra.insert(0, (t("train.ep_overlap", lang), t("train.ep_overlap_on", lang)))
         if b.plan.get("recompute") == "partial" and b.memory.get("recompute_layers"):
             extra.insert(0, (t("train.partial_recompute", lang),

@@ -33,6 +33,10 @@ FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
 #: The frameworks whose launch command can say fine-grained activation offloading (Megatron-Core
 #: ``--offload-modules``): a search for another framework's command does not choose it.
 MODULE_OFFLOAD_FRAMEWORKS: Final = ("megatron", "bridge")
+#: The frameworks whose launch command can say what selective recomputation re-runs (Megatron-Core
+#: ``--recompute-modules``, Megatron-Bridge ``model.recompute_modules``): a search for another framework's command
+#: keeps the default set.
+MODULE_RECOMPUTE_FRAMEWORKS: Final = ("megatron", "bridge")
 #: Port the emitted multi-node rendezvous uses (torchrun's default master port).
 RDZV_PORT: Final = 29500
 #: Devices per node the launcher assumes when the scale-up domain is larger than a node (NVL72 racks).

@@ -29,6 +29,7 @@ from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan, check_plan
 from xpuplan.train.step import PlanArrays, StepArrays, StepModel
 from xpuplan.workload.training import TrainingJob
+from xpuplan.workload.vocabulary import RECOMPUTE_MODULES
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,19 @@ OFFLOAD_KEY_NAMES: Final = {"attn_norm": "an", "qkv_linear": "qkv", "core_attn":
                             "mlp_norm": "mn", "expert_fc1": "fc1", "moe_act": "act"}
 
 
+#: Short names of the modules selective recomputation re-runs in a plan's key (``-rm:ln+act``), in Megatron-Core's order.
+RECOMPUTE_KEY_NAMES: Final = {"core_attn": "ca", "mla_up_proj": "up", "layernorm": "ln", "mlp": "mlp", "moe": "moe",
+                              "moe_act": "act", "shared_experts": "se"}
+
+
+def recompute_key_suffix(modules: Sequence[str] | None) -> str:
+    """What a selective plan's key adds for the modules it re-runs when they are named (``-rm:ln+act``; '' for the
+    planner's default set)."""
+    if not modules:
+        return ""
+    return "-rm:" + "+".join(RECOMPUTE_KEY_NAMES[m] for m in RECOMPUTE_MODULES if m in set(modules))
+
+
 def offload_key_suffix(modules: Sequence[str] | None) -> str:
     """What a plan's key adds for fine-grained activation offloading of ``modules`` ('' for none)."""
     if not modules:
@@ -129,8 +143,9 @@ class TrainEstimate:
 
     @property
     def key(self) -> str:
-        """The plan's key, with the modules fine-grained activation offloading moves (``-off:fc1+act``) when it does."""
-        return self.plan.key + offload_key_suffix(self.offload_modules)
+        """The plan's key, with the modules a selective plan re-runs when named (``-rm:ln+act``) and those fine-grained
+        activation offloading moves (``-off:fc1+act``) when it does."""
+        return self.plan.key + recompute_key_suffix(self.recompute_modules) + offload_key_suffix(self.offload_modules)
 
     @property
     def step_time_s(self) -> float:

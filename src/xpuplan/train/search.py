@@ -28,13 +28,18 @@ from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
 from xpuplan.perf.params import param_breakdown
+from xpuplan.perf.recompute import (
+    default_selective_modules,
+    ordered_selective_modules,
+    recompute_modules_problem,
+)
 from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.estimate import TrainEstimate, estimate_from_arrays, with_stack_modules
 from xpuplan.train.plan import PRECISIONS, RECOMPUTE_MODES, ZERO_STAGES
 from xpuplan.train.step import PlanArrays, StepArrays, StepModel
 from xpuplan.workload.training import TrainingJob
-from xpuplan.workload.vocabulary import OFFLOAD_MODULES
+from xpuplan.workload.vocabulary import OFFLOAD_MODULES, RECOMPUTE_MODULES
 
 #: Largest micro-batch (sequences) the search tries; beyond it activations dominate with no speed gain.
 MAX_MICRO_BATCH: Final = 32
@@ -65,6 +70,22 @@ MAX_DEVICES_TO_FIT: Final = 1 << 17
 SEARCHED_OFFLOAD_SETS: Final[tuple[tuple[str, ...], ...]] = (
     ("expert_fc1",), ("expert_fc1", "moe_act"), ("core_attn", "attn_proj"))
 
+#: What selective recomputation re-runs (Megatron-Core ``--recompute-modules``), the sets the search tries besides
+#: the planner's default (:func:`xpuplan.perf.recompute.default_selective_modules`) on a stack that lets a run choose
+#: them (``TrainingStack.module_recompute``) when the job names no modules: the sets NVIDIA's published recipes run
+#: (Megatron-Bridge ``src/megatron/bridge/perf_recipes``, 2026-11). ``mla_up_proj``: DeepSeek-V3 on every GPU
+#: (``deepseek/*/deepseek_v3.py``); ``mla_up_proj`` + ``mlp``: DeepSeek-V3 and Kimi-K2 on H100 and B200
+#: (``deepseek/h100``, ``deepseek/b200``, ``kimi/h100``); ``layernorm`` + ``mla_up_proj`` + ``moe_act``:
+#: ``deepseek/common.py`` and ``deepseek/b200`` (DeepSeek-V3's own choice, arXiv 2412.19437 sec. 3.3.3);
+#: ``layernorm``: ``nemotronh/h100``; ``layernorm`` + ``moe``: ``nemotronh/h100`` (and the Nemotron 3 Nano recipe);
+#: ``layernorm`` + ``moe_act``: GPT-OSS on H100/B200/GB200, Qwen3 MoE on H100, Nemotron-H on B200/B300/H100;
+#: ``mlp``: DeepSeek-V3 on GB200 and VR200 (its dense first layers); ``moe_act``: DeepSeek-V3 on GB300, Nemotron-H
+#: on GB200/GB300, GPT-OSS on H100 (``recipes/gpt_oss/h100``). A set with a module the model lacks
+#: (:func:`~xpuplan.perf.recompute.recompute_modules_problem`) is skipped.
+SEARCHED_RECOMPUTE_SETS: Final[tuple[tuple[str, ...], ...]] = (
+    ("mla_up_proj",), ("mla_up_proj", "mlp"), ("mla_up_proj", "layernorm", "moe_act"), ("layernorm",),
+    ("layernorm", "moe"), ("layernorm", "moe_act"), ("mlp",), ("moe_act",))
+
 #: The recompute modes the offloading sets are tried with: they move what a layer keeps, so they compete with
 #: recomputing it; under full (or partial) recomputation a layer keeps no module's inputs.
 OFFLOAD_SEARCH_RECOMPUTE: Final = ("none", "selective")
@@ -93,6 +114,10 @@ class SearchSpace:
     offload_sets: Sequence[tuple[str, ...]] | None = None
     """fine-grained activation offloading sets tried besides none when the job names no ``offload_modules``: None =
     :data:`SEARCHED_OFFLOAD_SETS` where the stack has the feature; empty: never offload modules"""
+    recompute_sets: Sequence[tuple[str, ...]] | None = None
+    """what selective recomputation re-runs, the sets tried besides the default when the job names no
+    ``recompute_modules``: None = :data:`SEARCHED_RECOMPUTE_SETS` where the stack lets a run choose
+    (``TrainingStack.module_recompute``); empty: only the default set"""
 
     def __post_init__(self) -> None:
         for p in self.precision:
@@ -106,6 +131,11 @@ class SearchSpace:
             if not mods or bad or len(set(mods)) != len(mods):
                 raise UserInputError(f"offloading set {list(mods)}: give distinct modules of {', '.join(OFFLOAD_MODULES)}",
                                      field="offload_sets")
+        for mods in self.recompute_sets or ():
+            bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+            if not mods or bad or len(set(mods)) != len(mods):
+                raise UserInputError(f"recompute set {list(mods)}: give distinct modules of {', '.join(RECOMPUTE_MODULES)}",
+                                     field="recompute_sets")
 
 
 def _divisors(n: int) -> list[int]:
@@ -244,6 +274,26 @@ def offload_variants(model: ModelArch, job: TrainingJob, stack: TrainingStack,
             if validity.rule_offload_modules(s, model, stack, job.recompute_modules) is None]
 
 
+def recompute_variants(model: ModelArch, job: TrainingJob, stack: TrainingStack,
+                       space: SearchSpace) -> list[TrainingJob]:
+    """The job once per selective recomputation set the search tries (``space.recompute_sets``, by default
+    :data:`SEARCHED_RECOMPUTE_SETS`): none when the job names its own ``recompute_modules``, the stack does not let a
+    run choose them (``module_recompute``), or the space excludes selective recomputation; sets the model lacks a
+    module of, that equal the default set, or that the job's ``offload_modules`` exclude are skipped."""
+    if job.recompute_modules is not None or not stack.module_recompute:
+        return []
+    if space.recompute is not None and "selective" not in space.recompute:
+        return []
+    sets = SEARCHED_RECOMPUTE_SETS if space.recompute_sets is None else space.recompute_sets
+    default = default_selective_modules(model)
+    out: list[TrainingJob] = []
+    for mods in sets:
+        if (recompute_modules_problem(model, mods) is None and frozenset(mods) != default
+                and validity.rule_offload_modules(job.offload_modules, model, stack, mods) is None):
+            out.append(job.model_copy(update={"recompute_modules": tuple(ordered_selective_modules(model, mods))}))
+    return out
+
+
 def rank_order(r: StepArrays, p: PlanArrays, idx: np.ndarray) -> np.ndarray:
     """``idx`` sorted by tokens/s (descending), ties broken by the plan fields in key order."""
     keys = (p.epo[idx], p.prec[idx], p.ga[idx], p.mb[idx], p.rec[idx], p.zero[idx], p.sp[idx], p.ep[idx], p.cp[idx],
@@ -358,8 +408,11 @@ def search_plans(
         validity.raise_first([i for i in (validity.rule_offload_modules_recompute(
             job.offload_modules, sorted(space.recompute)[0]),) if i])
     searched = set(space.recompute or RECOMPUTE_MODES)
-    variants = [sm.with_job(j) for j in offload_variants(model, job, sm.stack, space)]
+    off_variants = [sm.with_job(j) for j in offload_variants(model, job, sm.stack, space)]
+    rm_variants = [sm.with_job(j) for j in recompute_variants(model, job, sm.stack, space)]
+    variants = off_variants + rm_variants
     rec_offloadable = [RECOMPUTE_MODES.index(x) for x in OFFLOAD_SEARCH_RECOMPUTE]
+    rec_selective = RECOMPUTE_MODES.index("selective")
     t0 = time.perf_counter()
     evaluated = feasible = 0
     candidates: list[tuple[float, str, TrainEstimate]] = []
@@ -385,29 +438,49 @@ def search_plans(
             stage = np.where(plans.pp > 1, np.ceil(model.n_layers / plans.pp), float(model.n_layers))
             redundant |= part & (((r.mem_recompute_layers == 0) & ("none" in searched))
                                  | ((r.mem_recompute_layers >= stage) & ("full" in searched)))
-        rounds = [(sm.job, plans, r, redundant)]
         # fine-grained offloading only helps a plan that does not fit without it (else it only adds copies), and it
         # never makes a plan faster: those plans again, with each offloading set, where they would rank among the
-        # top ones and moving that share of every kept activation could fit them
+        # top ones and moving that share of every kept activation could fit them. Another selective set re-runs more
+        # (to fit) or less (to go faster): selective plans again, with each set, where the plan without any
+        # recomputation would rank and the set's share of the kept activations could fit them
         ok_base = (r.fits if require_feasible else np.ones(len(plans), dtype=bool)) & ~redundant
         bar = (np.partition(r.tokens_per_s[ok_base], -top)[-top] if int(ok_base.sum()) >= top else -np.inf)
-        retry = (np.flatnonzero(~r.fits & np.isin(plans.rec, rec_offloadable) & (r.tokens_per_s >= bar))
-                 if variants else np.zeros(0, np.int64))
+        want_off = (~r.fits & np.isin(plans.rec, rec_offloadable) & (r.tokens_per_s >= bar)
+                    if off_variants else np.zeros(len(plans), dtype=bool))
+        if rm_variants:
+            busy = r.compute_s + r.recompute_s
+            unbound = r.step_s - r.recompute_s * (1.0 + r.bubble_s / np.maximum(busy, 1e-30))
+            want_rm = ((plans.rec == rec_selective) & ~redundant
+                       & (r.tokens_per_s * r.step_s / np.maximum(unbound, 1e-30) >= bar))
+        else:
+            want_rm = np.zeros(len(plans), dtype=bool)
+        retry = np.flatnonzero(want_off | want_rm)
+        could: list[np.ndarray] = []
         if len(retry):
             sub = plans.take(retry)
             kept = np.maximum(sm.activation_table(sub, sub.rec), 1.0)
-            over = r.mem_total[retry] - r.mem_usable
-            could = [over <= r.mem_activations[retry] * smv.activation_table(sub, sub.rec, host=True) / kept
-                     for smv in variants]
-            retry, sub = retry[np.any(could, axis=0)], sub.take(np.flatnonzero(np.any(could, axis=0)))
+            acts, total = r.mem_activations[retry], r.mem_total[retry]
+            could = [want_off[retry] & (total - r.mem_usable <= acts * smv.activation_table(sub, sub.rec, host=True) / kept)
+                     for smv in off_variants]
+            could += [want_rm[retry] & (total + acts * (smv.activation_table(sub, sub.rec) / kept - 1.0) <= r.mem_usable)
+                      for smv in rm_variants]
+            keep = np.flatnonzero(np.any(could, axis=0))
+            retry, sub, could = retry[keep], sub.take(keep), [c[keep] for c in could]
+        rounds = [(sm.job, plans, r, redundant)]
         if len(retry):
             rvs = [smv.evaluate(cl, sub) for smv in variants]
             evaluated += len(sub) * len(rvs)
-            # one offloading set per plan: the fastest that fits, of equal speed the one moving the fewest bytes
-            speed = np.stack([np.where(rv.fits, np.round(rv.tokens_per_s, 6), -1.0) for rv in rvs])
-            moved = np.stack([rv.mem_host for rv in rvs])
+            # one variant per plan, the plan as it was among them: the fastest that fits, of equal speed the one
+            # moving the fewest bytes to the host
+            base_ok = r.fits[retry] & ~redundant[retry]
+            speed = np.stack([np.where(base_ok, np.round(r.tokens_per_s[retry], 6), -1.0)]
+                             + [np.where(rv.fits & c, np.round(rv.tokens_per_s, 6), -1.0) for rv, c in zip(rvs, could, strict=True)])
+            moved = np.stack([r.mem_host[retry]] + [rv.mem_host for rv in rvs])
             chosen = np.lexsort((moved.T, -speed.T))[:, 0]
-            rounds.extend((smv.job, sub, rv, chosen != v) for v, (smv, rv) in enumerate(zip(variants, rvs, strict=True)))
+            replaced = redundant.copy()
+            replaced[retry[(chosen != 0) & (speed.max(axis=0) > 0)]] = True
+            rounds = [(sm.job, plans, r, replaced)]
+            rounds.extend((smv.job, sub, rv, chosen != v + 1) for v, (smv, rv) in enumerate(zip(variants, rvs, strict=True)))
         ests: list[TrainEstimate] = []
         for jb, pl, rr, red in rounds:
             ok = (rr.fits if require_feasible else np.ones(len(pl), dtype=bool)) & ~red

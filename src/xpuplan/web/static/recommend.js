@@ -360,10 +360,11 @@
   }
 
   /* plan key of a training plan: tp2-pp2-vpp8-dp128-cp2-ep1-sp1-z1-rnone-mb4-ga2-bf16, "-epo" at the end when the
-     MoE all-to-all overlap is on (train/plan.py), then "-off:fc1+act" when modules are offloaded (train/estimate.py;
-     the plan's offload_modules name them) */
+     MoE all-to-all overlap is on (train/plan.py), then "-rm:ln+act" when a selective plan's modules are named and
+     "-off:fc1+act" when modules are offloaded (train/estimate.py; the plan's recompute_modules and offload_modules
+     name them) */
   function parseTrainKey(key) {
-    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off|loff|part)-mb(\d+)-ga(\d+)-([a-z0-9]+)(-epo)?(-off:[a-z0-9+]+)?$/.exec(key || "");
+    const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off|loff|part)-mb(\d+)-ga(\d+)-([a-z0-9]+)(-epo)?(-rm:[a-z0-9+]+)?(-off:[a-z0-9+]+)?$/.exec(key || "");
     if (!m) return null;
     return {tp: +m[1], pp: +m[2], vpp: +m[3], dp: +m[4], cp: +m[5], ep: +m[6], zero: +m[8],
       recompute: {none: "none", sel: "selective", full: "full", off: "offload", loff: "layer_offload", part: "partial"}[m[9]], micro_batch: +m[10], precision: m[12],
@@ -378,6 +379,7 @@
       const res = await postJSON(API.memoryTrain, {model: modelRef(r), hw: p.hardware, seq: w.training.seq_len,
         micro_batch: k.micro_batch, tp: k.tp, pp: k.pp, dp: k.dp, cp: k.cp, ep: k.ep, vpp: k.vpp, zero: k.zero,
         recompute: k.recompute, method: w.training.method, ep_overlap: k.ep_overlap,
+        recompute_modules: k.recompute === "selective" && p.plan.recompute_modules ? p.plan.recompute_modules.join(",") : undefined,
         offload_modules: p.plan.offload_modules ? p.plan.offload_modules.join(",") : undefined});
       const b = res.bytes_per_device;
       return {segments: {weights: b.weights, gradients: b.gradients, master_weights: b.master_weights,
