@@ -251,6 +251,13 @@ class Device:
         return fig.value if fig else self.pcie_bandwidth
 
     @property
+    def host_memory_bytes(self) -> float | None:
+        """Host CPU memory per device in the catalog's reference system, bytes (``host_memory.capacity_gib``: the
+        system's DRAM over its devices); None when the catalog has no figure (then nothing checks it)."""
+        fig = self.figures.get("host_memory.capacity_gib")
+        return fig.value if fig else None
+
+    @property
     def scale_out_bandwidth(self) -> float | None:
         """Scale-out NIC bandwidth per device in bytes/s."""
         fig = self.figures.get("scale_out.nic_gbit_per_s_per_device")

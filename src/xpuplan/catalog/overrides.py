@@ -34,7 +34,8 @@ _SPEC = re.compile(
     r"(?:\s*@\s*(?P<trust>[A-Da-d]))?\s*$"
 )
 _COMPUTE = re.compile(r"^compute\.(?P<prec>[a-z0-9]+)_t(?:flops|ops)$")
-_SECTIONS = ("dense_tflops", "sparse_tflops", "memory", "on_chip", "scale_up", "pcie", "scale_out", "power", "price")
+_SECTIONS = ("dense_tflops", "sparse_tflops", "memory", "on_chip", "scale_up", "pcie", "host_link", "host_memory",
+             "scale_out", "power", "price")
 _PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
 
 

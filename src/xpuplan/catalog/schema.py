@@ -127,6 +127,16 @@ class HostLinkIn(_Strict):
     bandwidth_gb_per_s_per_direction: FigureIn | None = None
 
 
+class HostMemoryIn(_Strict):
+    """The host CPU memory of the vendor's reference system, per device (its DRAM divided by its accelerators):
+    what activations offloaded to the host (recompute offload / layer_offload, fine-grained offloading) must fit in.
+    ``capacity_gib`` is binary (2**30 B), as DIMMs and LPDDR packages are sized; ``system`` names the system it is
+    read from (DGX H100: 2 TB over 8 GPUs)."""
+
+    system: str | None = None
+    capacity_gib: FigureIn | None = None
+
+
 class ScaleOutIn(_Strict):
     name: str | None = None
     nic_gbit_per_s_per_device: FigureIn | None = None
@@ -173,6 +183,7 @@ class DeviceIn(_Strict):
     scale_up: ScaleUpIn | None = None
     pcie: PcieIn | None = None
     host_link: HostLinkIn | None = None
+    host_memory: HostMemoryIn | None = None
     scale_out: ScaleOutIn | None = None
     power: PowerIn = Field(default_factory=PowerIn)
     price: PriceIn | None = None

@@ -29,6 +29,7 @@ from xpuplan.jobs.requests import (
 )
 from xpuplan.jobs.results import MEMORY_FIGURES, Result, clean, used
 from xpuplan.workload.training import (
+    DEFAULT_HOST_MEMORY_RESERVE,
     OFFLOAD_MODULES_HELP,
     RECOMPUTE_MODULES_HELP,
     lora_target_list,
@@ -132,6 +133,10 @@ class MemoryTrainResult(Result):
     usable_bytes: float | None = None
     fits: bool | None = Field(default=None, description="None without --hw")
     headroom_bytes: float | None = None
+    host_usable_bytes: float | None = Field(
+        default=None, description="host memory per device offloaded activations may take (the catalog's reference "
+                                  "system's CPU memory per device less the host reserve); None without --hw or where "
+                                  "the catalog has no host-memory figure (not checked)")
 
 
 class MemoryInferResult(Result):
@@ -250,15 +255,27 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     if req.method != "full":
         out["lora"] = {"rank": req.lora_rank,
                        "targets": list(targets)}
+    host_usable = None
     if dev is not None and usable_bytes is not None:
+        host_usable = (None if dev.host_memory_bytes is None
+                       else dev.host_memory_bytes * (1.0 - DEFAULT_HOST_MEMORY_RESERVE))
         out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable_bytes,
-                   fits=mem.total <= usable_bytes, headroom_bytes=usable_bytes - mem.total)
+                   fits=mem.total <= usable_bytes and (host_usable is None or mem.host_activations <= host_usable),
+                   headroom_bytes=usable_bytes - mem.total, host_usable_bytes=host_usable)
     res = MemoryTrainResult(**out, used=used(None, [dev] if dev else [], MEMORY_FIGURES, precisions=()))
     if dev is not None and not res.fits:
+        why = []
+        if mem.total > res.usable_bytes:  # type: ignore[operator]
+            why.append(f"{mem.total / 1e9:,.1f} GB per device > {res.usable_bytes / 1e9:,.1f} GB usable "  # type: ignore[operator]
+                       f"({1 - req.reserve:.0%} of {dev.memory_bytes / 1e9:,.1f} GB)")
+        if host_usable is not None and mem.host_activations > host_usable:
+            why.append(f"{mem.host_activations / 1e9:,.1f} GB of offloaded activations per device > "
+                       f"{host_usable / 1e9:,.1f} GB of host memory usable ({1 - DEFAULT_HOST_MEMORY_RESERVE:.0%} of "
+                       f"{dev.host_memory_bytes / 1e9:,.1f} GB per device; a host with more: --hw-figure "  # type: ignore[operator]
+                       f"{dev.id}:host_memory.capacity_gib=N)")
         raise InfeasibleError(
             f"{m.id} does not fit on {dev.id} with this layout",
-            reasons=[f"{mem.total / 1e9:,.1f} GB per device > {res.usable_bytes / 1e9:,.1f} GB usable "  # type: ignore[operator]
-                     f"({1 - req.reserve:.0%} of {dev.memory_bytes / 1e9:,.1f} GB)"],
+            reasons=why,
             hint="`xpuplan train search` finds a layout that fits; more tp/pp/dp, ZeRO 3, full recompute or "
                  "activation offload (--recompute offload or layer_offload) help"
                  + (", and so does keeping the experts' inputs in host memory (--offload-modules expert_fc1,moe_act)"

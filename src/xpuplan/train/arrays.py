@@ -110,4 +110,7 @@ class StepArrays:
     mem_offload_layers: np.ndarray | None = None
     #: layers of the busiest stage a partial plan recomputes fully (0 for other plans)
     mem_recompute_layers: np.ndarray | None = None
+    #: host memory per device the offloaded activations may take (``Device.host_memory_bytes`` less the job's
+    #: ``host_memory_reserve``); None when the catalog has no host-memory figure (not checked)
+    mem_host_usable: float | None = None
     extra: dict[str, float] = field(default_factory=dict)

@@ -76,9 +76,13 @@ class MemoryBreakdown:
     offload_layers: int = 0
     #: layers of the busiest pipeline stage a "partial" plan recomputes fully, the fewest that let it fit (0 otherwise)
     recompute_layers: int = 0
+    #: host memory per device the offloaded activations may take (the catalog's host memory per device less the
+    #: job's ``host_memory_reserve``); None when the catalog has no host-memory figure for the device (not checked)
+    host_usable_bytes: float | None = None
 
     def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+        """The figures, without ``host_usable_bytes`` where it is unknown (the host's memory is not checked then)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 #: Short names of the offloaded modules in a plan's key (``-off:fc1+act``), in Megatron-Core's order.
@@ -202,17 +206,25 @@ class TrainEstimate:
         }
 
 
-def memory_reasons(memory: MemoryBreakdown, n_devices: int) -> list[str]:
-    """Why a plan does not fit, in words (empty when it fits)."""
-    if memory.total_bytes <= memory.usable_bytes:
-        return []
-    states = memory.weights_bytes + memory.gradients_bytes + memory.master_weights_bytes + memory.optimizer_states_bytes
-    return [
-        f"needs {units.format_bytes(memory.total_bytes)} per device but only {units.format_bytes(memory.usable_bytes)} "
-        f"is usable ({units.format_bytes(memory.capacity_bytes)} minus the reserve): model states "
-        f"{units.format_bytes(states)}, activations {units.format_bytes(memory.activations_bytes)}, "
-        f"workspace {units.format_bytes(memory.workspace_bytes)}"
-    ]
+def memory_reasons(memory: MemoryBreakdown, n_devices: int, device_id: str = "DEVICE") -> list[str]:
+    """Why a plan does not fit, in words (empty when it fits): device memory, then host memory for offloaded
+    activations where the catalog knows the host's."""
+    out: list[str] = []
+    if memory.total_bytes > memory.usable_bytes:
+        states = (memory.weights_bytes + memory.gradients_bytes + memory.master_weights_bytes
+                  + memory.optimizer_states_bytes)
+        out.append(
+            f"needs {units.format_bytes(memory.total_bytes)} per device but only {units.format_bytes(memory.usable_bytes)} "
+            f"is usable ({units.format_bytes(memory.capacity_bytes)} minus the reserve): model states "
+            f"{units.format_bytes(states)}, activations {units.format_bytes(memory.activations_bytes)}, "
+            f"workspace {units.format_bytes(memory.workspace_bytes)}")
+    if memory.host_usable_bytes is not None and memory.host_offload_bytes > memory.host_usable_bytes:
+        out.append(
+            f"keeps {units.format_bytes(memory.host_offload_bytes)} of offloaded activations in host memory per device "
+            f"but only {units.format_bytes(memory.host_usable_bytes)} of the host's is usable (the catalog's reference "
+            f"system's CPU memory per device minus the host reserve; a host with more: --hw-figure "
+            f"{device_id}:host_memory.capacity_gib=N)")
+    return out
 
 
 def power_cap_note(device: Device, cap_w: float) -> str:
@@ -242,11 +254,22 @@ def partial_recompute_note(recompute_layers: int, n_layers: int, pp: int, vpp: i
             f"{chunk if vpp > 1 else recompute_layers}")
 
 
+def host_memory_phrase(device: Device, host_bytes: float, host_usable: float | None) -> str:
+    """The host memory offloaded activations take per device, against what the host has where the catalog knows it."""
+    took = f"host memory for them: {units.format_bytes(host_bytes)} per device"
+    if host_usable is None:
+        return (f"{took} (not checked: the catalog has no host-memory figure for {device.id}; give one with "
+                f"--hw-figure {device.id}:host_memory.capacity_gib=N)")
+    return f"{took} of {units.format_bytes(host_usable)} usable"
+
+
 def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_layers: int | None = None,
-                 modules: list[str] | None = None) -> str:
+                 modules: list[str] | None = None, host_usable: float | None = None) -> str:
     """Which host link an offloaded plan's copies were timed on, what of them is not hidden, and the host memory
     the offloaded activations take (``offload_layers``: a ``layer_offload`` plan's count; ``modules``: the modules
-    fine-grained activation offloading moves; neither: ``offload``)."""
+    fine-grained activation offloading moves; neither: ``offload``) against the host's usable memory per device
+    (``host_usable``; None: unknown, not checked)."""
+    host = host_memory_phrase(device, host_bytes, host_usable)
     link_bw, from_catalog = host_link_bytes_per_s(device)
     bw = host_copy_bytes_per_s(device)
     share = (f", {PCIE_HOST_COPY_SHARE:g} of it per device while two share a PCIe uplink" if bw < link_bw else "")
@@ -258,17 +281,15 @@ def offload_note(device: Device, exposed_s: float, host_bytes: float, offload_la
     if modules is not None:
         return (f"offload modules: the inputs of {', '.join(modules)} go to host memory after each layer's forward "
                 f"and come back before its backward (Megatron-Core --fine-grained-activation-offloading "
-                f"--offload-modules {' '.join(modules)}); host link {link}; {hidden}; host memory for them: "
-                f"{units.format_bytes(host_bytes)} per device")
+                f"--offload-modules {' '.join(modules)}); host link {link}; {hidden}; {host}")
     if offload_layers is not None:
         what = (f"layer_offload: the activations of {offload_layers} layer(s), the fewest that let the plan fit, go "
                 f"to host memory after each one's forward and come back before its backward (no recomputation; "
                 f"Megatron-Core --cpu-offloading-num-layers {offload_layers})" if offload_layers else
                 "layer_offload: the plan fits without offloading any layer (the same as recompute none)")
-        return (f"{what}; host link {link}; {hidden}; host memory for them: "
-                f"{units.format_bytes(host_bytes)} per device")
+        return f"{what}; host link {link}; {hidden}; {host}"
     return (f"offload: each layer's input goes to host memory after its forward and back before its backward over "
-            f"the host link at {link}; {hidden}; host memory for them: {units.format_bytes(host_bytes)} per device")
+            f"the host link at {link}; {hidden}; {host}")
 
 
 def with_stack_modules(job: TrainingJob, model: ModelArch, stack: TrainingStack) -> TrainingJob:
@@ -300,8 +321,9 @@ def estimate_from_arrays(
         host_offload_bytes=float(r.mem_host[i]),
         offload_layers=int(r.mem_offload_layers[i]) if r.mem_offload_layers is not None else 0,
         recompute_layers=int(r.mem_recompute_layers[i]) if r.mem_recompute_layers is not None else 0,
+        host_usable_bytes=r.mem_host_usable,
     )
-    reasons = memory_reasons(mem, cluster.n_devices)
+    reasons = memory_reasons(mem, cluster.n_devices, cluster.device.id)
     tps = float(r.tokens_per_s[i])
     power = float(r.power_w_per_device[i])
     power_opt = None if np.isnan(power) else power
@@ -322,12 +344,15 @@ def estimate_from_arrays(
     if job.power_cap_w is not None:
         notes.append(power_cap_note(cluster.device, job.power_cap_w))
     if plan.recompute == "offload":
-        notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes))
+        notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes,
+                                  host_usable=mem.host_usable_bytes))
     elif plan.recompute == "layer_offload":
-        notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes, mem.offload_layers))
+        notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes, mem.offload_layers,
+                                  host_usable=mem.host_usable_bytes))
     if job.offload_modules is not None:
         notes.append(offload_note(cluster.device, step.offload_s, mem.host_offload_bytes,
-                                  modules=ordered_offload_modules(job.offload_modules)))
+                                  modules=ordered_offload_modules(job.offload_modules),
+                                  host_usable=mem.host_usable_bytes))
     if plan.recompute == "partial":
         notes.append(partial_recompute_note(mem.recompute_layers, model.n_layers, plan.pp, plan.vpp,
                                             given=job.recompute_layers is not None))

@@ -291,6 +291,8 @@ class StepModel:
         dense_p, expert_p = self.params_table(p)
         rb = self.recipe_bytes(p)
         usable = dev.memory_bytes * (1.0 - job.memory_reserve)
+        host = dev.host_memory_bytes  # offloaded activations must fit the host too, where the catalog knows it
+        host_usable = None if host is None else host * (1.0 - job.host_memory_reserve)
         # memory first: a partial plan recomputes as many layers as it needs to fit, which its compute then pays for
         mem = self._memory(p, dense_p, expert_p, rb, p.ga.astype(float), p.rec, usable)
         lay = Layout.of(p, model, job.seq_len, recompute_layers=mem["recompute_layers"])
@@ -332,7 +334,8 @@ class StepModel:
             busy_fraction=busy, power_w_per_device=self.power_w(busy),
             mem_weights=mem["weights"], mem_gradients=mem["grads"], mem_master=mem["master"],
             mem_optimizer=mem["opt"], mem_activations=mem["acts"], mem_workspace=mem["workspace"],
-            mem_total=mem["total"], mem_usable=usable, fits=mem["total"] <= usable, mem_host=mem["host"],
+            mem_total=mem["total"], mem_usable=usable, mem_host=mem["host"], mem_host_usable=host_usable,
+            fits=(mem["total"] <= usable) & (mem["host"] <= (np.inf if host_usable is None else host_usable)),
             mem_offload_layers=mem["offload_layers"], mem_recompute_layers=mem["recompute_layers"],
             model_flops_per_token=float(f_model), hardware_flops_per_token=f_hw,
         )

@@ -67,6 +67,13 @@ DEFAULT_FINETUNE_BATCH_SEQUENCES: Final = 64
 #: Fraction of device memory kept free by default (allocator fragmentation, spikes).
 DEFAULT_MEMORY_RESERVE: Final = 0.05
 
+#: Fraction of the host CPU memory per device (``Device.host_memory_bytes``) that activations offloaded to the host
+#: may not take: the operating system and page cache, each rank's process (CUDA context, pinned staging buffers,
+#: framework and Python heap), data-loader workers and checkpoint staging (asynchronous checkpointing copies the
+#: rank's model states to host memory first) share it. An estimate, not a measurement: a run that knows its host
+#: sets ``host_memory_reserve`` or the host memory figure (``--hw-figure DEVICE:host_memory.capacity_gib=N``).
+DEFAULT_HOST_MEMORY_RESERVE: Final = 0.25
+
 
 def lora_target_list(text: str | None, field: str) -> tuple[str, ...] | None:
     """A comma list of LoRA targets ('q,k,v'; 'all' = every matrix) as the job's ``lora_targets``; names outside
@@ -155,6 +162,11 @@ class TrainingJob(_Strict):
     )
     memory_reserve: float = Field(
         default=DEFAULT_MEMORY_RESERVE, ge=0, lt=1, description="fraction of device memory kept free"
+    )
+    host_memory_reserve: float = Field(
+        default=DEFAULT_HOST_MEMORY_RESERVE, ge=0, lt=1,
+        description="fraction of the host CPU memory per device that offloaded activations may not take (the OS, the "
+                    "ranks' processes, data loading, checkpoint staging)"
     )
     flash_attention: bool = Field(
         default=True,
