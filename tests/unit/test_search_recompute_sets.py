@@ -15,7 +15,7 @@ from xpuplan.catalog.stacks import training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models import get_model
 from xpuplan.train import Cluster, estimate
-from xpuplan.train.estimate import recompute_key_suffix
+from xpuplan.train.estimate import offload_key_suffix, recompute_key_suffix
 from xpuplan.train.search import SEARCHED_RECOMPUTE_SETS, SearchSpace, recompute_variants, search_plans
 from xpuplan.workload.training import TrainingJob
 
@@ -39,20 +39,26 @@ def test_the_search_picks_a_set_where_it_makes_a_faster_plan() -> None:
     best = res.best
     assert best is not None and best.feasible and best.plan.recompute == "selective"
     assert best.recompute_modules is not None and tuple(best.recompute_modules) != ("core_attn",)
-    assert best.key.endswith(recompute_key_suffix(best.recompute_modules))
+    # the key names the set, then any offloading set the plan combines with it
+    assert best.key.endswith(recompute_key_suffix(best.recompute_modules) + offload_key_suffix(best.offload_modules))
     assert best.to_dict()["plan"]["recompute_modules"] == list(best.recompute_modules)
     # the same plan estimated with those modules gives the same figures
     cl = Cluster.from_catalog(H100, 32)
-    pinned = estimate(MIXTRAL, cl, best.plan, JOB.model_copy(update={"recompute_modules": best.recompute_modules}))
+    chosen = JOB.model_copy(update={"recompute_modules": best.recompute_modules, "offload_modules": best.offload_modules})
+    pinned = estimate(MIXTRAL, cl, best.plan, chosen)
     assert pinned.tokens_per_s == pytest.approx(best.tokens_per_s)
     assert pinned.memory.total_bytes == pytest.approx(best.memory.total_bytes)
     # with the default set it does not fit, or is slower
-    default = estimate(MIXTRAL, cl, best.plan, JOB)
+    default = estimate(MIXTRAL, cl, best.plan, chosen.model_copy(update={"recompute_modules": None}))
     assert not default.feasible or default.tokens_per_s < best.tokens_per_s
     # and it beats the best plan of the search that keeps the default set
     plain = _search(space=dataclasses.replace(SPACE, recompute_sets=()))
     assert plain.best is not None and best.tokens_per_s > plain.best.tokens_per_s
     assert all(e.recompute_modules is None for e in plain.top)
+    # without offloading the search still picks a set, alone
+    alone = _search(space=dataclasses.replace(SPACE, offload_sets=())).best
+    assert alone is not None and alone.recompute_modules is not None and alone.offload_modules is None
+    assert alone.tokens_per_s <= best.tokens_per_s * (1 + 1e-9)
 
 
 def test_one_set_per_plan_the_fastest_that_fits() -> None:
@@ -63,7 +69,9 @@ def test_one_set_per_plan_the_fastest_that_fits() -> None:
     assert best is not None
     cl = Cluster.from_catalog(H100, 32)
     for job in recompute_variants(MIXTRAL, JOB, training_stack("megatron-core"), SPACE):
-        other = estimate(MIXTRAL, cl, best.plan, job)
+        if best.plan.ep_overlap and "moe" in (job.recompute_modules or ()):
+            continue  # Megatron-Core refuses re-running the MoE block with the all-to-all overlap
+        other = estimate(MIXTRAL, cl, best.plan, job.model_copy(update={"offload_modules": best.offload_modules}))
         if other.feasible:
             assert other.tokens_per_s <= best.tokens_per_s * (1 + 1e-6), job.recompute_modules
 
@@ -121,7 +129,7 @@ def test_cli_emits_the_modules_the_search_chose() -> None:
     out = _search_json("--emit", "megatron")
     best = out["plans"][0]
     mods = best["plan"]["recompute_modules"]
-    assert best["key"].endswith(recompute_key_suffix(mods))
+    assert best["key"].endswith(recompute_key_suffix(mods) + offload_key_suffix(best["plan"].get("offload_modules")))
     argv = " ".join(" ".join(c["argv"]) for c in out["launch"]["commands"])
     assert "--recompute-modules " + " ".join(mods) in argv
 
@@ -143,10 +151,27 @@ def test_a_recommended_training_part_names_the_set_and_the_memory_job_agrees() -
         "kind": "training", "training": {"train_tokens": 1e12, "devices": 32, "seq_len": 4096}}})
     part = plan_training(MIXTRAL, get_device(H100), s)
     assert part.ok and part.plan["recompute_modules"]
-    assert part.plan["key"].endswith(recompute_key_suffix(part.plan["recompute_modules"]))
+    offloaded = part.plan.get("offload_modules")
+    assert part.plan["key"].endswith(recompute_key_suffix(part.plan["recompute_modules"]) + offload_key_suffix(offloaded))
     # what the web page asks the memory API for this part (recommend.js memoryOf) gives the part's bytes
-    k = {m.group(1): int(m.group(2)) for m in re.finditer(r"(tp|pp|vpp|dp|cp|ep|z|mb)(\d+)", part.plan["key"])}
+    k = {m.group(1): int(m.group(2)) for m in re.finditer(r"(tp|pp|vpp|dp|cp|ep|z|mb|ga)(\d+)", part.plan["key"])}
     req = MemoryTrainRequest(model="mixtral-8x22b", hw=H100, seq=4096, micro_batch=k["mb"], tp=k["tp"], pp=k["pp"],
                              dp=k["dp"], cp=k["cp"], ep=k["ep"], vpp=k["vpp"], zero=k["z"], recompute="selective",
-                             recompute_modules=",".join(part.plan["recompute_modules"]))
+                             ep_overlap="-epo" in part.plan["key"], grad_accum=k["ga"],
+                             recompute_modules=",".join(part.plan["recompute_modules"]),
+                             offload_modules=",".join(offloaded) if offloaded else None)
     assert memory_train(req).bytes_per_device["total"] == pytest.approx(part.plan["memory_bytes_per_device"])
+
+
+def test_no_plan_pairs_the_moe_block_recomputation_with_the_all_to_all_overlap() -> None:
+    """Megatron-Core asserts 'moe' not in recompute_modules with the MoE all-to-all overlap: the search's variants
+    keep to it, so every plan it returns is one an estimate accepts."""
+    space = SearchSpace(tp=[2, 4], pp=[4], cp=[1, 2, 4], ep=[8], zero_stage=[1], micro_batch=[1], recompute=["selective"],
+                        offload_sets=(), recompute_sets=[("layernorm", "moe")])
+    res = _search(space=space, top=30)
+    cl = Cluster.from_catalog(H100, 32)
+    assert any(e.recompute_modules == ("layernorm", "moe") for e in res.top)
+    for e in res.top:
+        assert not (e.plan.ep_overlap and "moe" in (e.recompute_modules or ())), e.key
+        job = JOB.model_copy(update={"recompute_modules": e.recompute_modules, "offload_modules": e.offload_modules})
+        assert estimate(MIXTRAL, cl, e.plan, job).tokens_per_s == pytest.approx(e.tokens_per_s)

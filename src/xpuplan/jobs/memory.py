@@ -64,6 +64,10 @@ class MemoryTrainRequest(Request):
     cp: Degree = 1
     ep: Degree = 1
     vpp: Degree = 1
+    grad_accum: int | None = Field(default=None, ge=1, le=1 << 20,
+                                   description="micro-batches per step per pipeline (a plan key's ga): with pp > 1, how "
+                                               "many are in flight on the first stage (interleaved schedules keep "
+                                               "more the more there are); default pp, the fewest a pipeline runs")
     zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage 0-3")
     recompute: Recompute = "selective"
     recipe: Id = Field(default="bf16-adam", description="optimizer-state recipe")
@@ -191,7 +195,8 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, module
                            validity.rule_offload_modules(offloaded, model, stack, modules),
                            validity.rule_offload_modules_recompute(offloaded, req.recompute),
                            validity.rule_ep_overlap_on_stack(req.ep_overlap, stack),
-                           validity.rule_dualpipe(req.pp, req.vpp, dualpipe_microbatches(req.pp), stack))
+                           validity.rule_dualpipe(req.pp, req.vpp, req.grad_accum or dualpipe_microbatches(req.pp),
+                                                  stack))
               if i is not None]
     if issues:
         first = issues[0]
@@ -241,11 +246,13 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
                           recompute_layers=req.recompute_layers,
                           recompute_modules=modules, kv_repeat=stack.attention_kv_repeat,
-                          dualpipe=dualpipe, n_microbatches=dualpipe_microbatches(req.pp) if dualpipe else None,
+                          dualpipe=dualpipe, n_microbatches=(req.grad_accum if req.grad_accum is not None else
+                                                             dualpipe_microbatches(req.pp) if dualpipe else None),
                           moe_act_input_bytes=saved_moe_act_input_bytes(gemm_precision, stack.fp8_moe_act_inputs),
                           offload_modules=offloaded)
     plan: dict[str, Any] = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
             "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
+            "grad_accum": req.grad_accum,
             "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
     # what a selective plan re-runs, in Megatron-Core's names and order
     plan["recompute_modules"] = ordered_selective_modules(m, modules) if req.recompute == "selective" else None

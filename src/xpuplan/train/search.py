@@ -409,7 +409,12 @@ def search_plans(
             job.offload_modules, sorted(space.recompute)[0]),) if i])
     searched = set(space.recompute or RECOMPUTE_MODES)
     off_variants = [sm.with_job(j) for j in offload_variants(model, job, sm.stack, space)]
-    rm_variants = [sm.with_job(j) for j in recompute_variants(model, job, sm.stack, space)]
+    rm_jobs = recompute_variants(model, job, sm.stack, space)
+    # another selective set, alone or with an offloading set (NVIDIA's Qwen3-235B GB200 script recomputes the norms
+    # and the experts' activation and offloads the experts' inputs): both are tried where the plan recomputes
+    # selectively and would rank
+    rm_variants = [sm.with_job(j) for j in rm_jobs] + [
+        sm.with_job(jo) for j in rm_jobs for jo in offload_variants(model, j, sm.stack, space)]
     variants = off_variants + rm_variants
     rec_offloadable = [RECOMPUTE_MODES.index(x) for x in OFFLOAD_SEARCH_RECOMPUTE]
     rec_selective = RECOMPUTE_MODES.index("selective")
@@ -462,7 +467,10 @@ def search_plans(
             acts, total = r.mem_activations[retry], r.mem_total[retry]
             could = [want_off[retry] & (total - r.mem_usable <= acts * smv.activation_table(sub, sub.rec, host=True) / kept)
                      for smv in off_variants]
+            # the device's share: an offloading set's modules wait on the host; re-running the whole MoE block
+            # excludes the MoE all-to-all overlap (Megatron-Core asserts it; validity.rule_ep_overlap)
             could += [want_rm[retry] & (total + acts * (smv.activation_table(sub, sub.rec) / kept - 1.0) <= r.mem_usable)
+                      & ~((sub.epo == 1) & ("moe" in (smv.job.recompute_modules or ())))
                       for smv in rm_variants]
             keep = np.flatnonzero(np.any(could, axis=0))
             retry, sub, could = retry[keep], sub.take(keep), [c[keep] for c in could]

@@ -367,7 +367,7 @@
     const m = /^tp(\d+)-pp(\d+)-vpp(\d+)-dp(\d+)-cp(\d+)-ep(\d+)-sp(\d)-z(\d)-r(none|sel|full|off|loff|part)-mb(\d+)-ga(\d+)-([a-z0-9]+)(-epo)?(-rm:[a-z0-9+]+)?(-off:[a-z0-9+]+)?$/.exec(key || "");
     if (!m) return null;
     return {tp: +m[1], pp: +m[2], vpp: +m[3], dp: +m[4], cp: +m[5], ep: +m[6], zero: +m[8],
-      recompute: {none: "none", sel: "selective", full: "full", off: "offload", loff: "layer_offload", part: "partial"}[m[9]], micro_batch: +m[10], precision: m[12],
+      recompute: {none: "none", sel: "selective", full: "full", off: "offload", loff: "layer_offload", part: "partial"}[m[9]], micro_batch: +m[10], grad_accum: +m[11], precision: m[12],
       ep_overlap: !!m[13]};
   }
 
@@ -377,7 +377,7 @@
       const k = parseTrainKey(p.plan.key);
       if (!k) return null;
       const res = await postJSON(API.memoryTrain, {model: modelRef(r), hw: p.hardware, seq: w.training.seq_len,
-        micro_batch: k.micro_batch, tp: k.tp, pp: k.pp, dp: k.dp, cp: k.cp, ep: k.ep, vpp: k.vpp, zero: k.zero,
+        micro_batch: k.micro_batch, grad_accum: k.grad_accum, tp: k.tp, pp: k.pp, dp: k.dp, cp: k.cp, ep: k.ep, vpp: k.vpp, zero: k.zero,
         recompute: k.recompute, method: w.training.method, ep_overlap: k.ep_overlap,
         recompute_modules: k.recompute === "selective" && p.plan.recompute_modules ? p.plan.recompute_modules.join(",") : undefined,
         offload_modules: p.plan.offload_modules ? p.plan.offload_modules.join(",") : undefined});
