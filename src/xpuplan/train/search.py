@@ -451,10 +451,11 @@ def search_plans(
         want_off = (~r.fits & np.isin(plans.rec, rec_offloadable) & (r.tokens_per_s >= bar)
                     if off_variants else np.zeros(len(plans), dtype=bool))
         if rm_variants:
+            # the step without the recomputation, and the bubble's share of it: what no set can beat
             busy = r.compute_s + r.recompute_s
-            unbound = r.step_s - r.recompute_s * (1.0 + r.bubble_s / np.maximum(busy, 1e-30))
+            step_no_recompute_s = r.step_s - r.recompute_s * (1.0 + r.bubble_s / np.maximum(busy, 1e-30))
             want_rm = ((plans.rec == rec_selective) & ~redundant
-                       & (r.tokens_per_s * r.step_s / np.maximum(unbound, 1e-30) >= bar))
+                       & (r.tokens_per_s * r.step_s / np.maximum(step_no_recompute_s, 1e-30) >= bar))
         else:
             want_rm = np.zeros(len(plans), dtype=bool)
         retry = np.flatnonzero(want_off | want_rm)
