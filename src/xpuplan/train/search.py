@@ -410,8 +410,9 @@ def search_plans(
     searched = set(space.recompute or RECOMPUTE_MODES)
     off_variants = [sm.with_job(j) for j in offload_variants(model, job, sm.stack, space)]
     # another selective set, alone: pairing it with an offloading set (as NVIDIA's Qwen3-235B GB200 script does) is
-    # left to jobs that name both, since the host copies' contention with the NICs on a shared PCIe link is not
-    # modelled and the pairs turn 1,000-GPU searches to pure ZeRO-3 with offloaded attention inputs for 1-3%
+    # left to jobs that name both. On PCIe hosts the pairs win by 1-3% through offloaded attention inputs (turning
+    # 1,000-GPU presets to pure ZeRO-3), an edge resting on the host-link model that no public run on a PCIe host
+    # checks (the one validation row that offloads runs on GB200's NVLink-C2C)
     rm_variants = [sm.with_job(j) for j in recompute_variants(model, job, sm.stack, space)]
     variants = off_variants + rm_variants
     rec_offloadable = [RECOMPUTE_MODES.index(x) for x in OFFLOAD_SEARCH_RECOMPUTE]
