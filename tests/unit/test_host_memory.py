@@ -34,6 +34,7 @@ def test_the_catalog_gives_the_reference_systems_host_memory_per_device() -> Non
     fig = cat.get("nvidia-b200-180gb").figure("host_memory.capacity_gib")
     assert fig is not None and fig.high == 512 * GiB and fig.source.url  # upgradable to 4 TB; sourced
     assert cat.get("google-tpu-v5e").host_memory_bytes == 64 * GiB  # 512 GiB per 8-chip host
+    assert cat.get("google-tpu-v6e").host_memory_bytes == 192 * GiB  # 1,536 GiB per 8-chip host
     assert cat.get("amd-mi300x-192gb").host_memory_bytes is None  # no reference system in the catalog
 
 
