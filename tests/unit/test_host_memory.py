@@ -106,3 +106,11 @@ def test_cli_memory_train_names_the_host_when_it_is_the_limit() -> None:
     # a malformed host figure is refused naming the flag
     assert_user_error(run("--hw-figure", "H100:host_memory.capacity=12", "memory", "train", "--model", "llama3-8b",
                           "--hw", "H100"), "--hw-figure", "unit suffix")
+
+
+def test_host_usable_bytes_is_the_hosts_memory_less_the_reserve() -> None:
+    from xpuplan.perf.memory import host_usable_bytes
+
+    assert host_usable_bytes(256 * GiB, 0.25) == pytest.approx(192 * GiB)
+    assert host_usable_bytes(256 * GiB, 0.0) == 256 * GiB
+    assert host_usable_bytes(None, 0.25) is None  # unknown host: not checked

@@ -211,6 +211,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     """Weights, gradients, optimizer states and activations per device; the fit on ``--hw``."""
     from xpuplan.perf.memory import (
         default_recipe_for,
+        host_usable_bytes,
         saved_linear_input_bytes,
         saved_moe_act_input_bytes,
         training_memory,
@@ -264,8 +265,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                        "targets": list(targets)}
     host_usable = None
     if dev is not None and usable_bytes is not None:
-        host_usable = (None if dev.host_memory_bytes is None
-                       else dev.host_memory_bytes * (1.0 - DEFAULT_HOST_MEMORY_RESERVE))
+        host_usable = host_usable_bytes(dev.host_memory_bytes, DEFAULT_HOST_MEMORY_RESERVE)
         out.update(hardware=dev.id, device_memory_bytes=dev.memory_bytes, usable_bytes=usable_bytes,
                    fits=mem.total <= usable_bytes and (host_usable is None or mem.host_activations <= host_usable),
                    headroom_bytes=usable_bytes - mem.total, host_usable_bytes=host_usable)

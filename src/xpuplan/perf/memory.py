@@ -326,6 +326,13 @@ def offload_layer_input_bytes(model: ModelArch, seq_len: int, micro_batch: int, 
                                       act_bytes=act_bytes)
 
 
+def host_usable_bytes(host_memory_bytes: float | None, reserve: float) -> float | None:
+    """Host memory per device that activations offloaded to the host may take: the reference system's CPU memory per
+    device (``Device.host_memory_bytes``) less ``reserve`` (``TrainingJob.host_memory_reserve``: the OS, the ranks'
+    processes, data loading, checkpoint staging); None when the host's memory is unknown (then it is not checked)."""
+    return None if host_memory_bytes is None else host_memory_bytes * (1.0 - reserve)
+
+
 def offload_buffer_bytes(model: ModelArch, seq_len: int, micro_batch: int, *, tp: int = 1, sp: bool = True,
                          cp: int = 1) -> float:
     """Device bytes of the layer inputs in transit in an offloaded plan (:data:`OFFLOAD_BUFFER_LAYERS`)."""

@@ -15,6 +15,7 @@ from typing import Any
 from xpuplan.catalog.assumptions import Assumptions, default_assumptions
 from xpuplan.catalog.device import Device
 from xpuplan.models.arch import ModelArch
+from xpuplan.perf.memory import host_usable_bytes
 from xpuplan.train.estimate import MemoryBreakdown, memory_reasons
 from xpuplan.train.plan import ParallelPlan
 from xpuplan.train.step import PlanArrays, StepModel
@@ -75,8 +76,7 @@ def training_fit(
         total_bytes=float(mem["total"][0]), capacity_bytes=device.memory_bytes,
         usable_bytes=device.memory_bytes * (1.0 - job.memory_reserve), host_offload_bytes=float(mem["host"][0]),
         offload_layers=int(mem["offload_layers"][0]), recompute_layers=int(mem["recompute_layers"][0]),
-        host_usable_bytes=(None if device.host_memory_bytes is None
-                           else device.host_memory_bytes * (1.0 - job.host_memory_reserve)),
+        host_usable_bytes=host_usable_bytes(device.host_memory_bytes, job.host_memory_reserve),
     )
     reasons = memory_reasons(breakdown, plan.n_devices, device.id)
     return TrainingFit(model_id=model.id, device_id=device.id, plan=plan, memory=breakdown, fits=not reasons,

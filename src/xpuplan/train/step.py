@@ -49,6 +49,7 @@ from xpuplan.perf.memory import (
     default_recipe_for,
     expert_tensor_parallel,
     frozen_base_bytes_per_param,
+    host_usable_bytes,
     lora_params,
     params_per_device,
     saved_linear_input_bytes,
@@ -291,8 +292,8 @@ class StepModel:
         dense_p, expert_p = self.params_table(p)
         rb = self.recipe_bytes(p)
         usable = dev.memory_bytes * (1.0 - job.memory_reserve)
-        host = dev.host_memory_bytes  # offloaded activations must fit the host too, where the catalog knows it
-        host_usable = None if host is None else host * (1.0 - job.host_memory_reserve)
+        # offloaded activations must fit the host too, where the catalog knows it
+        host_usable = host_usable_bytes(dev.host_memory_bytes, job.host_memory_reserve)
         # memory first: a partial plan recomputes as many layers as it needs to fit, which its compute then pays for
         mem = self._memory(p, dense_p, expert_p, rb, p.ga.astype(float), p.rec, usable)
         lay = Layout.of(p, model, job.seq_len, recompute_layers=mem["recompute_layers"])
