@@ -1,5 +1,6 @@
 """Without --stack a job runs the training stack its device's vendor ships (``hardware_defaults`` in
-training_stacks.yaml: MaxText on TPUs, MindSpeed-LLM on Ascend, else Megatron-Core)."""
+training_stacks.yaml: MaxText on TPUs, MindSpeed-LLM on Ascend, Intel's Megatron-DeepSpeed on Gaudi, else
+Megatron-Core)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from xpuplan.validate.train_predictor import predict
 @pytest.mark.parametrize(("device", "stack"), [
     ("google-tpu-v5p", "maxtext"), ("google-tpu-v6e", "maxtext"), ("huawei-ascend-910b", "mindspeed-mcore"),
     ("nvidia-h100-sxm-80gb", "megatron-core"), ("amd-mi300x-192gb", "megatron-core"),
+    ("intel-gaudi2", "megatron-deepspeed-gaudi"), ("intel-gaudi3", "megatron-deepspeed-gaudi"),
 ])
 def test_the_default_stack_follows_the_device(device: str, stack: str):
     dev = load_catalog().devices[device]

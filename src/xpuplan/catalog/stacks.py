@@ -36,6 +36,14 @@ InterAlgorithm = Literal["ring", "tree", "halving_doubling"]
 CpAlgorithm = Literal["ring", "all_gather", "all_gather_async", "all_to_all"]
 AttentionKernel = Literal["native", "fa2", "fa1"]
 ExpertGemm = Literal["per_expert", "grouped"]
+#: The model-parallel dimensions a plan can use beyond data parallelism: tensor, pipeline, virtual pipeline stages
+#: (an interleaved schedule), context and expert parallelism.
+ParallelDim = Literal["tp", "pp", "vpp", "cp", "ep"]
+PARALLEL_DIMS: Final[tuple[str, ...]] = ("tp", "pp", "vpp", "cp", "ep")
+#: What each dimension is called in messages.
+PARALLEL_DIM_NAMES: Final = {"tp": "tensor parallelism", "pp": "pipeline parallelism",
+                             "vpp": "virtual pipeline stages (an interleaved schedule)",
+                             "cp": "context parallelism", "ep": "expert parallelism"}
 
 
 class _Strict(BaseModel):
@@ -189,6 +197,20 @@ class TrainingStack(_Strict):
                     "first two and last eight of 62 blocks); 0 where the stack's NVFP4 recipe keeps none "
                     "(Megatron-Core's --first-last-layers-bf16 is off by default, Megatron-Bridge's "
                     "bf16_with_nvfp4_mixed keeps it off)")
+    parallelism: tuple[ParallelDim, ...] = Field(
+        default=("tp", "pp", "vpp", "cp", "ep"),
+        description="the model-parallel dimensions the stack can run beyond data parallelism (tp, pp, vpp, cp, ep): "
+                    "the search proposes no plan using another, and a plan that uses one is refused (PyTorch FSDP and "
+                    "Composer have no pipeline or context parallelism; DeepSpeed's pipeline engine no virtual stages)")
+    uneven_pipeline: bool = Field(default=True, description="the stack can give pipeline stages different layer "
+                                                            "counts (pp·vpp not dividing the layers: Megatron-Core "
+                                                            "--decoder-first/last-pipeline-num-layers, torchtitan, "
+                                                            "MindSpeed --num-layer-list); false where the layers must "
+                                                            "divide evenly")
+    zero_stages: tuple[int, ...] = Field(
+        default=(0, 1, 2, 3), min_length=1,
+        description="the ZeRO stages the stack offers (0 plain data parallelism, 1 sharded optimizer states, 2 and "
+                    "gradients, 3 and parameters: FSDP's FULL_SHARD); FSDP-only stacks have no stage 1")
     attention_kernel: AttentionKernel = Field(
         default="native", description="fused attention the stack runs: native (the device's best: cuDNN / "
                                       "FlashAttention-3 on Hopper via Transformer Engine, vendor kernels elsewhere) "
@@ -196,6 +218,27 @@ class TrainingStack(_Strict):
                                       "2 package), timed at the device's attention_fa2_peak_fraction, or fa1 "
                                       "(FlashAttention-1-generation kernels: flash-attn 1.x, the Triton "
                                       "FlashAttention of 2022-23), at fa1_factor times that")
+
+    @model_validator(mode="after")
+    def _capabilities(self) -> TrainingStack:
+        if len(set(self.parallelism)) != len(self.parallelism):
+            raise ValueError(f"parallelism: each dimension once, got {list(self.parallelism)}")
+        if "vpp" in self.parallelism and "pp" not in self.parallelism:
+            raise ValueError("parallelism: vpp (virtual pipeline stages) needs pp")
+        bad = [z for z in self.zero_stages if z not in (0, 1, 2, 3)]
+        if bad or len(set(self.zero_stages)) != len(self.zero_stages):
+            raise ValueError(f"zero_stages: distinct stages of 0, 1, 2, 3, got {list(self.zero_stages)}")
+        return self
+
+    def default_zero_stage(self) -> int:
+        """The ZeRO stage a plan that names none runs: 1 (sharded optimizer states, the distributed optimizer) where
+        the stack offers it, else the smallest sharding it has above it (FSDP's SHARD_GRAD_OP, 2), else its largest."""
+        above = [z for z in self.zero_stages if z >= 1]
+        return 1 if 1 in self.zero_stages else (min(above) if above else max(self.zero_stages))
+
+    def lacks(self, dim: str) -> bool:
+        """Whether the stack cannot run model-parallel dimension ``dim`` (one of :data:`PARALLEL_DIMS`)."""
+        return dim not in self.parallelism
 
 
 class _Pattern(_Strict):

@@ -32,7 +32,8 @@ def memory_train(
     vpp: int = 1,
     grad_accum: Annotated[int | None, typer.Option(help="micro-batches per step per pipeline (a plan key's ga): how "
                                                       "many are in flight with pp > 1 (default pp)")] = None,
-    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)")] = 1,
+    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard; default 1, or the "
+                                                              "stack's nearest where it has no ZeRO-1)")] = None,
     recompute: Annotated[str, typer.Option(help="none | selective | full | offload | layer_offload | partial (with --hw: the fewest layers recomputed in full that fit)")] = "selective",
     recipe: Annotated[str, typer.Option(help="optimizer-state recipe (e.g. bf16-adam, fp32-adam, fp8-adam)")] = "bf16-adam",
     method: Annotated[str, typer.Option(help="full | lora | qlora")] = "full",

@@ -152,8 +152,8 @@ def estimate_cmd(
     scale_out_gbit: Annotated[float | None, typer.Option(help="scale-out NIC per device, Gbit/s")] = None,
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
-    stack: Annotated[str | None, typer.Option(help="training stack profile (default: the one the device's vendor ships: maxtext on TPUs, mindspeed-mcore on Ascend, else megatron-core): megatron-core, nemo, "
-                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, maxtext, "
+    stack: Annotated[str | None, typer.Option(help="training stack profile (default: the one the device's vendor ships: maxtext on TPUs, mindspeed-mcore on Ascend, megatron-deepspeed-gaudi on Gaudi, else megatron-core): megatron-core, nemo, "
+                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, megatron-deepspeed-gaudi, maxtext, "
                                                    "meta-4d, deepseek-dualpipe (catalog/data/training_stacks.yaml; an assumptions file may add "
                                                    "its own)")] = None,
     emit: Annotated[str | None, typer.Option(help=f"print launch arguments: {FRAMEWORKS_HELP}")] = None,
@@ -221,8 +221,8 @@ def search_cmd(
     scale_out_gbit: Annotated[float | None, typer.Option(help="scale-out NIC per device, Gbit/s")] = None,
     domain_size: Annotated[int | None, typer.Option(help="devices per scale-up domain")] = None,
     scenario: Annotated[str | None, typer.Option(help="training scenario YAML")] = None,
-    stack: Annotated[str | None, typer.Option(help="training stack profile (default: the one the device's vendor ships: maxtext on TPUs, mindspeed-mcore on Ascend, else megatron-core): megatron-core, nemo, "
-                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, maxtext, "
+    stack: Annotated[str | None, typer.Option(help="training stack profile (default: the one the device's vendor ships: maxtext on TPUs, mindspeed-mcore on Ascend, megatron-deepspeed-gaudi on Gaudi, else megatron-core): megatron-core, nemo, "
+                                                   "megatron-lm-legacy, mindspeed, mindspeed-mcore, torchtitan, fsdp, llm-foundry, deepspeed, megatron-deepspeed-gaudi, maxtext, "
                                                    "meta-4d, deepseek-dualpipe (catalog/data/training_stacks.yaml; an assumptions file may add "
                                                    "its own)")] = None,
     emit: Annotated[str | None, typer.Option(help=f"launch arguments of the best plan: {FRAMEWORKS_HELP}")] = None,

@@ -68,7 +68,8 @@ class MemoryTrainRequest(Request):
                                    description="micro-batches per step per pipeline (a plan key's ga): with pp > 1, how "
                                                "many are in flight on the first stage (interleaved schedules keep "
                                                "more the more there are); default pp, the fewest a pipeline runs")
-    zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage 0-3")
+    zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3 (default: 1, or the nearest the "
+                                                                    "training stack offers where it has no ZeRO-1)")
     recompute: Recompute = "selective"
     recipe: Id = Field(default="bf16-adam", description="optimizer-state recipe")
     method: Method = "full"
@@ -188,6 +189,10 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, module
     issues += [i for i in (validity.rule_vpp_needs_pp(req.pp, req.vpp), validity.rule_cp_divides_seq(req.cp, req.seq),
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
+                           validity.rule_stack_parallelism(stack, tp=req.tp, pp=req.pp, vpp=req.vpp, cp=req.cp,
+                                                           ep=req.ep, zero_stage=(stack.default_zero_stage()
+                                                                                  if req.zero is None else req.zero),
+                                                           uneven=model.n_layers % (req.pp * req.vpp) != 0),
                            validity.rule_layer_offload(req.recompute, req.pp, stack),
                            validity.rule_partial_recompute(req.recompute, stack),
                            validity.rule_ep_overlap(req.ep_overlap, req.ep, req.pp, req.vpp, req.recompute, modules),
@@ -227,6 +232,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     # the stack asked for, or the default one (for --hw, the one its vendor ships): its conventions and capabilities
     stack = ctx.assumptions().training_stack(req.stack, field="--stack",
                                              device=ctx.device(req.hw) if req.hw else None)
+    if req.zero is None:  # ZeRO-1, or the stack's nearest where it has none (FSDP: SHARD_GRAD_OP)
+        req = req.model_copy(update={"zero": stack.default_zero_stage()})
     modules = recompute_module_list(req.recompute_modules, req.flag("recompute_modules"))
     if modules is None and req.recompute == "selective":  # the stack's own selective set, where it has one
         modules = stack_selective_modules(m, stack.selective_modules, f"training_stacks.{stack.id}.selective_modules")
@@ -241,7 +248,8 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     usable_bytes = dev.memory_bytes * (1 - req.reserve) if dev is not None else None
     targets = lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
-                          ep=req.ep, vpp=req.vpp, zero_stage=req.zero, recompute=req.recompute, recipe=req.recipe,
+                          ep=req.ep, vpp=req.vpp, zero_stage=stack.default_zero_stage() if req.zero is None else req.zero,
+                          recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
                           lora_targets=targets,
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,

@@ -457,7 +457,7 @@ def train_estimate(req: TrainEstimateRequest, ctx: RunContext | None = None) -> 
     plan = make_plan(
         n_devices=n, global_batch_seqs=job.global_batch_seqs, tp=pl.tp or 1, pp=pl.pp or 1, cp=pl.cp or 1, dp=pl.dp,
         vpp=pl.vpp or 1, ep=pl.ep or 1, sp=pl.sp if pl.sp is not None else st.sequence_parallel and (pl.tp or 1) > 1,
-        zero_stage=1 if pl.zero_stage is None else pl.zero_stage,
+        zero_stage=st.default_zero_stage() if pl.zero_stage is None else pl.zero_stage,
         recompute=pl.recompute or "selective", micro_batch=pl.micro_batch or 1, precision=pl.precision or "bf16",
         model=m, uneven_pipeline=req.uneven_pipeline,
     )

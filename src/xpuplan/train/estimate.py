@@ -402,7 +402,11 @@ def estimate(
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     if (own := with_stack_modules(job, model, sm.stack)) is not job:  # the stack's own selective set
         job, sm = own, sm.with_job(own)
-    validity.raise_first([i for i in (validity.rule_cp_all_to_all_heads(plan.cp, plan.tp, model,
+    validity.raise_first([i for i in (validity.rule_stack_parallelism(sm.stack, tp=plan.tp, pp=plan.pp, vpp=plan.vpp,
+                                                                      cp=plan.cp, ep=plan.ep,
+                                                                      zero_stage=plan.zero_stage,
+                                                                      uneven=model.n_layers % (plan.pp * plan.vpp) != 0),
+                                      validity.rule_cp_all_to_all_heads(plan.cp, plan.tp, model,
                                                                          sm.stack.cp_algorithm),
                                       validity.rule_layer_offload(plan.recompute, plan.pp, sm.stack),
                                       validity.rule_partial_recompute(plan.recompute, sm.stack),

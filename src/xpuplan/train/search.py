@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from xpuplan.catalog.stacks import TrainingStack
+from xpuplan.catalog.stacks import PARALLEL_DIMS, TrainingStack
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import default_recipe_for, state_recipe
@@ -136,6 +136,32 @@ class SearchSpace:
             if not mods or bad or len(set(mods)) != len(mods):
                 raise UserInputError(f"recompute set {list(mods)}: give distinct modules of {', '.join(RECOMPUTE_MODULES)}",
                                      field="recompute_sets")
+
+
+def stack_space(space: SearchSpace, stack: TrainingStack) -> SearchSpace:
+    """``space`` narrowed to what ``stack`` can run (``TrainingStack.parallelism``, ``TrainingStack.zero_stages``):
+    size 1 on every model-parallel dimension the stack lacks, its ZeRO stages only, even pipelines only where it needs
+    them (``TrainingStack.uneven_pipeline``). A restriction the job gave that
+    the stack cannot honour at all (``tp`` 2 on a stack without tensor parallelism) is an error naming the field
+    (:func:`~xpuplan.train.validity.rule_stack_parallelism`)."""
+    updates: dict[str, Any] = {}
+    for dim in PARALLEL_DIMS:
+        if not stack.lacks(dim):
+            continue
+        given = getattr(space, dim)
+        if given is not None and 1 not in set(given):
+            validity.raise_first([i for i in (validity.rule_stack_parallelism(stack, **{dim: min(given)}),) if i])
+        updates[dim] = (1,)
+    given_z = space.zero_stage
+    zeros = tuple(z for z in (ZERO_STAGES if given_z is None else given_z) if z in stack.zero_stages)
+    if not zeros:
+        validity.raise_first([i for i in (validity.rule_stack_parallelism(stack, zero_stage=min(given_z or (0,))),)
+                              if i])
+    if len(zeros) < len(ZERO_STAGES if given_z is None else given_z):
+        updates["zero_stage"] = zeros
+    if space.uneven_pipeline and not stack.uneven_pipeline:
+        updates["uneven_pipeline"] = False
+    return replace(space, **updates) if updates else space
 
 
 def _divisors(n: int) -> list[int]:
@@ -391,6 +417,7 @@ def search_plans(
     if any(issues):
         space = replace(space, precision=tuple(pr for pr, i in zip(space.precision, issues, strict=True) if i is None))
     sm = step_model or StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
+    space = stack_space(space, sm.stack)  # only what the stack can run
     if (own := with_stack_modules(job, model, sm.stack)) is not job:  # the stack's own selective set
         job, sm = own, sm.with_job(own)
     validity.raise_first([i for i in (validity.rule_ep_overlap_on_stack(any(space.ep_overlap or ()), sm.stack),

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from xpuplan.catalog.stacks import PARALLEL_DIM_NAMES
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.recompute import recompute_modules_problem
@@ -346,6 +347,33 @@ def rule_partial_recompute(recompute: str, stack: Any) -> PlanIssue | None:
     return PlanIssue("recompute", f"recompute partial needs a training stack that recomputes chosen layers; "
                                   f"{getattr(stack, 'id', '') or 'this stack'} applies one policy to every layer: use "
                                   "full, selective or none")
+
+
+def rule_stack_parallelism(stack: Any, *, tp: int = 1, pp: int = 1, vpp: int = 1, cp: int = 1, ep: int = 1,
+                           zero_stage: int = 0, uneven: bool = False) -> PlanIssue | None:
+    """A plan uses only the model-parallel dimensions and the ZeRO stage its training stack can run
+    (``TrainingStack.parallelism``, ``TrainingStack.zero_stages``): PyTorch FSDP and Composer have no pipeline or
+    context parallelism and no ZeRO-1, DeepSpeed's pipeline engine no virtual stages. ``uneven``: the plan's stages
+    hold different layer counts, which a stack without ``uneven_pipeline`` cannot run (Intel's Gaudi scripts, legacy
+    Megatron-LM). The first dimension the stack lacks, in the order tp, pp, vpp, cp, ep, then uneven stages, then
+    the ZeRO stage."""
+    dims = getattr(stack, "parallelism", None)
+    zeros = getattr(stack, "zero_stages", None)
+    name = getattr(stack, "id", "") or "this stack"
+    if dims is not None:
+        for dim, size in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp), ("ep", ep)):
+            if size > 1 and dim not in dims:
+                can = ", ".join(dims) if dims else "data parallelism only"
+                return PlanIssue(dim, f"{dim} {size}: the training stack {name} has no {PARALLEL_DIM_NAMES[dim]} "
+                                      f"(it runs {can}); use {dim} 1 or another stack")
+    if uneven and pp > 1 and not getattr(stack, "uneven_pipeline", True):
+        what = f"pp·vpp ({pp}·{vpp})" if vpp > 1 else f"pp ({pp})"
+        return PlanIssue("pp", f"{what}: the training stack {name} needs the layers to divide evenly over the pipeline "
+                               "stages (no uneven first/last stages)")
+    if zeros is not None and zero_stage not in zeros:
+        return PlanIssue("zero_stage", f"zero_stage {zero_stage}: the training stack {name} offers ZeRO stages "
+                                       f"{', '.join(map(str, zeros))}")
+    return None
 
 
 def rule_dualpipe(pp: int, vpp: int, n_microbatches: int, stack: Any) -> PlanIssue | None:

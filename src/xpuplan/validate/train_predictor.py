@@ -152,9 +152,11 @@ def maxtext_remat(row: ValidationRow, stack: TrainingStack) -> Recompute | None:
     return None
 
 
-def _framework_zero(row: ValidationRow) -> int:
+def _framework_zero(row: ValidationRow, stack: TrainingStack) -> int:
+    """The ZeRO stage of a row that states none: 3 where its framework says FSDP, else the stack's default (1, or the
+    nearest it offers: ``TrainingStack.default_zero_stage``)."""
     fw = (row.get("framework") or "").casefold()
-    return 3 if "fsdp" in fw else 1
+    return 3 if "fsdp" in fw and 3 in stack.zero_stages else stack.default_zero_stage()
 
 
 def row_stack(row: ValidationRow, assumptions: Assumptions | None = None,
@@ -386,7 +388,7 @@ def _setup(row: ValidationRow, assumptions: Assumptions | None) -> _RowSetup:
     sm = StepModel(model, cluster.device, cluster.efficiency, job, stack=stack)
     zero = row.get("zero_stage")
     if zero is None:
-        zero = _framework_zero(row)
+        zero = _framework_zero(row, stack)
         inferred["zero_stage"] = zero
     recompute = row.get("recompute")
     if (n_rec := row.get("recompute_layers")) is not None:
@@ -520,13 +522,17 @@ def conventional_layout(row: ValidationRow, assumptions: Assumptions | None = No
     """(tp, pp) of the layout a team would start from when the source printed none: TP over one
     server (the largest divisor of the heads and of the device count up to the scale-up domain,
     at most :data:`CONVENTIONAL_TP_MAX`), then the smallest pipeline depth dividing the remaining
-    devices at which the planner's memory estimate fits (the deepest tried when none fits)."""
+    devices at which the planner's memory estimate fits (the deepest tried when none fits). Only the dimensions the
+    row's training stack runs (``TrainingStack.parallelism``)."""
     model = model_from_row(row)
     n = row.n_devices
-    domain = Cluster.from_catalog(row.hardware, n, assumptions=assumptions).domain_size
-    limit = min(domain, CONVENTIONAL_TP_MAX)
+    cluster = Cluster.from_catalog(row.hardware, n, assumptions=assumptions)
+    stack = stack_options(row, row_stack(row, assumptions, cluster.device)[0])
+    # only the dimensions the row's stack runs (TrainingStack.parallelism): an FSDP-only stack keeps tp = pp = 1
+    limit = 1 if stack.lacks("tp") else min(cluster.domain_size, CONVENTIONAL_TP_MAX)
     tp = max(t for t in range(1, limit + 1) if model.n_heads % t == 0 and n % t == 0)
-    depths = [p for p in range(1, n // tp + 1) if (n // tp) % p == 0 and p <= model.n_layers]
+    depths = [p for p in range(1, n // tp + 1) if (n // tp) % p == 0 and p <= model.n_layers
+              and (p == 1 or not stack.lacks("pp"))]
     for pp in depths:
         try:
             e, _ = _estimate(_with(row, tp=tp, pp=pp), assumptions)
