@@ -154,3 +154,14 @@ def test_uneven_pipelines_only_where_the_stack_splits_layers_unevenly():
         estimate(model, cluster, plan, job, uneven_pipeline=True, stack=gaudi)
     assert exc.value.field == "pp" and "divide evenly" in exc.value.render()
     assert estimate(model, cluster, plan, job, uneven_pipeline=True, stack=training_stack("megatron-core")).step_time_s > 0
+
+
+def test_a_search_for_a_launch_command_proposes_only_what_its_framework_runs():
+    """`--emit deepspeed` without `--stack`: the physics is the device's default stack, the plans are DeepSpeed's
+    (no virtual stages); without --emit the same search interleaves."""
+    base = ["train", "search", "--model", "llama2-70b", "--hw", "H100", "--devices", "64", "--top", "10", "--json"]
+    free = json.loads(CliRunner().invoke(app, base).output)
+    assert any("-vpp1-" not in p["key"] for p in free["plans"])
+    ds = json.loads(CliRunner().invoke(app, [*base, "--emit", "deepspeed"]).output)
+    assert ds["used"]["assumptions"]["training_stack"]["id"] == "megatron-core"
+    assert ds["plans"] and all("-vpp1-" in p["key"] for p in ds["plans"])

@@ -571,6 +571,11 @@ def train_search(req: TrainSearchRequest, ctx: RunContext | None = None, *,
     space = _space(req, sc)
     k = req.top or (sc.top if sc else 10)
     st = _stack(ctx, req, cluster.device)
+    if req.emit is not None:  # only plans the framework of the command can launch
+        from xpuplan.train.emit import FRAMEWORK_STACKS
+        from xpuplan.train.search import stack_space
+
+        space = stack_space(space, ctx.assumptions().training_stack(FRAMEWORK_STACKS[req.emit], field="--emit"))
     sm = StepModel(m, cluster.device, cluster.efficiency, job, stack=st)
     parts: list[SearchResult] = []
     interrupted = False

@@ -37,6 +37,11 @@ MODULE_OFFLOAD_FRAMEWORKS: Final = ("megatron", "bridge")
 #: ``--recompute-modules``, Megatron-Bridge ``model.recompute_modules``): a search for another framework's command
 #: keeps the default set.
 MODULE_RECOMPUTE_FRAMEWORKS: Final = ("megatron", "bridge")
+#: The training-stack profile (catalog/data/training_stacks.yaml) of each framework ``--emit`` writes a command for:
+#: a search for that command proposes only the parallelism, ZeRO stages and pipeline splits the framework can run
+#: (``train.search.stack_space``), whatever stack the physics runs under.
+FRAMEWORK_STACKS: Final = {"megatron": "megatron-core", "bridge": "nemo", "torchtitan": "torchtitan",
+                           "deepspeed": "deepspeed"}
 #: Port the emitted multi-node rendezvous uses (torchrun's default master port).
 RDZV_PORT: Final = 29500
 #: Devices per node the launcher assumes when the scale-up domain is larger than a node (NVL72 racks).
