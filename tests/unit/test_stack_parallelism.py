@@ -165,3 +165,25 @@ def test_a_search_for_a_launch_command_proposes_only_what_its_framework_runs():
     ds = json.loads(CliRunner().invoke(app, [*base, "--emit", "deepspeed"]).output)
     assert ds["used"]["assumptions"]["training_stack"]["id"] == "megatron-core"
     assert ds["plans"] and all("-vpp1-" in p["key"] for p in ds["plans"])
+
+
+def test_deepspeed_pipelines_only_with_zero_0_or_1():
+    """DeepSpeed's PipelineEngine asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'."""
+    piped = _search("deepspeed", SearchSpace(tp=(8,), pp=(2,), zero_stage=(1, 3)))
+    assert piped.top and all(e.plan.zero_stage == 1 for e in piped.top)
+    flat = _search("deepspeed", SearchSpace(tp=(8,), pp=(1,), zero_stage=(3,)))
+    assert flat.top and all(e.plan.zero_stage == 3 for e in flat.top)
+    core = _search("megatron-core", SearchSpace(tp=(8,), pp=(2,), zero_stage=(3,)))
+    assert core.top and all(e.plan.zero_stage == 3 for e in core.top)
+    assert stack_space(SearchSpace(), training_stack("deepspeed")).pipeline_zero_stage == (0, 1)
+    model, cluster = get_model("llama2-70b"), Cluster.from_catalog("nvidia-h100-sxm-80gb", 64)
+    job = TrainingJob(seq_len=4096, global_batch_tokens=4 * 1024 * 1024)
+    plan = make_plan(n_devices=64, global_batch_seqs=job.global_batch_seqs, tp=8, pp=2, zero_stage=3, micro_batch=1)
+    with pytest.raises(UserInputError) as exc:
+        estimate(model, cluster, plan, job, stack=training_stack("deepspeed"))
+    assert exc.value.field == "zero_stage" and "pp 2" in exc.value.render()
+    base = training_stack("deepspeed").model_dump()
+    for bad in ({"pipeline_zero_stages": []}, {"pipeline_zero_stages": [1, 1]},
+                {"zero_stages": [0, 1], "pipeline_zero_stages": [3]}):
+        with pytest.raises(ValidationError):
+            TrainingStack.model_validate(base | bad)

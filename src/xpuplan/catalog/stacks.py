@@ -211,6 +211,9 @@ class TrainingStack(_Strict):
         default=(0, 1, 2, 3), min_length=1,
         description="the ZeRO stages the stack offers (0 plain data parallelism, 1 sharded optimizer states, 2 and "
                     "gradients, 3 and parameters: FSDP's FULL_SHARD); FSDP-only stacks have no stage 1")
+    pipeline_zero_stages: tuple[int, ...] | None = Field(
+        default=None, description="the ZeRO stages the stack allows with pipeline parallelism (pp > 1); None: every "
+                                  "stage of zero_stages (DeepSpeed's pipeline engine asserts ZeRO 0 or 1)")
     attention_kernel: AttentionKernel = Field(
         default="native", description="fused attention the stack runs: native (the device's best: cuDNN / "
                                       "FlashAttention-3 on Hopper via Transformer Engine, vendor kernels elsewhere) "
@@ -228,6 +231,11 @@ class TrainingStack(_Strict):
         bad = [z for z in self.zero_stages if z not in (0, 1, 2, 3)]
         if bad or len(set(self.zero_stages)) != len(self.zero_stages):
             raise ValueError(f"zero_stages: distinct stages of 0, 1, 2, 3, got {list(self.zero_stages)}")
+        piped = self.pipeline_zero_stages
+        if piped is not None and (not piped or len(set(piped)) != len(piped)
+                                  or any(z not in self.zero_stages for z in piped)):
+            raise ValueError(f"pipeline_zero_stages: distinct stages of zero_stages {list(self.zero_stages)}, got "
+                             f"{list(piped)}")
         return self
 
     def default_zero_stage(self) -> int:

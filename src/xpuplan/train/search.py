@@ -111,6 +111,9 @@ class SearchSpace:
     ep_overlap: Sequence[bool] | None = None
     """the stack's opt-in MoE all-to-all overlap (``ParallelPlan.ep_overlap``): None = with and without it where
     the stack has one (``TrainingStack.ep_overlap_opt_in`` > 0) and the job does not set ``ep_overlap``"""
+    pipeline_zero_stage: Sequence[int] | None = None
+    """the ZeRO stages plans with pp > 1 may use (None: any the space allows): the stack's
+    ``pipeline_zero_stages``, set by :func:`stack_space`"""
     offload_sets: Sequence[tuple[str, ...]] | None = None
     """fine-grained activation offloading sets tried besides none when the job names no ``offload_modules``: None =
     :data:`SEARCHED_OFFLOAD_SETS` where the stack has the feature; empty: never offload modules"""
@@ -140,8 +143,8 @@ class SearchSpace:
 
 def stack_space(space: SearchSpace, stack: TrainingStack) -> SearchSpace:
     """``space`` narrowed to what ``stack`` can run (``TrainingStack.parallelism``, ``TrainingStack.zero_stages``):
-    size 1 on every model-parallel dimension the stack lacks, its ZeRO stages only, even pipelines only where it needs
-    them (``TrainingStack.uneven_pipeline``). A restriction the job gave that
+    size 1 on every model-parallel dimension the stack lacks, its ZeRO stages only (with pp > 1 its
+    ``pipeline_zero_stages``), even pipelines only where it needs them (``TrainingStack.uneven_pipeline``). A restriction the job gave that
     the stack cannot honour at all (``tp`` 2 on a stack without tensor parallelism) is an error naming the field
     (:func:`~xpuplan.train.validity.rule_stack_parallelism`)."""
     updates: dict[str, Any] = {}
@@ -161,6 +164,11 @@ def stack_space(space: SearchSpace, stack: TrainingStack) -> SearchSpace:
         updates["zero_stage"] = zeros
     if space.uneven_pipeline and not stack.uneven_pipeline:
         updates["uneven_pipeline"] = False
+    if stack.pipeline_zero_stages is not None:
+        had = space.pipeline_zero_stage
+        piped = tuple(z for z in stack.pipeline_zero_stages if had is None or z in set(had))
+        if had is None or len(piped) < len(had):
+            updates["pipeline_zero_stage"] = piped
     return replace(space, **updates) if updates else space
 
 
@@ -251,6 +259,8 @@ def enumerate_plans(model: ModelArch, n_devices: int, job: TrainingJob, cluster:
                 if tp > 1 and 1 in sps and (s // cp) % tp:
                     sps = [x for x in sps if x == 0]
                 zeros = [z for z in zero_all if dp * cp > 1 or z == 0]
+                if pp > 1 and space.pipeline_zero_stage is not None:  # the stack's pipeline asserts these stages
+                    zeros = [z for z in zeros if z in set(space.pipeline_zero_stage)]
                 if pp > 1 and 1 in zeros and 2 in zeros:
                     # pipelined ZeRO-2 accumulates full gradients and reduce-scatters once per step:
                     # the same plan as ZeRO-1 (perf.memory.gradients_sharded), so it is not searched twice

@@ -373,6 +373,10 @@ def rule_stack_parallelism(stack: Any, *, tp: int = 1, pp: int = 1, vpp: int = 1
     if zeros is not None and zero_stage not in zeros:
         return PlanIssue("zero_stage", f"zero_stage {zero_stage}: the training stack {name} offers ZeRO stages "
                                        f"{', '.join(map(str, zeros))}")
+    piped = getattr(stack, "pipeline_zero_stages", None)
+    if pp > 1 and piped is not None and zero_stage not in piped:
+        return PlanIssue("zero_stage", f"zero_stage {zero_stage} with pp {pp}: the training stack {name} pipelines "
+                                       f"only with ZeRO stages {', '.join(map(str, piped))}")
     return None
 
 
