@@ -172,9 +172,14 @@ def test_a_launch_command_for_a_framework_without_it_gets_a_plan_it_can_run() ->
     assert "-off:" in _ok(*gpt3)
     out = _ok(*gpt3, "--emit", "deepspeed")
     assert "-off:" not in out and "--deepspeed_config" in out
-    # modules named by the user and a framework that cannot say them: refused, naming --emit
+    # modules named by the user and a framework that cannot run them (--emit torchtitan without --stack: the
+    # torchtitan profile): refused, naming the flag; with the physics of a stack that has them, refused naming --emit
     assert_user_error(run("train", "estimate", "--model", "qwen3-235b-a22b", "--hw", "GB200", "--devices", "64",
                           "--tp", "1", "--ep", "64", "--offload-modules", "expert_fc1", "--emit", "torchtitan"),
+                      "--offload-modules", "fine-grained activation offloading")
+    assert_user_error(run("train", "estimate", "--model", "qwen3-235b-a22b", "--hw", "GB200", "--devices", "64",
+                          "--tp", "1", "--ep", "64", "--offload-modules", "expert_fc1", "--emit", "torchtitan",
+                          "--stack", "megatron-core"),
                       "--emit", "fine-grained activation offloading")
 
 

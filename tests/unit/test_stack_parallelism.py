@@ -15,6 +15,7 @@ from xpuplan.cli.main import app
 from xpuplan.errors import UserInputError
 from xpuplan.models import get_model
 from xpuplan.train import Cluster, estimate, make_plan
+from xpuplan.train.plan import RECOMPUTE_MODES
 from xpuplan.train.search import SearchSpace, search_plans, stack_space
 from xpuplan.train.validity import rule_stack_parallelism
 from xpuplan.validate.rows import read_rows
@@ -64,7 +65,8 @@ def test_an_asked_dimension_the_stack_lacks_is_an_error_naming_it():
     assert exc.value.field == "zero_stage"
     # a restriction the stack can partly honour is narrowed, not refused
     assert stack_space(SearchSpace(tp=(1, 2), zero_stage=(1, 3)), training_stack("llm-foundry")) == SearchSpace(
-        tp=(1,), pp=(1,), vpp=(1,), cp=(1,), ep=(1,), zero_stage=(3,))
+        tp=(1,), pp=(1,), vpp=(1,), cp=(1,), ep=(1,), zero_stage=(3,),
+        recompute=tuple(m for m in RECOMPUTE_MODES if m != "layer_offload"))  # Megatron-Core's alone
 
 
 def test_an_explicit_plan_on_a_stack_without_its_dimension_is_refused():
@@ -157,14 +159,23 @@ def test_uneven_pipelines_only_where_the_stack_splits_layers_unevenly():
 
 
 def test_a_search_for_a_launch_command_proposes_only_what_its_framework_runs():
-    """`--emit deepspeed` without `--stack`: the physics is the device's default stack, the plans are DeepSpeed's
-    (no virtual stages); without --emit the same search interleaves."""
+    """`--emit deepspeed`: the plans are DeepSpeed's (no virtual stages), whatever stack the physics runs under;
+    without `--stack` on a device with no vendor stack, the physics is DeepSpeed's too. Without --emit the same
+    search interleaves."""
     base = ["train", "search", "--model", "llama2-70b", "--hw", "H100", "--devices", "64", "--top", "10", "--json"]
     free = json.loads(CliRunner().invoke(app, base).output)
+    assert free["used"]["assumptions"]["training_stack"]["id"] == "megatron-core"
     assert any("-vpp1-" not in p["key"] for p in free["plans"])
     ds = json.loads(CliRunner().invoke(app, [*base, "--emit", "deepspeed"]).output)
-    assert ds["used"]["assumptions"]["training_stack"]["id"] == "megatron-core"
+    assert ds["used"]["assumptions"]["training_stack"]["id"] == "deepspeed"
     assert ds["plans"] and all("-vpp1-" in p["key"] for p in ds["plans"])
+    mc = json.loads(CliRunner().invoke(app, [*base, "--emit", "deepspeed", "--stack", "megatron-core"]).output)
+    assert mc["used"]["assumptions"]["training_stack"]["id"] == "megatron-core"
+    assert mc["plans"] and all("-vpp1-" in p["key"] for p in mc["plans"])
+    # a device with its vendor's stack keeps it (Intel's Megatron-DeepSpeed on Gaudi)
+    gaudi = json.loads(CliRunner().invoke(app, ["train", "search", "--model", "llama2-70b", "--hw", "gaudi2",
+                                                "--devices", "64", "--top", "3", "--json", "--emit", "deepspeed"]).output)
+    assert gaudi["used"]["assumptions"]["training_stack"]["id"] == "megatron-deepspeed-gaudi"
 
 
 def test_deepspeed_pipelines_only_with_zero_0_or_1():

@@ -918,7 +918,7 @@ class Assumptions(BaseModel):
 
     def training_stack(self, name: str | None = None, *, field: str = "stack", device: Any = None) -> TrainingStack:
         """The stack ``name`` (case-insensitive); when None, the default for ``device``
-        (``StacksFile.default_stack_for``: MaxText on TPUs, MindSpeed-LLM on Ascend, else Megatron-Core);
+        (``StacksFile.default_stack_for``: MaxText on TPUs, MindSpeed-LLM on Ascend, Intel's Megatron-DeepSpeed on Gaudi, else Megatron-Core);
         UserInputError naming ``field`` and listing the known ones when unknown."""
         key = load_stacks().default_stack_for(device) if name is None else name.strip().casefold()
         try:

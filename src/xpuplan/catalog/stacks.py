@@ -366,7 +366,7 @@ def training_stack(name: str | None = None) -> TrainingStack:
 
 def default_training_stack(device: Any = None) -> TrainingStack:
     """The stack a job that names none runs: the one ``device``'s vendor ships (``hardware_defaults``: MaxText on
-    TPUs, MindSpeed-LLM on Ascend), else the file's ``default_stack`` (Megatron-Core)."""
+    TPUs, MindSpeed-LLM on Ascend, Intel's Megatron-DeepSpeed on Gaudi), else the file's ``default_stack`` (Megatron-Core)."""
     f = load_stacks()
     return f.stacks[f.default_stack_for(device)]
 

@@ -397,7 +397,16 @@ def _uncertainty(e: TrainEstimate, cluster: Cluster, model: ModelArch, job: Trai
 def _stack(ctx: RunContext, req: _TrainCommon, device: Any = None) -> Any:
     """The request's training-stack profile, from the context's assumptions (built-in stacks plus
     any an overrides file changes or adds); without --stack the default for ``device`` (MaxText on TPUs,
-    MindSpeed-LLM on Ascend, else Megatron-Core); UserInputError naming --stack when unknown."""
+    MindSpeed-LLM on Ascend, Intel's Megatron-DeepSpeed on Gaudi), else, with --emit, the profile of the framework the
+    command launches (``train.emit.FRAMEWORK_STACKS``: the run it starts has that framework's physics), else
+    Megatron-Core; UserInputError naming --stack when unknown."""
+    from xpuplan.catalog.stacks import load_stacks
+    from xpuplan.train.emit import FRAMEWORK_STACKS
+
+    if req.stack is None and req.emit is not None and device is not None:
+        f = load_stacks()
+        if f.default_stack_for(device) == f.default_stack:  # no vendor stack for this device
+            return ctx.assumptions().training_stack(FRAMEWORK_STACKS[req.emit], field="--emit", device=device)
     return ctx.assumptions().training_stack(req.stack, field="--stack", device=device)
 
 

@@ -144,7 +144,8 @@ class SearchSpace:
 def stack_space(space: SearchSpace, stack: TrainingStack) -> SearchSpace:
     """``space`` narrowed to what ``stack`` can run (``TrainingStack.parallelism``, ``TrainingStack.zero_stages``):
     size 1 on every model-parallel dimension the stack lacks, its ZeRO stages only (with pp > 1 its
-    ``pipeline_zero_stages``), even pipelines only where it needs them (``TrainingStack.uneven_pipeline``). A restriction the job gave that
+    ``pipeline_zero_stages``), even pipelines only where it needs them (``TrainingStack.uneven_pipeline``), the
+    recompute modes it runs (``layer_offload``, ``partial_recompute``). A restriction the job gave that
     the stack cannot honour at all (``tp`` 2 on a stack without tensor parallelism) is an error naming the field
     (:func:`~xpuplan.train.validity.rule_stack_parallelism`)."""
     updates: dict[str, Any] = {}
@@ -164,6 +165,15 @@ def stack_space(space: SearchSpace, stack: TrainingStack) -> SearchSpace:
         updates["zero_stage"] = zeros
     if space.uneven_pipeline and not stack.uneven_pipeline:
         updates["uneven_pipeline"] = False
+    # recompute modes only some stacks run: Megatron-Core's whole-layer offloading, recomputing chosen layers
+    rec = list(space.recompute or RECOMPUTE_MODES)
+    lacking = {m for m, has in (("layer_offload", stack.layer_offload), ("partial", stack.partial_recompute)) if not has}
+    if lacking & set(rec):
+        kept = tuple(r for r in rec if r not in lacking)
+        if not kept:
+            validity.raise_first([i for i in (validity.rule_layer_offload(rec[0], 1, stack),
+                                              validity.rule_partial_recompute(rec[0], stack)) if i])
+        updates["recompute"] = kept
     if stack.pipeline_zero_stages is not None:
         had = space.pipeline_zero_stage
         piped = tuple(z for z in stack.pipeline_zero_stages if had is None or z in set(had))
