@@ -35,6 +35,7 @@ def _search(stack: str, space: SearchSpace | None = None, model: str = "llama2-7
     ("deepspeed", ("tp", "pp", "cp", "ep"), (0, 1, 2, 3)),
     ("megatron-lm-legacy", ("tp", "pp", "vpp"), (0, 1)),
     ("megatron-deepspeed-gaudi", ("tp", "pp", "ep"), (0, 1)),
+    ("maxtext", ("tp", "pp", "vpp", "cp", "ep"), (0, 1, 3)),
 ])
 def test_the_search_proposes_only_what_the_stack_runs(stack: str, dims: tuple[str, ...], zeros: tuple[int, ...]):
     res = _search(stack)
