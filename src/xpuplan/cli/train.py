@@ -62,10 +62,16 @@ def _print_band(u: Uncertainty | None, prefix: str = "") -> None:
         console.print(line, highlight=False, soft_wrap=True)
 
 
+def _stack_id(res: TrainEstimateResult | TrainSearchResult) -> str:
+    """``; stack: ID`` of the training-stack profile a result ran under (it changes with the device and --emit)."""
+    stack = (res.used.assumptions.get("training_stack") or {}) if res.used is not None else {}
+    return f"; stack: {stack['id']}" if stack.get("id") else ""
+
+
 def _render_estimate(e: TrainEstimateResult) -> None:
     p = e.plan
     console.print(f"[bold]{e.model}[/] on {e.n_devices} x {e.hardware} — plan [bold]{e.key}[/]")
-    console.print(f"  {e.cluster.get('hint')}; efficiency: {e.efficiency_source}", highlight=False)
+    console.print(f"  {e.cluster.get('hint')}; efficiency: {e.efficiency_source}{_stack_id(e)}", highlight=False)
     mem = e.memory
     rows = [
         ["step time", f"{e.step_time_s:.3f} s"],
@@ -277,7 +283,8 @@ def search_cmd(
 
 def _render_search(res: TrainSearchResult) -> None:
     console.print(f"[bold]{res.model}[/] on {res.hardware}: {res.plans_evaluated:,} plans evaluated, "
-                  f"{res.plans_feasible:,} fit, {res.elapsed_s:.2f} s; efficiency: {res.efficiency_source}",
+                  f"{res.plans_feasible:,} fit, {res.elapsed_s:.2f} s; efficiency: {res.efficiency_source}"
+                  f"{_stack_id(res)}",
                   highlight=False)
     rows = []
     for i, e in enumerate(res.plans, 1):
