@@ -178,7 +178,7 @@ def dualpipe_microbatches(pp: int) -> int:
 
 
 def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, modules: tuple[str, ...] | None,
-                         offloaded: tuple[str, ...] | None = None) -> None:
+                         offloaded: tuple[str, ...] | None, zero: int) -> None:
     """The training planner's structural rules for this layout and the training stack (UserInputError naming
     the flag)."""
     from xpuplan.train import validity
@@ -190,8 +190,7 @@ def _train_layout_issues(req: MemoryTrainRequest, model: Any, stack: Any, module
                            validity.rule_sp_divides_seq(sp, req.tp, req.cp, req.seq),
                            validity.rule_ep_divides_dp_cp(req.ep, req.dp, req.cp, req.tp),
                            validity.rule_stack_parallelism(stack, tp=req.tp, pp=req.pp, vpp=req.vpp, cp=req.cp,
-                                                           ep=req.ep, zero_stage=(stack.default_zero_stage()
-                                                                                  if req.zero is None else req.zero),
+                                                           ep=req.ep, zero_stage=zero,
                                                            uneven=model.n_layers % (req.pp * req.vpp) != 0),
                            validity.rule_layer_offload(req.recompute, req.pp, stack),
                            validity.rule_partial_recompute(req.recompute, stack),
@@ -232,13 +231,13 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     # the stack asked for, or the default one (for --hw, the one its vendor ships): its conventions and capabilities
     stack = ctx.assumptions().training_stack(req.stack, field="--stack",
                                              device=ctx.device(req.hw) if req.hw else None)
-    if req.zero is None:  # ZeRO-1, or the stack's nearest where it has none (FSDP: SHARD_GRAD_OP)
-        req = req.model_copy(update={"zero": stack.default_zero_stage()})
+    # ZeRO-1 unless given, or the stack's nearest where it has none (FSDP: SHARD_GRAD_OP)
+    zero = stack.default_zero_stage() if req.zero is None else req.zero
     modules = recompute_module_list(req.recompute_modules, req.flag("recompute_modules"))
     if modules is None and req.recompute == "selective":  # the stack's own selective set, where it has one
         modules = stack_selective_modules(m, stack.selective_modules, f"training_stacks.{stack.id}.selective_modules")
     offloaded = offload_module_list(req.offload_modules, req.flag("offload_modules"))
-    _train_layout_issues(req, m, stack, modules, offloaded)
+    _train_layout_issues(req, m, stack, modules, offloaded, zero)
     # an FP8/FP4 state recipe means FP8/FP4 GEMMs: their saved inputs follow the default training stack
     gemm_precision = next((p for p in ("fp8", "fp4") if req.recipe in (
         default_recipe_for(p), default_recipe_for(p, fp8_primary_weights=True))), "bf16")
@@ -248,7 +247,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     usable_bytes = dev.memory_bytes * (1 - req.reserve) if dev is not None else None
     targets = lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
-                          ep=req.ep, vpp=req.vpp, zero_stage=stack.default_zero_stage() if req.zero is None else req.zero,
+                          ep=req.ep, vpp=req.vpp, zero_stage=zero,
                           recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
                           lora_targets=targets,
@@ -260,7 +259,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
                           moe_act_input_bytes=saved_moe_act_input_bytes(gemm_precision, stack.fp8_moe_act_inputs),
                           offload_modules=offloaded)
     plan: dict[str, Any] = {"tp": req.tp, "pp": req.pp, "dp": req.dp, "cp": req.cp, "ep": req.ep, "vpp": req.vpp,
-            "zero_stage": req.zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
+            "zero_stage": zero, "recompute": req.recompute, "seq_len": req.seq, "micro_batch": req.micro_batch,
             "grad_accum": req.grad_accum,
             "ep_overlap": req.ep_overlap, "stack": stack.id, "pipeline_schedule": "dualpipe" if dualpipe else "1f1b"}
     # what a selective plan re-runs, in Megatron-Core's names and order

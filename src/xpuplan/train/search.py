@@ -129,16 +129,16 @@ class SearchSpace:
             validity.check_recompute(r)
         for z in self.zero_stage or ():
             validity.check_zero_stage(z)
-        for mods in self.offload_sets or ():
-            bad = [m for m in mods if m not in OFFLOAD_MODULES]
-            if not mods or bad or len(set(mods)) != len(mods):
-                raise UserInputError(f"offloading set {list(mods)}: give distinct modules of {', '.join(OFFLOAD_MODULES)}",
-                                     field="offload_sets")
-        for mods in self.recompute_sets or ():
-            bad = [m for m in mods if m not in RECOMPUTE_MODULES]
-            if not mods or bad or len(set(mods)) != len(mods):
-                raise UserInputError(f"recompute set {list(mods)}: give distinct modules of {', '.join(RECOMPUTE_MODULES)}",
-                                     field="recompute_sets")
+        _check_module_sets(self.offload_sets, OFFLOAD_MODULES, "offloading set", "offload_sets")
+        _check_module_sets(self.recompute_sets, RECOMPUTE_MODULES, "recompute set", "recompute_sets")
+
+
+def _check_module_sets(sets: Sequence[tuple[str, ...]] | None, vocabulary: Sequence[str], what: str,
+                       field: str) -> None:
+    """Each set of a search space's module sets is non-empty and names distinct modules of ``vocabulary``."""
+    for mods in sets or ():
+        if not mods or any(m not in vocabulary for m in mods) or len(set(mods)) != len(mods):
+            raise UserInputError(f"{what} {list(mods)}: give distinct modules of {', '.join(vocabulary)}", field=field)
 
 
 def stack_space(space: SearchSpace, stack: TrainingStack) -> SearchSpace:
