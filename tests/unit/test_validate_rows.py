@@ -62,6 +62,12 @@ def test_measured_value_must_be_a_positive_number(tmp_path, value):
     assert "positive" in e.message or "not a number" in e.message
 
 
+@pytest.mark.parametrize("grade", ["Z", "", "a", "AB"])
+def test_a_rows_trust_grade_must_be_one_of_a_to_d(tmp_path, grade):
+    e = error(write(tmp_path, (HEADER + ROW + ROW.replace("R1", "R2").replace(",A,", f",{grade},")).encode()))
+    assert e.field == "trust" and e.line == 3 and "A, B, C, D" in e.message
+
+
 def test_device_count_must_be_a_positive_whole_number(tmp_path):
     for n in ("0", "2.5"):
         e = error(write(tmp_path, (HEADER + ROW.replace(",8,", f",{n},")).encode()))

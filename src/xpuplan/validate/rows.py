@@ -145,11 +145,15 @@ def parse_rows(text: str, path: str) -> list[ValidationRow]:
         if rid in seen:
             raise UserInputError(f"id {echo(rid)} already used on line {seen[rid]}", file=path, line=line, field="id")
         seen[rid] = line
+        trust = (raw["trust"] or "").strip()
+        if trust not in TRUST_GRADES:
+            raise UserInputError(f"trust grade must be one of {', '.join(TRUST_GRADES)} (A: primary source with the "
+                                 f"configuration; D: loosest), got {echo(trust)}", file=path, line=line, field="trust")
         value = _positive(raw, "value", path, line, integer=False)
         n = int(_positive(raw, "n_devices", path, line, integer=True))
         row = ValidationRow(
             id=rid, kind=(raw["kind"] or "").strip(), metric=(raw["metric"] or "").strip(), value=value,
-            trust=(raw["trust"] or "").strip(), source=raw["source"] or "", hardware=(raw["hardware"] or "").strip(),
+            trust=trust, source=raw["source"] or "", hardware=(raw["hardware"] or "").strip(),
             n_devices=n, precision=(raw["precision"] or "").strip(),
             raw={k: (v or "") for k, v in raw.items() if k is not None}, file=path, line=line,
         )
