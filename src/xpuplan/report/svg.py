@@ -17,7 +17,10 @@ LEAF_COLOURS = {
     "hardware_cost": "#bf8f00", "operations_cost": "#ffc000", "development_cost": "#ffe699",
     "technical_risk": "#843c0c", "supply_chain": "#c55a11", "lock_in": "#f4b183",
 }
-LINE_COLOURS = ["#1f4e79", "#70ad47", "#ffc000", "#c55a11", "#7030a0", "#5b9bd5", "#a5a5a5", "#843c0c"]
+#: Series colours in order; twelve distinct ones, so a step-time bar's parts (up to twelve: compute, recomputation, the
+#: six collectives, bubble, offload copies, optimizer, overhead) never share a colour.
+LINE_COLOURS = ["#1f4e79", "#70ad47", "#ffc000", "#c55a11", "#7030a0", "#5b9bd5", "#a5a5a5", "#843c0c",
+                "#17a2b8", "#e377c2", "#bcbd22", "#1b1b1b"]
 FONT = "font-family='Inter, Segoe UI, Helvetica, Arial, sans-serif'"
 
 

@@ -74,8 +74,11 @@ def _headline(res: TrainSearchResult, lang: str = "en") -> list[tuple[str, str]]
 
 
 def _searched(res: TrainSearchResult, lang: str) -> str:
-    return t("train.searched", lang, evaluated=f"{res.plans_evaluated:,}", fit=f"{res.plans_feasible:,}",
+    line = t("train.searched", lang, evaluated=f"{res.plans_evaluated:,}", fit=f"{res.plans_feasible:,}",
              elapsed=f"{res.elapsed_s:.2f}", source=res.efficiency_source)
+    stack = (res.used.assumptions.get("training_stack") or {}) if res.used is not None else {}
+    sep = "；" if lang == "zh" else "; "
+    return line + (sep + t("train.stack", lang, stack=stack["id"]) if stack.get("id") else "")
 
 
 def step_part_name(part: str, lang: str = "en") -> str:
