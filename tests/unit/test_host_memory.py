@@ -88,7 +88,8 @@ def test_cli_host_figure_override_changes_the_answer(monkeypatch: pytest.MonkeyP
     assert plan["memory"]["host_offload_bytes"] <= plan["memory"]["host_usable_bytes"]
     # the result lists the host figure it used, with its source
     used = {f["path"]: f for f in out["used"]["figures"]}
-    assert used["host_memory.capacity_gib"]["value"] == 256 * GiB and "DGX" in used["host_memory.capacity_gib"]["source"]
+    # held as host_memory.capacity_gb (bytes, as device memory is), read from the file key host_memory.capacity_gib
+    assert used["host_memory.capacity_gb"]["value"] == 256 * GiB and "DGX" in used["host_memory.capacity_gb"]["source"]
     r = run("--hw-figure", "H100:host_memory.capacity_gib=4096", *_SEARCH)
     assert r.exit_code == 0, r.output
     roomy = json.loads(r.stdout)["plans"][0]

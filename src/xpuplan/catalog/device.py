@@ -24,7 +24,8 @@ _SUFFIX_UNITS: tuple[tuple[str, float, str], ...] = (
 
 #: File keys that print one runtime figure in another unit: the figure is held (in SI bytes) under
 #: the canonical path, and ``Figure.printed_unit_key`` keeps the key the file or user used.
-CANONICAL_PATH: dict[str, str] = {"memory.capacity_gib": "memory.capacity_gb"}
+CANONICAL_PATH: dict[str, str] = {"memory.capacity_gib": "memory.capacity_gb",
+                                   "host_memory.capacity_gib": "host_memory.capacity_gb"}
 
 
 def canonical_path(path: str) -> str:
@@ -153,7 +154,8 @@ class Device:
 
     # -- figure access ------------------------------------------------------------------
     def figure(self, path: str) -> Figure | None:
-        return self.figures.get(path)
+        """The figure at ``path``, a runtime path or the file key that prints it in another unit (``*_gib``)."""
+        return self.figures.get(canonical_path(path))
 
     def missing_figure(self, path: str, what: str, *, also: str = "", field: str | None = None) -> UserInputError:
         """The one error a planner raises when ``path`` is missing: names the figure and how to
@@ -252,9 +254,10 @@ class Device:
 
     @property
     def host_memory_bytes(self) -> float | None:
-        """Host CPU memory per device in the catalog's reference system, bytes (``host_memory.capacity_gib``: the
-        system's DRAM over its devices); None when the catalog has no figure (then nothing checks it)."""
-        fig = self.figures.get("host_memory.capacity_gib")
+        """Host CPU memory per device in the catalog's reference system, bytes (file key ``host_memory.capacity_gib``,
+        held as ``host_memory.capacity_gb`` like device memory: the system's DRAM over its devices); None when the
+        catalog has no figure (then nothing checks it)."""
+        fig = self.figures.get("host_memory.capacity_gb")
         return fig.value if fig else None
 
     @property

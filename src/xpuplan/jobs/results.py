@@ -164,11 +164,11 @@ def clean(obj: Any) -> Any:
 #: Figures the training planner reads from a device (besides the peak of the chosen precision).
 TRAIN_FIGURES: Final = ("memory.capacity_gb", "memory.bandwidth_gb_per_s", "scale_up.bandwidth_gb_per_s_per_direction",
                         "scale_out.nic_gbit_per_s_per_device", "power.tdp_w", "host_link.bandwidth_gb_per_s_per_direction",
-                        "host_memory.capacity_gib")
+                        "host_memory.capacity_gb")
 #: Figures the serving planner reads.
 SERVE_FIGURES: Final = ("memory.capacity_gb", "memory.bandwidth_gb_per_s", "scale_up.bandwidth_gb_per_s_per_direction")
 #: Figures the memory commands read.
-MEMORY_FIGURES: Final = ("memory.capacity_gb", "host_memory.capacity_gib")
+MEMORY_FIGURES: Final = ("memory.capacity_gb", "host_memory.capacity_gb")
 
 
 def figures_used(device: Device, paths: Iterable[str]) -> list[FigureUsed]:
