@@ -98,7 +98,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-__version__ = "0.4.32"
+__version__ = "0.4.33"
 
 __all__ = [
     "SLO",

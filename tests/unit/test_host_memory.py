@@ -35,7 +35,11 @@ def test_the_catalog_gives_the_reference_systems_host_memory_per_device() -> Non
     assert fig is not None and fig.high == 512 * GiB and fig.source.url  # upgradable to 4 TB; sourced
     assert cat.get("google-tpu-v5e").host_memory_bytes == 64 * GiB  # 512 GiB per 8-chip host
     assert cat.get("google-tpu-v6e").host_memory_bytes == 192 * GiB  # 1,536 GiB per 8-chip host
-    assert cat.get("amd-mi300x-192gb").host_memory_bytes is None  # no reference system in the catalog
+    assert cat.get("amd-mi300x-192gb").host_memory_bytes == 192 * GiB  # AMD's MLPerf system: 1.5 TiB / 8
+    assert cat.get("amd-mi355x-288gb").host_memory_bytes == 384 * GiB  # AMD's MLPerf nodes: 3 TiB / 8
+    assert cat.get("intel-gaudi2").host_memory_bytes == 128 * GiB  # HLS-Gaudi2: 1 TB / 8
+    assert cat.get("intel-gaudi3").host_memory_bytes == 128 * GiB  # HLS-Gaudi3: 1 TB / 8
+    assert cat.get("amd-mi325x-256gb").host_memory_bytes is None  # no reference system in the catalog
 
 
 def test_a_plan_whose_offloaded_activations_exceed_the_host_does_not_fit() -> None:
@@ -64,7 +68,7 @@ def test_the_search_never_returns_a_plan_the_host_cannot_hold() -> None:
 
 
 def test_a_device_without_a_host_figure_says_the_host_is_not_checked() -> None:
-    cl = Cluster.from_catalog("amd-mi300x-192gb", 64)
+    cl = Cluster.from_catalog("amd-mi325x-256gb", 64)
     plan = make_plan(model=L405, n_devices=64, global_batch_seqs=JOB.global_batch_seqs, zero_stage=3,
                      recompute="layer_offload", micro_batch=1)
     e = estimate(L405, cl, plan, JOB)
