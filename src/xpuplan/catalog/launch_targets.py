@@ -221,6 +221,8 @@ class Segment:
         problems, kv = check_argv(prog.flags, self.args, positionals=self.positionals, overrides=self.overrides)
         if self.target == "bridge":
             problems += _bridge_overrides(t, kv) + _bridge_recipe(t, self.args)
+        elif t.extra("env") is not None:
+            problems += _env_assignments(t, kv)
         elif kv:
             problems += [f"unexpected override {x!r}" for x in kv]
         if self.target == "torchtitan":
@@ -240,6 +242,23 @@ def _bridge_overrides(t: LaunchTarget, kv: list[str]) -> list[str]:
         section, _, name = key.partition(".")
         if section not in over or name not in over[section]:
             out.append(f"unknown override {key} (not a recorded ConfigContainer field)")
+    return out
+
+
+def _env_assignments(t: LaunchTarget, kv: list[str]) -> list[str]:
+    """``NAME=VALUE`` environment assignments a script target reads (its recorded ``env``): the name is one the
+    script reads, the value of the recorded type or among the recorded choices."""
+    env: dict[str, FlagSpec] = t.extra("env") or {}
+    out: list[str] = []
+    for item in kv:
+        name, _, value = item.partition("=")
+        if name not in env:
+            out.append(f"unknown variable {name} (the pinned script does not read it)")
+            continue
+        kind, choices, _ = _spec_parts(env[name])
+        p = _value_problem(name, value, kind, choices)
+        if p:
+            out.append(p)
     return out
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from xpuplan.jobs.train import TrainEstimateResult, TrainSearchResult
 
 #: ``--emit`` choices (checked by the request model; ``xpuplan.jobs.train.FRAMEWORKS``).
-FRAMEWORKS_HELP = "megatron | bridge | torchtitan | deepspeed"
+FRAMEWORKS_HELP = "megatron | bridge | torchtitan | deepspeed | gaudi"
 
 app = typer.Typer(help="Training planner: estimate a parallel plan or search for the best one.", no_args_is_help=True)
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from xpuplan.workload.training import TrainingJob, TrainingScenario
 
 #: Frameworks ``--emit`` knows (kept in step with ``xpuplan.train.emit.FRAMEWORKS`` by a test).
-FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
+FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed", "gaudi")
 #: Throughput gain above which the search suggests --uneven-pipeline.
 UNEVEN_HINT_GAIN: Final = 1.10
 #: Largest batch of tokens per optimizer step accepted (2**36 ~ 69G tokens; published runs use <= 2**26).
@@ -507,7 +507,7 @@ def _int_list(text: str | None, field: str) -> list[int] | None:
 
 def _space(req: TrainSearchRequest, sc: TrainingScenario | None) -> SearchSpace:
     from xpuplan.train import SearchSpace
-    from xpuplan.train.emit import MODULE_OFFLOAD_FRAMEWORKS, MODULE_RECOMPUTE_FRAMEWORKS
+    from xpuplan.train.emit import FRAMEWORK_RECOMPUTE, MODULE_OFFLOAD_FRAMEWORKS, MODULE_RECOMPUTE_FRAMEWORKS
     from xpuplan.workload.training import PlanIn
 
     pin = sc.plan if sc and sc.plan else PlanIn()
@@ -518,7 +518,8 @@ def _space(req: TrainSearchRequest, sc: TrainingScenario | None) -> SearchSpace:
         cp=_int_list(req.cp, "--cp") or ([pin.cp] if pin.cp else None),
         ep=_int_list(req.ep, "--ep") or ([pin.ep] if pin.ep else None),
         zero_stage=zero or ([pin.zero_stage] if pin.zero_stage is not None else None),
-        recompute=str_list(req.recompute) or ([pin.recompute] if pin.recompute else None),  # type: ignore[arg-type]
+        recompute=str_list(req.recompute) or ([pin.recompute] if pin.recompute else None)  # type: ignore[arg-type]
+        or (list(FRAMEWORK_RECOMPUTE[req.emit]) if req.emit in FRAMEWORK_RECOMPUTE else None),
         micro_batch=_int_list(req.micro_batch, "--micro-batch") or ([pin.micro_batch] if pin.micro_batch else None),
         precision=str_list(req.precision) or [pin.precision or "bf16"],  # type: ignore[arg-type]
         uneven_pipeline=req.uneven_pipeline,

@@ -1,4 +1,5 @@
-"""Launch commands that realise a training plan in Megatron-LM, Megatron-Bridge, torchtitan or DeepSpeed.
+"""Launch commands that realise a training plan in Megatron-LM, Megatron-Bridge, torchtitan, DeepSpeed or Intel's
+Megatron-DeepSpeed for Gaudi.
 
 ``emit_launch(plan, model, cluster, job, framework)`` returns a :class:`LaunchPlan` for the release
 pinned in ``catalog/data/launch_targets.yaml``: the ``torchrun`` (or ``deepspeed``) launcher for the
@@ -28,7 +29,7 @@ from xpuplan.train.plan import ParallelPlan
 from xpuplan.train.validity import EDGE_PIPELINE_SLOTS
 from xpuplan.workload.training import TrainingJob
 
-FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed")
+FRAMEWORKS: Final = ("megatron", "bridge", "torchtitan", "deepspeed", "gaudi")
 
 #: The frameworks whose launch command can say fine-grained activation offloading (Megatron-Core
 #: ``--offload-modules``): a search for another framework's command does not choose it.
@@ -41,7 +42,10 @@ MODULE_RECOMPUTE_FRAMEWORKS: Final = ("megatron", "bridge")
 #: a search for that command proposes only the parallelism, ZeRO stages and pipeline splits the framework can run
 #: (``train.search.stack_space``), whatever stack the physics runs under.
 FRAMEWORK_STACKS: Final = {"megatron": "megatron-core", "bridge": "nemo", "torchtitan": "torchtitan",
-                           "deepspeed": "deepspeed"}
+                           "deepspeed": "deepspeed", "gaudi": "megatron-deepspeed-gaudi"}
+#: The recompute modes a framework's command can say, where it cannot say them all: Intel's run_llama.sh has
+#: HL_CKP_ACT 0 (none), 1 (full, uniform) and 2 (selective) only. A search for its command proposes no other.
+FRAMEWORK_RECOMPUTE: Final = {"gaudi": ("none", "full", "selective")}
 #: Port the emitted multi-node rendezvous uses (torchrun's default master port).
 RDZV_PORT: Final = 29500
 #: Devices per node the launcher assumes when the scale-up domain is larger than a node (NVL72 racks).
@@ -540,7 +544,92 @@ def _deepspeed(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Trai
                       title=f"{cluster.n_devices} devices, {_nodes(cluster)} node(s)")
 
 
-_EMITTERS: Final = {"megatron": _megatron, "bridge": _bridge, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
+# =================================================================================================
+# Intel Gaudi: HabanaAI/Megatron-DeepSpeed scripts/run_llama.sh
+# =================================================================================================
+#: HL_CKP_ACT of each recompute mode run_llama.sh can say (1: --recompute-granularity=full --recompute-method
+#: uniform; 2: --recompute-granularity=selective, Megatron's core-attention recomputation)
+_GAUDI_CKP_ACT: Final = {"none": "0", "full": "1", "selective": "2"}
+
+
+def gaudi_llama_shape(model: ModelArch) -> tuple[str, str] | None:
+    """(HL_LLAMA_VER, HL_LLAMA_MODEL_SIZE) of the LLaMA shape run_llama.sh builds that ``model`` is (layers,
+    hidden, heads, KV heads, FFN width and the version's tokenizer vocabulary all equal), None when none is; where
+    two versions build the same shape (LLaMA 1 and 2 at 7B and 13B), the one the model's id names."""
+    if model.moe is not None or model.mla is not None or model.mlp != "gated":
+        return None
+    t = target("gaudi")
+    shapes: dict[str, dict[str, list[int]]] = t.extra("llama_shapes") or {}
+    vocab: dict[str, int] = t.extra("llama_vocab") or {}
+    want = [model.n_layers, model.d_model, model.n_heads, model.n_kv_heads or model.n_heads, model.ffn_dim]
+    hits = [(ver, size) for ver, sizes in shapes.items() for size, shape in sizes.items()
+            if shape == want and vocab.get(ver) == model.vocab_size]
+    if not hits:
+        return None
+    named = model.id.replace("-", "").replace(".", "")
+    for ver, size in hits:
+        if f"llama{ver.replace('.', '')}" in named:
+            return ver, size
+    return hits[0]
+
+
+def _gaudi(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob,
+           stack: TrainingStack, offload_layers: int = 0, recompute_layers: int = 0) -> LaunchPlan:
+    dev = cluster.device
+    if dev.vendor != "Intel":
+        raise UserInputError(f"--emit gaudi writes Intel's Megatron-DeepSpeed scripts for Gaudi; {dev.id} is not a "
+                             "Gaudi: use --emit megatron, bridge, torchtitan or deepspeed", field="emit")
+    shape = gaudi_llama_shape(model)
+    if shape is None:
+        raise UserInputError(f"--emit gaudi writes scripts/run_llama.sh, which builds the LLaMA 1, LLaMA 2 and Llama "
+                             f"3.1 shapes only (7-405B); {model.id} is none of them (Mixtral is scripts/run_mixtral.sh, "
+                             "not emitted)", field="emit")
+    if job.method != "full":
+        raise UserInputError(f"--emit gaudi: run_llama.sh pre-trains (full training); {job.method} is Optimum "
+                             "Habana's (not emitted)", field="emit")
+    problems = [f"{name} {value}" for name, value in (("cp", plan.cp), ("ep", plan.ep), ("vpp", plan.vpp))
+                if value > 1]
+    if problems:
+        raise UserInputError(f"--emit gaudi: run_llama.sh runs tp, pp and dp only; the plan has {', '.join(problems)}",
+                             field="emit")
+    if plan.recompute not in _GAUDI_CKP_ACT or (plan.recompute == "partial" and recompute_layers):
+        raise UserInputError(f"--emit gaudi: run_llama.sh recomputes none, full or selective (HL_CKP_ACT); the plan's "
+                             f"recompute is {plan.recompute}: give --recompute none, full or selective", field="emit")
+    if plan.precision not in ("bf16", "fp8"):
+        raise UserInputError(f"--emit gaudi: run_llama.sh trains in bf16, or fp8 with Intel Gaudi's Transformer "
+                             f"Engine; the plan's precision is {plan.precision}", field="emit")
+    if plan.zero_stage > 1:
+        raise UserInputError(f"--emit gaudi: run_llama.sh's DeepSpeed pipeline runs ZeRO 0 or 1; the plan has ZeRO "
+                             f"{plan.zero_stage}", field="emit")
+    if model.n_layers % plan.pp:
+        raise UserInputError(f"--emit gaudi: run_llama.sh needs the {model.n_layers} layers divisible by pp "
+                             f"{plan.pp}", field="emit")
+    ver, size = shape
+    nodes, per_node = _nodes(cluster), _per_node(cluster)
+    env = [f"HL_NUM_NODES={nodes}", f"HL_DEVICES_PER_NODE={per_node}", f"HL_DP={plan.dp}", f"HL_TP={plan.tp}",
+           f"HL_PP={plan.pp}", f"HL_LLAMA_VER={ver}", f"HL_LLAMA_MODEL_SIZE={size}", f"HL_SEQ_LEN={job.seq_len}",
+           f"HL_MICRO_BATCH={plan.micro_batch}", f"HL_GBS={plan.global_batch_seqs}",
+           f"HL_TRAIN_ITERS={_train_iters(job, plan)}", f"HL_ZERO_STAGE={plan.zero_stage}",
+           f"HL_SEQ_PARALLEL={1 if plan.sp and plan.tp > 1 else 0}", f"HL_CKP_ACT={_GAUDI_CKP_ACT[plan.recompute]}",
+           f"HL_USE_TRANSFORMER_ENGINE={1 if plan.precision == 'fp8' else 0}"]
+    notes = ["run from a clone of HabanaAI/Megatron-DeepSpeed at the pinned commit, in Intel's Gaudi PyTorch container "
+             "of the same software release; the script reads the indexed dataset and tokenizer.model from "
+             "HL_DATA_DIR_ROOT (default /data/datasets/red_pajama, prefix HL_DATA_FILE_PREFIX)"]
+    if nodes > 1:
+        env.append("HL_HOSTSFILE=hostsfile")
+        notes.append(f"hostsfile: one line per node ('HOSTNAME slots={per_node}'), {nodes} nodes; the first is the "
+                     "master (scripts/hostsfile is the template)")
+    if plan.pp > 1 and plan.grad_accum % plan.pp:
+        notes.append(f"the script's comment asks for micro-batches per pipeline ({plan.grad_accum}) divisible by pp "
+                     f"({plan.pp})")
+    seg = Segment("gaudi", "run_llama.sh", ("env",), (*env, "bash", "scripts/run_llama.sh"), positionals=2,
+                  overrides=True)
+    return LaunchPlan("gaudi", (Command("train", (seg,)),), notes=tuple(notes),
+                      title=f"{cluster.n_devices} devices, {nodes} node(s)")
+
+
+_EMITTERS: Final = {"megatron": _megatron, "bridge": _bridge, "torchtitan": _torchtitan, "deepspeed": _deepspeed,
+                    "gaudi": _gaudi}
 
 
 def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str,
