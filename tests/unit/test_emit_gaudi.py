@@ -45,6 +45,8 @@ def test_the_command_sets_what_the_plan_assumed_and_the_script_reads_it() -> Non
     assert env["HL_SEQ_LEN"] == "8192" and env["HL_ZERO_STAGE"] == "1" and env["HL_SEQ_PARALLEL"] == "1"
     assert env["HL_CKP_ACT"] == "2"  # selective
     assert env["HL_USE_TRANSFORMER_ENGINE"] == "1"  # fp8 through Intel Gaudi's Transformer Engine
+    assert env["HL_TOKENIZER_TYPE"] == "Llama3Tokenizer"
+    assert any("HL_USE_CACHE_FP8_WEIGHT" in n for n in launch.notes)  # Intel's speed-up named, not silently set
     assert env["HL_TRAIN_ITERS"] == str(int(1e9 // (PLAN.global_batch_seqs * 8192)))
     assert env["HL_HOSTSFILE"] == "hostsfile" and any("hostsfile" in n for n in launch.notes)  # 8 nodes
     assert launch.pinned.version in launch.to_text()

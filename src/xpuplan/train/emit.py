@@ -611,14 +611,20 @@ def _gaudi(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Training
            f"HL_MICRO_BATCH={plan.micro_batch}", f"HL_GBS={plan.global_batch_seqs}",
            f"HL_TRAIN_ITERS={_train_iters(job, plan)}", f"HL_ZERO_STAGE={plan.zero_stage}",
            f"HL_SEQ_PARALLEL={1 if plan.sp and plan.tp > 1 else 0}", f"HL_CKP_ACT={_GAUDI_CKP_ACT[plan.recompute]}",
-           f"HL_USE_TRANSFORMER_ENGINE={1 if plan.precision == 'fp8' else 0}"]
+           f"HL_USE_TRANSFORMER_ENGINE={1 if plan.precision == 'fp8' else 0}",
+           f"HL_TOKENIZER_TYPE={(target('gaudi').extra('llama_tokenizer') or {})[ver]}"]
     notes = ["run from a clone of HabanaAI/Megatron-DeepSpeed at the pinned commit, in Intel's Gaudi PyTorch container "
              "of the same software release; the script reads the indexed dataset and tokenizer.model from "
              "HL_DATA_DIR_ROOT (default /data/datasets/red_pajama, prefix HL_DATA_FILE_PREFIX)"]
+    if plan.precision == "fp8":
+        notes.append("Intel's README adds HL_USE_CACHE_FP8_WEIGHT=1 and HL_USE_CACHE_FP8_WEIGHT_FWD=1 for speed when "
+                     "memory allows: cached FP8 copies of the weights (about 1 byte per local parameter each) that "
+                     "this estimate neither counts nor credits")
     if nodes > 1:
         env.append("HL_HOSTSFILE=hostsfile")
         notes.append(f"hostsfile: one line per node ('HOSTNAME slots={per_node}'), {nodes} nodes; the first is the "
-                     "master (scripts/hostsfile is the template)")
+                     "master (scripts/hostsfile is the template); HL_DATA_DIR_ROOT and HL_RESULTS_DIR must be shared "
+                     "and writable on every node")
     if plan.pp > 1 and plan.grad_accum % plan.pp:
         notes.append(f"the script's comment asks for micro-batches per pipeline ({plan.grad_accum}) divisible by pp "
                      f"({plan.pp})")
