@@ -48,7 +48,7 @@ def test_preset_answer_matches_the_documented_matrix(name):
     guide, ours, winner = _table()[name]
     r = recommend(name, samples=0)
     top = r.options[0]
-    # a documented winner within TIE_POINTS of the top is a tie, not drift (e.g. H100 vs H200 for LoRA)
+    # a documented winner within TIE_POINTS of the top is a tie, not drift
     near = {o.key for o in r.options if top.score - o.score <= TIE_POINTS}
     assert _category(top) == ours and winner in near, (
         f"{name}: engine now answers {_category(top)} / {top.key}; update docs/decide.md "
