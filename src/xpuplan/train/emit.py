@@ -640,7 +640,7 @@ _EMITTERS: Final = {"megatron": _megatron, "bridge": _bridge, "torchtitan": _tor
 
 def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: TrainingJob, framework: str,
                 stack: TrainingStack | None = None, offload_layers: int = 0, recompute_layers: int = 0) -> LaunchPlan:
-    """The launch command of ``plan`` for ``framework`` (megatron, bridge, torchtitan, deepspeed).
+    """The launch command of ``plan`` for ``framework`` (megatron, bridge, torchtitan, deepspeed, gaudi).
     ``stack``: the training-stack profile the estimate ran under (default stack when None); the
     overlaps it assumed (TP communication, MoE all-to-all) are switched on in the command.
     ``offload_layers``: the layers a ``layer_offload`` plan offloads (``MemoryBreakdown.offload_layers``);
@@ -661,7 +661,7 @@ def emit_launch(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Tra
         emitter = _EMITTERS[framework]
     except KeyError:
         raise UserInputError(f"unknown framework {framework!r}; choose {', '.join(FRAMEWORKS)}", field="emit") from None
-    if cluster.device.kind.upper() == "TPU":  # all four are PyTorch-distributed (NCCL/HCCL) launchers
+    if cluster.device.kind.upper() == "TPU":  # all five are PyTorch-distributed launchers (NCCL, RCCL, HCCL)
         raise UserInputError(f"--emit {framework}: {framework} does not run on TPUs ({cluster.device.id}); "
                              "TPU training runs on JAX (MaxText) or PyTorch/XLA", field="--emit")
     st = stack or default_training_stack(cluster.device)
