@@ -117,3 +117,16 @@ def test_long_simulations_belong_in_the_background(client: TestClient) -> None:
     assert r.status_code == 422 and r.json()["field"] == "duration" and "/api/v1/jobs" in r.json()["hint"]
     r = client.post("/api/v1/simulate", json={"scenario": {**sim, "duration_s": 86_400}})
     assert r.status_code == 422 and r.json()["field"] == "scenario.duration_s"
+
+
+def test_gaudi_launch_over_http(client: TestClient) -> None:
+    """``emit: gaudi`` returns the CLI's document (Intel's run_llama.sh command); a model the script does not build
+    is 422 naming ``emit``."""
+    body = {"model": "llama3.1-8b", "hw": "gaudi2", "devices": 8, "tp": 1, "emit": "gaudi"}
+    r = client.post("/api/v1/train/estimate", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json() == _cli("train", "estimate", "--model", "llama3.1-8b", "--hw", "gaudi2", "--devices", "8", "--tp",
+                            "1", "--emit", "gaudi")
+    assert r.json()["launch"]["target"] == "gaudi" and r.json()["launch"]["problems"] == []
+    r = client.post("/api/v1/train/estimate", json={**body, "model": "qwen2.5-7b"})
+    assert r.status_code == 422 and r.json()["field"] == "emit", r.text
