@@ -592,7 +592,7 @@ def _gaudi(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Training
     if problems:
         raise UserInputError(f"--emit gaudi: run_llama.sh runs tp, pp and dp only; the plan has {', '.join(problems)}",
                              field="emit")
-    if plan.recompute not in _GAUDI_CKP_ACT or (plan.recompute == "partial" and recompute_layers):
+    if plan.recompute not in _GAUDI_CKP_ACT:
         raise UserInputError(f"--emit gaudi: run_llama.sh recomputes none, full or selective (HL_CKP_ACT); the plan's "
                              f"recompute is {plan.recompute}: give --recompute none, full or selective", field="emit")
     if plan.precision not in ("bf16", "fp8"):
@@ -606,6 +606,9 @@ def _gaudi(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Training
                              f"{plan.pp}", field="emit")
     ver, size = shape
     nodes, per_node = _nodes(cluster), _per_node(cluster)
+    if nodes * per_node != cluster.n_devices:  # the script exits unless HL_NUM_NODES * HL_DEVICES_PER_NODE == dp·tp·pp
+        raise UserInputError(f"--emit gaudi: run_llama.sh runs whole {per_node}-card servers; {cluster.n_devices} "
+                             f"devices is not a multiple of {per_node}", field="emit")
     env = [f"HL_NUM_NODES={nodes}", f"HL_DEVICES_PER_NODE={per_node}", f"HL_DP={plan.dp}", f"HL_TP={plan.tp}",
            f"HL_PP={plan.pp}", f"HL_LLAMA_VER={ver}", f"HL_LLAMA_MODEL_SIZE={size}", f"HL_SEQ_LEN={job.seq_len}",
            f"HL_MICRO_BATCH={plan.micro_batch}", f"HL_GBS={plan.global_batch_seqs}",
