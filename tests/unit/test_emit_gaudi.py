@@ -78,9 +78,9 @@ def test_the_model_is_matched_to_the_shape_the_script_builds() -> None:
     (ParallelPlan(tp=8, pp=1, dp=8, sp=True, zero_stage=1, recompute="offload", micro_batch=1, grad_accum=32),
      "llama3.1-70b", "gaudi2", "offload"),
     (ParallelPlan(tp=8, pp=1, dp=8, sp=True, zero_stage=3, recompute="full", micro_batch=1, grad_accum=32),
-     "llama3.1-70b", "gaudi3", "ZeRO 3"),
+     "llama3.1-70b", "gaudi3", "zero_stage 3"),
     (ParallelPlan(tp=8, pp=3, dp=1, sp=True, zero_stage=1, recompute="full", micro_batch=1, grad_accum=32),
-     "llama3.1-70b", "gaudi2", "divisible by pp 3"),
+     "llama3.1-70b", "gaudi2", "divide evenly"),
     (ParallelPlan(tp=4, pp=1, dp=3, sp=True, zero_stage=1, recompute="full", micro_batch=1, grad_accum=32),
      "llama3.1-8b", "gaudi2", "not a multiple of 8"),
 ])

@@ -19,11 +19,12 @@ import json
 from typing import Any, Final
 
 from xpuplan.catalog.launch_targets import Command, LaunchPlan, Segment, check_keys, target
-from xpuplan.catalog.stacks import TrainingStack, default_training_stack
+from xpuplan.catalog.stacks import TrainingStack, default_training_stack, training_stack
 from xpuplan.errors import UserInputError
 from xpuplan.models.arch import ModelArch
 from xpuplan.perf.memory import expert_tensor_parallel
 from xpuplan.perf.recompute import ordered_offload_modules, ordered_selective_modules
+from xpuplan.train import validity
 from xpuplan.train.cluster import Cluster
 from xpuplan.train.plan import ParallelPlan
 from xpuplan.train.validity import EDGE_PIPELINE_SLOTS
@@ -587,23 +588,18 @@ def _gaudi(plan: ParallelPlan, model: ModelArch, cluster: Cluster, job: Training
     if job.method != "full":
         raise UserInputError(f"--emit gaudi: run_llama.sh pre-trains (full training); {job.method} is Optimum "
                              "Habana's (not emitted)", field="emit")
-    problems = [f"{name} {value}" for name, value in (("cp", plan.cp), ("ep", plan.ep), ("vpp", plan.vpp))
-                if value > 1]
-    if problems:
-        raise UserInputError(f"--emit gaudi: run_llama.sh runs tp, pp and dp only; the plan has {', '.join(problems)}",
-                             field="emit")
+    # what Intel's stack runs (its profile: tp, pp, even stages, ZeRO 0/1), the rule every estimate applies
+    issue = validity.rule_stack_parallelism(training_stack(FRAMEWORK_STACKS["gaudi"]), tp=plan.tp, pp=plan.pp,
+                                            vpp=plan.vpp, cp=plan.cp, ep=plan.ep, zero_stage=plan.zero_stage,
+                                            uneven=model.n_layers % (plan.pp * plan.vpp) != 0)
+    if issue is not None:
+        raise UserInputError(f"--emit gaudi: {issue.message}", field="emit")
     if plan.recompute not in _GAUDI_CKP_ACT:
         raise UserInputError(f"--emit gaudi: run_llama.sh recomputes none, full or selective (HL_CKP_ACT); the plan's "
                              f"recompute is {plan.recompute}: give --recompute none, full or selective", field="emit")
     if plan.precision not in ("bf16", "fp8"):
         raise UserInputError(f"--emit gaudi: run_llama.sh trains in bf16, or fp8 with Intel Gaudi's Transformer "
                              f"Engine; the plan's precision is {plan.precision}", field="emit")
-    if plan.zero_stage > 1:
-        raise UserInputError(f"--emit gaudi: run_llama.sh's DeepSpeed pipeline runs ZeRO 0 or 1; the plan has ZeRO "
-                             f"{plan.zero_stage}", field="emit")
-    if model.n_layers % plan.pp:
-        raise UserInputError(f"--emit gaudi: run_llama.sh needs the {model.n_layers} layers divisible by pp "
-                             f"{plan.pp}", field="emit")
     ver, size = shape
     nodes, per_node = _nodes(cluster), _per_node(cluster)
     if nodes * per_node != cluster.n_devices:  # the script exits unless HL_NUM_NODES * HL_DEVICES_PER_NODE == dp·tp·pp
