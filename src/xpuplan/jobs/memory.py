@@ -247,8 +247,7 @@ def memory_train(req: MemoryTrainRequest, ctx: RunContext | None = None) -> Memo
     usable_bytes = dev.memory_bytes * (1 - req.reserve) if dev is not None else None
     targets = lora_target_list(req.lora_targets, req.flag("lora_targets")) or LORA_TARGETS
     mem = training_memory(m, seq_len=req.seq, micro_batch=req.micro_batch, tp=req.tp, pp=req.pp, dp=req.dp, cp=req.cp,
-                          ep=req.ep, vpp=req.vpp, zero_stage=zero,
-                          recompute=req.recompute, recipe=req.recipe,
+                          ep=req.ep, vpp=req.vpp, zero_stage=zero, recompute=req.recompute, recipe=req.recipe,
                           method=req.method, lora_rank=req.lora_rank, linear_input_bytes=lin_bytes,
                           lora_targets=targets,
                           usable_bytes=usable_bytes, whole_experts=stack.expert_tp_one, ep_overlap=req.ep_overlap,
